@@ -1,0 +1,50 @@
+"""primflow: a differentiable-programming framework for scientific computing.
+
+Write the math once in Python, differentiate it to any order. Every op is composed from a
+small set of primitives (``pf.primitives()``) whose derivative rules are themselves written
+in primitives.
+
+Example:
+    >>> import primflow as pf
+    >>> x = pf.to_tensor(2.0, dtype="float64", stop_gradient=False)
+    >>> y = pf.log(x) + x * 3.0
+    >>> dy, = pf.grad(y, x)
+    >>> float(dy)
+    3.5
+"""
+
+__version__ = "0.1.0"
+
+from .core import dtypes
+from .core.dtypes import (DType, bool_, float32, float64, get_default_dtype, int32, int64,
+                          set_default_dtype)
+from .core.primitive import NonDifferentiableError, PrimitiveError, primitives
+from .core.random import seed
+from .core.state import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .core.tensor import Tensor
+from . import prims
+from .ops import *  # noqa: F401,F403 - the NumPy-like public surface
+from .ops import abs, all, any, max, min, pow, round, sum  # noqa: A004 - shadow builtins here
+from . import autodiff
+from . import autodiff as autograd
+from .autodiff import grad, jvp
+from . import nn
+
+bool = bool_  # noqa: A001 - pf.bool as in Paddle and PyTorch
+float = float32  # noqa: A001 - not exported by design; see below
+del float
+
+
+def detach(x):
+    """``x.detach()``: same values, cut from the graph. Example: ``pf.detach(y)``."""
+    return x.detach()
+
+
+def is_tensor(x) -> "builtins.bool":  # noqa: F821
+    """Whether ``x`` is a primflow Tensor."""
+    return isinstance(x, Tensor)
+
+
+def numel(x):
+    """Number of elements of ``x``."""
+    return x.size

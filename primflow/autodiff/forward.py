@@ -1,0 +1,103 @@
+"""Forward mode: ``pf.jvp(f, primals, tangents)`` by a JVP trace over the primitives' jvp
+rules (true forward mode: one pass carries values and tangents together).
+
+Each transform level wraps values in ``JVPTracer(primal, tangent)``; a tangent of None is a
+symbolic zero, so untouched inputs cost nothing. The primal computation binds primitives
+one level down, so the tape still records it: reverse-over-forward works.
+"""
+
+from __future__ import annotations
+
+from .. import prims
+from ..core.primitive import Aval, NonDifferentiableError
+from ..core.trace import Trace, Tracer, new_trace
+from ..ops._helpers import as_tensor
+from ..ops.creation import zeros_like
+
+
+class JVPTracer(Tracer):
+    __slots__ = ("primal", "tangent")
+
+    def __init__(self, trace, primal, tangent):
+        self._trace = trace
+        self.primal = primal
+        self.tangent = tangent
+        self.aval = Aval(primal._shape, primal.dtype)
+        self.stop_gradient = True
+        self._node = None
+        self.grad = None
+        self._version = 0
+        self.name = None
+
+
+class JVPTrace(Trace):
+    def _unpack(self, a):
+        if isinstance(a, JVPTracer) and a._trace is self:
+            return a.primal, a.tangent
+        return a, None
+
+    def process_primitive(self, prim, args, params):
+        primals, tangents = zip(*[self._unpack(a) for a in args]) if args else ((), ())
+        out = prim.bind(*primals, **params)
+        if all(t is None for t in tangents) or not out.dtype.is_floating:
+            return out
+        if prim.jvp is None:
+            raise NonDifferentiableError(
+                f"primitive '{prim.name}' is not differentiable but lies on the path being "
+                f"differentiated (forward mode); detach its input if a zero tangent is meant")
+        if callable(prim.jvp):
+            out_dot = prim.jvp(list(tangents), out, *primals, **params)
+        else:
+            out_dot = None
+            for i, t in enumerate(tangents):
+                if t is None:
+                    continue
+                rule = prim.jvp[i]
+                if rule is None:
+                    raise NonDifferentiableError(
+                        f"primitive '{prim.name}' has no derivative with respect to input {i}")
+                contribution = rule(t, out, *primals, **params)
+                out_dot = contribution if out_dot is None else prims.add(out_dot, contribution)
+        return JVPTracer(self, out, out_dot)
+
+
+def jvp(f, primals, tangents):
+    """Forward-mode derivative: ``(f(*primals), J_f(primals) @ tangents)``.
+
+    Args:
+        f: function of tensors returning a tensor or a tuple/list of tensors.
+        primals: tuple of inputs.
+        tangents: tuple of tangents, same shapes as ``primals``.
+
+    Example:
+        >>> import primflow as pf
+        >>> out, t = pf.jvp(pf.sin, (pf.to_tensor(0.0),), (pf.to_tensor(1.0),))
+        >>> float(out), float(t)
+        (0.0, 1.0)
+    """
+    primals = tuple(as_tensor(p) for p in primals)
+    tangents = tuple(as_tensor(t) for t in tangents)
+    if len(primals) != len(tangents):
+        raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
+    for i, (p, t) in enumerate(zip(primals, tangents)):
+        if p._shape != t._shape:
+            raise ValueError(f"jvp: tangent {i} has shape {t.shape} but primal {i} has shape "
+                             f"{p.shape}")
+    with new_trace(JVPTrace) as trace:
+        inputs = [JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
+        out = f(*inputs)
+        multi = isinstance(out, (tuple, list))
+        outs = list(out) if multi else [out]
+        values, dots = [], []
+        for o in outs:
+            if isinstance(o, JVPTracer) and o._trace is trace:
+                values.append(o.primal)
+                dots.append(o.tangent if o.tangent is not None else zeros_like(o.primal))
+            else:
+                o = as_tensor(o)
+                values.append(o)
+                dots.append(zeros_like(o))
+    if multi:
+        return type(out)(values), type(out)(dots)
+    return values[0], dots[0]
+

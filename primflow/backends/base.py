@@ -1,0 +1,46 @@
+"""The backend interface: the one place where array libraries are called for compute.
+
+A backend supplies a kernel per primitive (keyed by the primitive's name), allocation and a
+dtype map. Everything above ``backends/`` computes only by binding primitives, so a new
+backend (GPU, another array library) implements this small class and nothing else.
+"""
+
+from __future__ import annotations
+
+import abc
+
+
+class Backend(abc.ABC):
+    """Interface every backend implements.
+
+    Attributes:
+        name: short name, e.g. ``"numpy"``.
+        kernels: dict from primitive name to a callable on native arrays.
+    """
+
+    name = "abstract"
+    kernels: dict = {}
+
+    @abc.abstractmethod
+    def asarray(self, data, dtype):
+        """Native array from Python data / NumPy arrays, cast to primflow ``dtype`` if given."""
+
+    @abc.abstractmethod
+    def full(self, shape, value, dtype):
+        """Native array of ``shape`` filled with ``value``."""
+
+    @abc.abstractmethod
+    def dtype_of(self, array):
+        """The primflow DType of a native array."""
+
+    @abc.abstractmethod
+    def native_dtype(self, dtype):
+        """The native dtype for a primflow DType."""
+
+    @abc.abstractmethod
+    def to_numpy(self, array):
+        """A NumPy array (a copy where the backend cannot share memory)."""
+
+    @abc.abstractmethod
+    def is_native(self, obj) -> bool:
+        """Whether ``obj`` is this backend's array type."""

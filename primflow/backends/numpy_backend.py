@@ -1,0 +1,235 @@
+"""The NumPy backend: one kernel per primitive, allocation and the dtype map.
+
+Kernels take native arrays positionally and the primitive's parameters as keywords. They
+may return read-only views (broadcast, transpose, slice); primflow never writes into a
+kernel's output in place (in-place tensor updates replace the array, copy-on-write).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..core import dtypes
+from .base import Backend
+
+try:  # SciPy's erf is vectorised C; without SciPy fall back to the exact math.erf per element
+    from scipy.special import erf as _scipy_erf
+except ImportError:  # pragma: no cover - exercised only without scipy
+    _scipy_erf = None
+
+_math_erf = np.frompyfunc(math.erf, 1, 1)
+
+_TO_NATIVE = {
+    dtypes.bool_: np.dtype(np.bool_),
+    dtypes.int32: np.dtype(np.int32),
+    dtypes.int64: np.dtype(np.int64),
+    dtypes.float32: np.dtype(np.float32),
+    dtypes.float64: np.dtype(np.float64),
+}
+_FROM_NATIVE = {v: k for k, v in _TO_NATIVE.items()}
+
+
+# ---- elementwise kernels that need more than one NumPy call ----------------------------------
+
+def _rsqrt(x):
+    out = np.sqrt(x)
+    return np.reciprocal(out, out=out)
+
+
+def _erf(x):
+    if _scipy_erf is not None:
+        return _scipy_erf(x)
+    return _math_erf(x).astype(x.dtype)
+
+
+def _logistic(x):
+    # 1 / (1 + exp(-x)) without overflow: use exp(-|x|) <= 1 on both branches.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+
+
+def _integer_pow(x, *, y):
+    if y == 2:
+        return np.square(x)
+    return np.power(x, y)
+
+
+# ---- structural kernels ------------------------------------------------------------------
+
+def _convert_element_type(x, *, dtype):
+    return x.astype(_TO_NATIVE[dtype])
+
+
+def _reduce_sum(x, *, axes):
+    return np.sum(x, axis=axes, dtype=x.dtype)
+
+
+def _reduce_max(x, *, axes):
+    return np.max(x, axis=axes)
+
+
+def _reduce_min(x, *, axes):
+    return np.min(x, axis=axes)
+
+
+def _argmax(x, *, axis, index_dtype):
+    return np.argmax(x, axis=axis).astype(_TO_NATIVE[index_dtype])
+
+
+def _argmin(x, *, axis, index_dtype):
+    return np.argmin(x, axis=axis).astype(_TO_NATIVE[index_dtype])
+
+
+def _cumsum(x, *, axis, reverse):
+    if reverse:
+        return np.flip(np.cumsum(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+    return np.cumsum(x, axis=axis, dtype=x.dtype)
+
+
+def _reshape(x, *, shape):
+    return np.reshape(x, shape)
+
+
+def _broadcast_in_dim(x, *, shape, broadcast_dimensions):
+    # Place x's dims at broadcast_dimensions, size-1 elsewhere, then broadcast (a view).
+    expanded = [1] * len(shape)
+    for src, dst in enumerate(broadcast_dimensions):
+        expanded[dst] = x.shape[src]
+    return np.broadcast_to(np.reshape(x, expanded), shape)
+
+
+def _transpose(x, *, perm):
+    return np.transpose(x, perm)
+
+
+def _slice(x, *, start, limit, strides):
+    return x[tuple(slice(s, e, st) for s, e, st in zip(start, limit, strides))]
+
+
+def _pad(x, padding_value, *, config):
+    # config: (low, high, interior) per dim, all >= 0. Interior inserts zeros between items.
+    out_shape = []
+    index = []
+    for n, (lo, hi, interior) in zip(x.shape, config):
+        size = lo + hi + n + max(n - 1, 0) * interior
+        out_shape.append(size)
+        index.append(slice(lo, lo + max(n - 1, 0) * (interior + 1) + 1 if n else lo,
+                           interior + 1))
+    out = np.full(out_shape, padding_value, dtype=x.dtype)
+    out[tuple(index)] = x
+    return out
+
+
+def _concatenate(*xs, axis):
+    return np.concatenate(xs, axis=axis)
+
+
+def _gather(x, indices):
+    # indices[..., k] addresses the first k dims of x (gather_nd).
+    k = indices.shape[-1]
+    return x[tuple(indices[..., i] for i in range(k))]
+
+
+def _scatter_add(operand, indices, updates):
+    out = np.array(operand, copy=True)
+    k = indices.shape[-1]
+    np.add.at(out, tuple(indices[..., i] for i in range(k)), updates)
+    return out
+
+
+def _iota(*, shape, dtype, dimension):
+    line = np.arange(shape[dimension], dtype=_TO_NATIVE[dtype])
+    expanded = [1] * len(shape)
+    expanded[dimension] = shape[dimension]
+    return np.broadcast_to(line.reshape(expanded), shape)
+
+
+def _full(*, shape, value, dtype):
+    return np.full(shape, value, dtype=_TO_NATIVE[dtype])
+
+
+def _dot_general(x, y, *, contracting, batch):
+    (lc, rc), (lb, rb) = contracting, batch
+    if not lb and lc == (x.ndim - 1,) and rc == (0,) and y.ndim <= 2:
+        return np.matmul(x, y) if y.ndim == 2 and x.ndim >= 1 else np.tensordot(x, y, 1)
+    x_free = tuple(d for d in range(x.ndim) if d not in lc and d not in lb)
+    y_free = tuple(d for d in range(y.ndim) if d not in rc and d not in rb)
+    batch_shape = tuple(x.shape[d] for d in lb)
+    x_free_shape = tuple(x.shape[d] for d in x_free)
+    y_free_shape = tuple(y.shape[d] for d in y_free)
+    b = math.prod(batch_shape)
+    m = math.prod(x_free_shape)
+    k = math.prod(x.shape[d] for d in lc)
+    n = math.prod(y_free_shape)
+    xt = np.transpose(x, lb + x_free + lc).reshape(b, m, k)
+    yt = np.transpose(y, rb + rc + y_free).reshape(b, k, n)
+    return np.matmul(xt, yt).reshape(batch_shape + x_free_shape + y_free_shape)
+
+
+def _random_uniform(*, shape, dtype, key):
+    return np.random.default_rng(key).random(shape, dtype=_TO_NATIVE[dtype])
+
+
+def _random_normal(*, shape, dtype, key):
+    return np.random.default_rng(key).standard_normal(shape, dtype=_TO_NATIVE[dtype])
+
+
+KERNELS = {
+    # elementwise unary
+    "neg": np.negative, "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1,
+    "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "sqrt": np.sqrt, "rsqrt": _rsqrt,
+    "abs": np.abs, "sign": np.sign, "erf": _erf, "logistic": _logistic, "floor": np.floor,
+    "ceil": np.ceil, "round": np.round, "integer_pow": _integer_pow,
+    # elementwise binary
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
+    "maximum": np.maximum, "minimum": np.minimum, "atan2": np.arctan2,
+    # compare and select
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal, "logical_and": np.logical_and,
+    "logical_or": np.logical_or, "logical_not": np.logical_not, "select": np.where,
+    "convert_element_type": _convert_element_type,
+    # reductions
+    "reduce_sum": _reduce_sum, "reduce_max": _reduce_max, "reduce_min": _reduce_min,
+    "argmax": _argmax, "argmin": _argmin, "cumsum": _cumsum,
+    # shape and indexing
+    "reshape": _reshape, "broadcast_in_dim": _broadcast_in_dim, "transpose": _transpose,
+    "slice": _slice, "pad": _pad, "concatenate": _concatenate, "gather": _gather,
+    "scatter_add": _scatter_add, "iota": _iota, "full": _full,
+    # linear algebra and random
+    "dot_general": _dot_general, "random_uniform": _random_uniform,
+    "random_normal": _random_normal,
+}
+
+
+class NumpyBackend(Backend):
+    """The default backend: NumPy arrays, NumPy ufuncs and BLAS through ``np.matmul``."""
+
+    name = "numpy"
+    kernels = KERNELS
+
+    def asarray(self, data, dtype=None):
+        if dtype is None:
+            return np.asarray(data)
+        return np.asarray(data, dtype=_TO_NATIVE[dtype])
+
+    def full(self, shape, value, dtype):
+        return np.full(shape, value, dtype=_TO_NATIVE[dtype])
+
+    def dtype_of(self, array):
+        found = _FROM_NATIVE.get(array.dtype)
+        if found is None:
+            raise TypeError(
+                f"unsupported dtype {array.dtype}; primflow supports bool, int32, int64, "
+                f"float32 and float64. Convert first, e.g. np.asarray(x, dtype='float32').")
+        return found
+
+    def native_dtype(self, dtype):
+        return _TO_NATIVE[dtype]
+
+    def to_numpy(self, array):
+        return np.asarray(array)
+
+    def is_native(self, obj):
+        return isinstance(obj, np.ndarray)

@@ -1,0 +1,194 @@
+"""Primitives, their registry, and ``bind``: the single dispatch point of primflow.
+
+A primitive is the only thing a backend runs and the only thing with derivative rules. Its
+definition (in ``primflow/prims``) gives, in one place:
+
+* ``infer(*avals, **params) -> Aval``: output shape and dtype without computing,
+* ``jvp``: one rule per input, ``rule(x_dot, out, *primals, **params) -> out_dot``,
+* ``vjp``: one rule per input, ``rule(out_bar, out, *primals, **params) -> x_bar``
+  (or one callable returning all cotangents, for primitives with a variable input count),
+* ``saves_out``: whether those rules read ``out`` (so the tape keeps the output's value).
+
+All rules are written in primitives, so a rule can be differentiated like anything else:
+derivatives of any order need nothing new. A rule entry of ``None`` means "no derivative
+with respect to this input" (integer inputs such as gather indices, select's predicate);
+``jvp=None`` / ``vjp=None`` for the whole primitive means it is not differentiable and asking
+for a derivative through it raises ``NonDifferentiableError``.
+
+``bind`` dispatches on what the inputs are: if a transform's tracer is among them, the
+innermost such transform processes the primitive; otherwise the kernel runs eagerly and, if
+recording is on and an input requires grad, a ``Node`` is added to the tape.
+"""
+
+from __future__ import annotations
+
+from ..backends import get_backend
+from .state import state
+from .tensor import Tensor
+from .trace import Tracer
+
+_backend = get_backend()
+_registry: dict = {}
+
+
+class Aval:
+    """Abstract value: shape (tuple) and dtype, what tracing knows about a tensor."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(shape)
+        self.dtype = dtype
+
+    def __repr__(self):
+        return f"{self.dtype.name}{list(self.shape)}"
+
+    def __eq__(self, other):
+        return (isinstance(other, Aval) and self.shape == other.shape
+                and self.dtype is other.dtype)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype))
+
+
+class NonDifferentiableError(RuntimeError):
+    """A derivative was requested through a primitive that has none."""
+
+
+class PrimitiveError(ValueError):
+    """A primitive was given inputs its kernel cannot handle (wrong shapes, dtypes...)."""
+
+
+class Primitive:
+    """One primitive operator with all of its rules. See the module docstring.
+
+    Example:
+        >>> import primflow as pf
+        >>> from primflow import prims
+        >>> prims.sin(pf.to_tensor([0.0])).numpy()
+        array([0.], dtype=float32)
+    """
+
+    def __init__(self, name, *, family, infer, jvp, vjp, saves_out=False, batch=None,
+                 taylor=None, doc=""):
+        if name in _registry:
+            raise ValueError(f"primitive {name!r} is defined twice")
+        self.name = name
+        self.family = family
+        self.infer = infer
+        self.jvp = jvp
+        self.vjp = vjp
+        self.saves_out = saves_out
+        self.batch = batch  # vmap rule, filled in by the transforms issue
+        self.taylor = taylor  # Taylor-mode rule, filled in by the Taylor issue
+        self.__doc__ = doc or f"The {name!r} primitive."
+        try:
+            self.impl = _backend.kernels[name]
+        except KeyError:
+            raise ValueError(f"backend {_backend.name!r} has no kernel for {name!r}") from None
+        _registry[name] = self
+
+    def __repr__(self):
+        return f"Primitive({self.name})"
+
+    def __call__(self, *args, **params):
+        return self.bind(*args, **params)
+
+    def bind(self, *args, **params):
+        """Applies the primitive to tensors (or tracers) with static ``params``."""
+        if state.trace_stack:
+            trace = _innermost_trace(args)
+            if trace is not None:
+                return trace.process_primitive(self, args, params)
+        try:
+            out_value = self.impl(*[a._value for a in args], **params)
+        except Exception as e:  # a raw backend traceback helps nobody: say what was called
+            raise PrimitiveError(
+                f"primitive {self.name!r} failed on inputs "
+                f"{', '.join(_describe(a) for a in args) or '()'} with params {params}: "
+                f"{type(e).__name__}: {e}") from e
+        if state.grad_enabled:
+            for a in args:
+                if not a.stop_gradient:
+                    return _record(self, args, params, out_value)
+        return Tensor._wrap(out_value)
+
+    def abstract_eval(self, *avals, **params) -> Aval:
+        """Shape and dtype of the output for inputs with ``avals`` (no computation)."""
+        return self.infer(*avals, **params)
+
+
+def _describe(a):
+    try:
+        return f"{a.dtype.name}{a.shape}"
+    except Exception:  # noqa: BLE001 - describing must never raise
+        return type(a).__name__
+
+
+class Node:
+    """A recorded application of a primitive: the tape's unit (PyTorch's grad_fn).
+
+    ``edges[i]`` says where the gradient for input i goes: a ``Node`` (the input was
+    computed), a leaf ``Tensor`` (accumulate into it) or ``None`` (no gradient needed).
+    ``inputs`` and ``out_value`` are what the rules read; backward frees them unless the
+    graph is retained. ``versions`` detects inputs modified in place after recording.
+    """
+
+    __slots__ = ("prim", "params", "edges", "inputs", "versions", "out_value", "out_aval",
+                 "freed", "__weakref__")
+
+    def __init__(self, prim, params, inputs, out_value):
+        self.prim = prim
+        self.params = params
+        self.inputs = inputs
+        self.edges = tuple(
+            None if a.stop_gradient else (a if a._node is None else a._node) for a in inputs)
+        self.versions = tuple(a._version for a in inputs)
+        self.out_value = out_value if prim.saves_out else None
+        self.out_aval = Aval(out_value.shape, _backend.dtype_of(out_value))
+        self.freed = False
+
+    def __repr__(self):
+        return f"<Node {self.prim.name} -> {self.out_aval}>"
+
+    def free(self):
+        self.inputs = None
+        self.out_value = None
+        self.freed = True
+
+
+def _record(prim, args, params, out_value):
+    out = Tensor._wrap(out_value)
+    if _backend.dtype_of(out_value).is_floating:
+        out._node = Node(prim, params, args, out_value)
+        out.stop_gradient = False
+    return out
+
+
+def _innermost_trace(args):
+    best = None
+    for a in args:
+        if isinstance(a, Tracer):
+            t = a._trace
+            if best is None or t.level > best.level:
+                best = t
+    return best
+
+
+def primitives() -> list:
+    """Names of all registered primitives, sorted.
+
+    Example:
+        >>> import primflow as pf
+        >>> "dot_general" in pf.primitives()
+        True
+    """
+    return sorted(_registry)
+
+
+def get_primitive(name: str) -> Primitive:
+    """The registered primitive called ``name``."""
+    try:
+        return _registry[name]
+    except KeyError:
+        raise KeyError(f"no primitive named {name!r}; see primflow.primitives()") from None

@@ -1,0 +1,224 @@
+"""The Tensor: a backend array plus what the tape needs (stop_gradient, node, grad, version).
+
+Arithmetic operators and most methods are attached by ``primflow.ops`` (which sits above
+core), and ``backward`` by ``primflow.autodiff``; this file keeps only what core needs.
+"""
+
+from __future__ import annotations
+
+from ..backends import get_backend
+from . import dtypes
+
+_backend = get_backend()
+
+
+class Tensor:
+    """An n-dimensional array that can record how it was computed.
+
+    Paddle conventions: ``shape`` is a list, ``stop_gradient`` defaults to True for tensors
+    you create (``requires_grad`` is its opposite), ``.grad`` accumulates on leaves.
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.to_tensor([1.0, 2.0], stop_gradient=False)
+        >>> y = (x * x).sum()
+        >>> y.backward()
+        >>> x.grad.numpy()
+        array([2., 4.], dtype=float32)
+    """
+
+    __slots__ = ("_value", "stop_gradient", "_node", "grad", "_version", "name", "__weakref__")
+
+    def __init__(self, data, dtype=None, stop_gradient=True):
+        self._value = to_native(data, dtype)
+        self.stop_gradient = bool(stop_gradient)
+        self._node = None
+        self.grad = None
+        self._version = 0
+        self.name = None
+
+    @classmethod
+    def _wrap(cls, value, node=None):
+        """Wraps a native array without copying or checks (the hot path)."""
+        t = object.__new__(cls)
+        t._value = value
+        t._node = node
+        t.stop_gradient = node is None
+        t.grad = None
+        t._version = 0
+        t.name = None
+        return t
+
+    # ---- metadata -------------------------------------------------------------------------
+    @property
+    def _shape(self) -> tuple:
+        return self._value.shape
+
+    @property
+    def shape(self) -> list:
+        """The shape as a list of ints (Paddle convention)."""
+        return list(self._shape)
+
+    @property
+    def dtype(self) -> dtypes.DType:
+        return _backend.dtype_of(self._value)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self._shape:
+            n *= d
+        return n
+
+    def numel(self) -> int:
+        """Number of elements."""
+        return self.size
+
+    def dim(self) -> int:
+        return self.ndim
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether gradients flow to this tensor (``not stop_gradient``)."""
+        return not self.stop_gradient
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool):
+        self.stop_gradient = not value
+
+    def requires_grad_(self, requires_grad: bool = True):
+        """Sets ``requires_grad`` in place and returns self (PyTorch style)."""
+        self.stop_gradient = not requires_grad
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors not produced by a recorded operation."""
+        return self._node is None
+
+    # ---- conversion -----------------------------------------------------------------------
+    def numpy(self):
+        """A NumPy array with the tensor's values (shares memory where possible; read-only
+        results of views are copied)."""
+        return _backend.to_numpy(self._value).copy()
+
+    def item(self):
+        """The value of a one-element tensor as a Python scalar."""
+        if self.size != 1:
+            raise ValueError(
+                f"item() needs a tensor with exactly one element, got shape {self.shape}; "
+                f"index or reduce it first, e.g. x.sum().item()")
+        return _backend.to_numpy(self._value).reshape(()).item()
+
+    def tolist(self):
+        return _backend.to_numpy(self._value).tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        arr = _backend.to_numpy(self._value)
+        return arr if dtype is None else arr.astype(dtype)
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if not self.dtype.is_integer:
+            raise TypeError(f"only integer tensors can be used as an index, got {self.dtype}")
+        return int(self.item())
+
+    def __bool__(self):
+        if self.size != 1:
+            raise ValueError(
+                f"the truth value of a tensor with {self.size} elements is ambiguous; "
+                f"use .any() or .all()")
+        return bool(self.item())
+
+    def __len__(self):
+        if not self._shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    __hash__ = object.__hash__  # elementwise __eq__ comes from ops; hash by identity
+
+    # ---- graph ----------------------------------------------------------------------------
+    def detach(self) -> "Tensor":
+        """A tensor sharing this tensor's values but cut from the graph (stop_gradient=True).
+
+        Example:
+            >>> import primflow as pf
+            >>> x = pf.to_tensor([1.0], stop_gradient=False)
+            >>> (x * 2).detach().stop_gradient
+            True
+        """
+        return Tensor._wrap(self._value)
+
+    def clear_grad(self):
+        """Drops the accumulated gradient (Paddle's ``clear_grad``)."""
+        self.grad = None
+
+    clear_gradient = clear_grad
+
+    def _set_value(self, value):
+        """Replaces the values in place (copy-on-write) and bumps the version counter, so a
+        backward that saved the old values notices and raises instead of using new ones."""
+        self._value = value
+        self._version += 1
+
+    def set_value(self, value):
+        """Overwrites the values with ``value`` (same shape), like Paddle's ``set_value``."""
+        new = to_native(value, self.dtype)
+        if tuple(new.shape) != tuple(self._shape):
+            raise ValueError(f"set_value: expected shape {self.shape}, got {list(new.shape)}")
+        self._set_value(new)
+
+    # ---- printing -------------------------------------------------------------------------
+    def __repr__(self):
+        body = repr(_backend.to_numpy(self._value))
+        # numpy repr "array([...], dtype=...)": keep only the bracketed values
+        start, end = body.find("("), body.rfind(")")
+        values = body[start + 1:end]
+        if ", dtype=" in values:
+            values = values[:values.rfind(", dtype=")]
+        indent = " " * 7
+        values = values.replace("\n      ", "\n" + indent)
+        grad = "" if self.stop_gradient else ", stop_gradient=False"
+        return (f"Tensor(shape={self.shape}, dtype={self.dtype.name}{grad},\n"
+                f"{indent}{values.strip()})")
+
+    __str__ = __repr__
+
+
+def to_native(data, dtype=None):
+    """Native backend array from Python data, NumPy arrays or Tensors, with primflow's dtype
+    inference: Python floats -> default float, ints -> int64, bools -> bool; arrays keep
+    their dtype unless ``dtype`` is given."""
+    if isinstance(data, Tensor):
+        value = data._value
+        if dtype is not None and _backend.dtype_of(value) != dtypes.as_dtype(dtype):
+            value = _backend.asarray(value, dtypes.as_dtype(dtype))
+        return value
+    if dtype is not None:
+        return _backend.asarray(data, dtypes.as_dtype(dtype))
+    if _backend.is_native(data) or hasattr(data, "__array__"):
+        value = _backend.asarray(data)
+        _backend.dtype_of(value)  # raises a clear error for unsupported dtypes
+        return value
+    value = _backend.asarray(data)
+    kind = getattr(value.dtype, "kind", None)
+    if kind == "f":
+        return _backend.asarray(value, dtypes.default_float())
+    if kind in ("i", "u"):
+        return _backend.asarray(value, dtypes.int64)
+    if kind == "b":
+        return value
+    raise TypeError(
+        f"cannot make a tensor from {type(data).__name__} data (numpy kind {kind!r}); pass "
+        f"numbers, nested lists of numbers, NumPy arrays or tensors")
+
+

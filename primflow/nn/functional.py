@@ -1,0 +1,13 @@
+"""``pf.nn.functional``: activations, normalisations and losses (composites from ops)."""
+
+from ..ops.activation import (binary_cross_entropy_with_logits, cross_entropy, dropout, elu,
+                              gelu, l1_loss, layer_norm, leaky_relu, log_softmax, mish,
+                              mse_loss, normalize, relu, relu6, rms_norm, sigmoid, silu,
+                              softmax, softplus, softsign, swish, tanhshrink)
+from ..ops.linalg import linear
+from ..ops.math import tanh
+
+__all__ = ["binary_cross_entropy_with_logits", "cross_entropy", "dropout", "elu", "gelu",
+           "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "mish", "mse_loss",
+           "normalize", "relu", "relu6", "rms_norm", "sigmoid", "silu", "softmax", "softplus",
+           "softsign", "swish", "tanh", "tanhshrink"]

@@ -1,0 +1,29 @@
+"""The public op surface: NumPy-like functions written only over primitives.
+
+Ops broadcast, promote dtypes and take defaults; then they bind primitives. Composites
+(softmax, layer_norm, ...) never carry derivative rules of their own.
+"""
+
+from .activation import (binary_cross_entropy_with_logits, cross_entropy, dropout, elu,
+                         gelu, l1_loss, layer_norm, leaky_relu, log_softmax, mish, mse_loss,
+                         normalize, relu, relu6, rms_norm, sigmoid, silu, softmax, softplus,
+                         softsign, swish, tanhshrink)
+from .creation import (arange, empty, eye, full, full_like, linspace, normal, ones, ones_like,
+                       rand, randint, randn, randperm, tensor, to_tensor, uniform, zeros,
+                       zeros_like)
+from .indexing import getitem, setitem
+from .linalg import bmm, dot, inner, linear, matmul, mm, outer
+from .manipulation import (broadcast_tensors, cat, chunk, concat, expand, flatten, flip,
+                           gather, index_select, moveaxis, reshape, split, squeeze, stack, t,
+                           tile, transpose, tril, triu, unbind, unsqueeze, view)
+from .math import (abs, add, astype, atan2, ceil, clamp, clip, cos, cosh, divide, equal, erf,
+                   exp, expm1, floor, floor_divide, greater_equal, greater_than, isfinite,
+                   isinf, isnan, lerp, less_equal, less_than, log, log1p, log2, log10,
+                   logical_and, logical_not, logical_or, maximum, minimum, mod, multiply, neg,
+                   negative, not_equal, pow, reciprocal, remainder, round, rsqrt, scale, sign,
+                   sin, sinh, sqrt, square, subtract, tan, tanh, where)
+from .reduction import (all, amax, amin, any, argmax, argmin, cumsum, logsumexp, max, mean,
+                        min, norm, prod, std, sum, var)
+from .tensor_methods import install as _install_tensor_methods
+
+_install_tensor_methods()

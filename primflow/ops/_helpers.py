@@ -1,0 +1,142 @@
+"""What every public op does before it binds primitives: turn Python data into tensors,
+promote dtypes (NumPy rules, Python scalars weak), broadcast shapes and normalise axes.
+"""
+
+from __future__ import annotations
+
+from .. import prims
+from ..core import dtypes
+from ..core.tensor import Tensor
+
+
+def as_tensor(x, dtype=None) -> Tensor:
+    """``x`` as a Tensor (tensors pass through; cast when ``dtype`` differs)."""
+    if isinstance(x, Tensor):
+        if dtype is not None:
+            d = dtypes.as_dtype(dtype)
+            if x.dtype is not d:
+                return prims.convert_element_type(x, dtype=d)
+        return x
+    return Tensor(x, dtype=dtype)
+
+
+def cast(x: Tensor, dtype) -> Tensor:
+    """``x`` converted to ``dtype`` (no-op when it already has it)."""
+    d = dtypes.as_dtype(dtype)
+    return x if x.dtype is d else prims.convert_element_type(x, dtype=d)
+
+
+def full(shape, value, dtype) -> Tensor:
+    return prims.full(shape=tuple(shape), value=value, dtype=dtype)
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """NumPy broadcasting of several shapes; a clear error names them when they clash.
+
+    Example:
+        >>> from primflow.ops._helpers import broadcast_shapes
+        >>> broadcast_shapes((3, 1), (4,))
+        (3, 4)
+    """
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for i in range(ndim):
+        size = 1
+        for s in shapes:
+            d = s[i - ndim + len(s)] if i - ndim + len(s) >= 0 else 1
+            if d != 1:
+                if size not in (1, d):
+                    raise ValueError(
+                        f"shapes {' and '.join(str(list(s)) for s in shapes)} cannot be "
+                        f"broadcast together (dim {i} from the left of the broadcast result: "
+                        f"{size} vs {d}); make the sizes equal or 1")
+                size = d
+        out.append(size)
+    return tuple(out)
+
+
+def broadcast_to(x: Tensor, shape) -> Tensor:
+    """``x`` broadcast to ``shape`` (NumPy rules), via the ``broadcast_in_dim`` primitive."""
+    shape = tuple(shape)
+    x_shape = tuple(x._shape)
+    if x_shape == shape:
+        return x
+    if len(x_shape) > len(shape) or broadcast_shapes(x_shape, shape) != shape:
+        raise ValueError(f"cannot broadcast a tensor of shape {list(x_shape)} to {list(shape)}")
+    lead = len(shape) - len(x_shape)
+    return prims.broadcast_in_dim(x, shape=shape,
+                                  broadcast_dimensions=tuple(range(lead, len(shape))))
+
+
+def _is_scalar(v):
+    return isinstance(v, (int, float, bool))
+
+
+def binary_operands(x, y):
+    """Promotes and broadcasts the two operands of an elementwise binary op.
+
+    Python scalars are weak: ``float32_tensor * 2.0`` stays float32.
+    """
+    x_is_t, y_is_t = isinstance(x, Tensor), isinstance(y, Tensor)
+    if x_is_t and y_is_t:
+        dx, dy = x.dtype, y.dtype
+        if dx is not dy:
+            d = dtypes.promote_types(dx, dy)
+            x, y = cast(x, d), cast(y, d)
+        sx, sy = x._shape, y._shape
+        if sx != sy:
+            shape = broadcast_shapes(sx, sy)
+            x, y = broadcast_to(x, shape), broadcast_to(y, shape)
+        return x, y
+    if x_is_t and _is_scalar(y):
+        d = dtypes.result_type_with_scalar(x.dtype, y)
+        x = cast(x, d)
+        return x, full(x._shape, y, d)
+    if y_is_t and _is_scalar(x):
+        d = dtypes.result_type_with_scalar(y.dtype, x)
+        y = cast(y, d)
+        return full(y._shape, x, d), y
+    # lists, arrays, or two scalars: make tensors and try again
+    return binary_operands(x if x_is_t else as_tensor(x), y if y_is_t else as_tensor(y))
+
+
+def float_operand(x) -> Tensor:
+    """A floating tensor: integer and bool inputs become the default float dtype (as
+    ``pf.sin(int_tensor)`` does in NumPy and Paddle)."""
+    x = as_tensor(x)
+    return x if x.dtype.is_floating else cast(x, dtypes.default_float())
+
+
+def normalize_axis(axis, ndim, allow_none=True) -> tuple:
+    """Axis argument (None, int, list or tuple) to a sorted tuple of non-negative dims."""
+    if axis is None:
+        if not allow_none:
+            raise ValueError("an axis is required")
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    out = set()
+    for a in axes:
+        if not isinstance(a, int):
+            raise TypeError(f"axis entries must be ints, got {a!r}")
+        if not -max(ndim, 1) <= a < max(ndim, 1):
+            raise ValueError(f"axis {a} is out of range for a tensor with {ndim} dims")
+        out.add(a % ndim if ndim else 0)
+    if ndim == 0:
+        return ()
+    return tuple(sorted(out))
+
+
+def shape_arg(shape) -> tuple:
+    """Shape argument (list, tuple, int or 1-d int tensor) to a tuple of ints."""
+    if isinstance(shape, Tensor):
+        shape = shape.tolist()
+    if isinstance(shape, int):
+        return (shape,)
+    try:
+        out = tuple(int(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"shape must be a list or tuple of ints, got {shape!r}") from None
+    for s in out:
+        if s < 0:
+            raise ValueError(f"shape entries must be >= 0, got {list(out)}")
+    return out

@@ -1,0 +1,361 @@
+"""Neural-network composites: activations, normalisations and losses (the ops behind
+``pf.nn.functional``), each written only in primitives so every derivative order comes
+from the primitives' rules."""
+
+from __future__ import annotations
+
+import math as _math
+
+from .. import prims
+from ..core import dtypes
+from ..core.tensor import Tensor
+from ._helpers import as_tensor, broadcast_to, cast, float_operand, full, normalize_axis
+from .creation import rand
+from .reduction import _broadcast_back, mean, norm, sum as _sum
+
+
+def _const(x, value):
+    return full(x._shape, value, x.dtype)
+
+
+# ---- activations ---------------------------------------------------------------------------
+
+def relu(x) -> Tensor:
+    """``max(x, 0)``; gradient 0 at 0 (as PyTorch and Paddle).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.functional.relu(pf.to_tensor([-1.0, 2.0])).numpy()
+        array([0., 2.], dtype=float32)
+    """
+    x = as_tensor(x)
+    zero = _const(x, 0)
+    return prims.select(prims.gt(x, zero), x, zero)
+
+
+def relu6(x) -> Tensor:
+    """``min(max(x, 0), 6)``. Example: ``F.relu6(x)``."""
+    x = relu(x)
+    six = _const(x, 6)
+    return prims.select(prims.lt(x, six), x, six)
+
+
+def leaky_relu(x, negative_slope=0.01) -> Tensor:
+    """``x`` where positive, ``negative_slope * x`` elsewhere. Example: ``F.leaky_relu(x)``."""
+    x = float_operand(x)
+    return prims.select(prims.gt(x, _const(x, 0)), x, prims.mul(x, _const(x, negative_slope)))
+
+
+def elu(x, alpha=1.0) -> Tensor:
+    """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere. Example: ``F.elu(x)``."""
+    x = float_operand(x)
+    zero = _const(x, 0)
+    negative_part = prims.mul(_const(x, alpha), prims.expm1(prims.minimum(x, zero)))
+    return prims.select(prims.gt(x, zero), x, negative_part)
+
+
+def sigmoid(x) -> Tensor:
+    """``1 / (1 + exp(-x))`` (the logistic primitive). Example: ``F.sigmoid(x)``."""
+    return prims.logistic(float_operand(x))
+
+
+def softplus(x, beta=1.0, threshold=20.0) -> Tensor:
+    """``log(1 + exp(beta x)) / beta``, computed as ``max(z, 0) + log1p(exp(-|z|))`` with
+    ``z = beta x``, which never overflows. ``threshold`` is accepted for Paddle
+    compatibility; the stable form already equals x to within exp(-threshold) there.
+
+    Example:
+        >>> import primflow as pf
+        >>> round(float(pf.nn.functional.softplus(pf.to_tensor(0.0))), 6)
+        0.693147
+    """
+    del threshold
+    x = float_operand(x)
+    z = prims.mul(x, _const(x, beta)) if beta != 1.0 else x
+    zero = _const(z, 0)
+    out = prims.add(prims.maximum(z, zero), prims.log1p(prims.exp(prims.neg(prims.abs(z)))))
+    return prims.div(out, _const(out, beta)) if beta != 1.0 else out
+
+
+def silu(x) -> Tensor:
+    """``x * sigmoid(x)`` (swish). Example: ``F.silu(x)``."""
+    x = float_operand(x)
+    return prims.mul(x, prims.logistic(x))
+
+
+swish = silu
+
+
+def gelu(x, approximate=False) -> Tensor:
+    """Gaussian error linear unit: ``0.5 x (1 + erf(x / sqrt 2))``; with
+    ``approximate=True`` the tanh form ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
+
+    Example:
+        >>> import primflow as pf
+        >>> float(pf.nn.functional.gelu(pf.to_tensor(0.0)))
+        0.0
+    """
+    x = float_operand(x)
+    half = _const(x, 0.5)
+    one = _const(x, 1.0)
+    if approximate:
+        inner = prims.mul(_const(x, _math.sqrt(2.0 / _math.pi)), prims.add(
+            x, prims.mul(_const(x, 0.044715), prims.integer_pow(x, y=3))))
+        return prims.mul(prims.mul(half, x), prims.add(one, prims.tanh(inner)))
+    scaled = prims.mul(x, _const(x, 1.0 / _math.sqrt(2.0)))
+    return prims.mul(prims.mul(half, x), prims.add(one, prims.erf(scaled)))
+
+
+def tanhshrink(x) -> Tensor:
+    """``x - tanh(x)``. Example: ``F.tanhshrink(x)``."""
+    x = float_operand(x)
+    return prims.sub(x, prims.tanh(x))
+
+
+def softsign(x) -> Tensor:
+    """``x / (1 + |x|)``. Example: ``F.softsign(x)``."""
+    x = float_operand(x)
+    return prims.div(x, prims.add(_const(x, 1.0), prims.abs(x)))
+
+
+def mish(x) -> Tensor:
+    """``x * tanh(softplus(x))``. Example: ``F.mish(x)``."""
+    x = float_operand(x)
+    return prims.mul(x, prims.tanh(softplus(x)))
+
+
+# ---- softmax family ------------------------------------------------------------------------
+
+def _shifted(x, axes):
+    """``x - max(x)`` over ``axes``: the max's own derivative cancels in softmax and
+    log-softmax, so leaving it attached keeps every derivative exact."""
+    m = prims.reduce_max(x, axes=axes)
+    return prims.sub(x, _broadcast_back(m, x._shape, axes))
+
+
+def softmax(x, axis=-1, dtype=None) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``axis``, shifted by the maximum for stability.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.functional.softmax(pf.to_tensor([0.0, 0.0])).numpy()
+        array([0.5, 0.5], dtype=float32)
+    """
+    x = float_operand(x) if dtype is None else cast(as_tensor(x), dtype)
+    axes = normalize_axis(axis, x.ndim)
+    e = prims.exp(_shifted(x, axes))
+    return prims.div(e, _broadcast_back(prims.reduce_sum(e, axes=axes), x._shape, axes))
+
+
+def log_softmax(x, axis=-1, dtype=None) -> Tensor:
+    """``x - logsumexp(x)`` along ``axis``, computed stably.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.functional.log_softmax(pf.to_tensor([0.0, 0.0])).numpy().round(4)
+        array([-0.6931, -0.6931], dtype=float32)
+    """
+    x = float_operand(x) if dtype is None else cast(as_tensor(x), dtype)
+    axes = normalize_axis(axis, x.ndim)
+    s = _shifted(x, axes)
+    lse = prims.log(prims.reduce_sum(prims.exp(s), axes=axes))
+    return prims.sub(s, _broadcast_back(lse, x._shape, axes))
+
+
+# ---- normalisation -------------------------------------------------------------------------
+
+def _norm_axes(x, normalized_shape):
+    if normalized_shape is None:
+        normalized_shape = [x._shape[-1]]
+    elif isinstance(normalized_shape, int):
+        normalized_shape = [normalized_shape]
+    k = len(normalized_shape)
+    if list(x._shape[x.ndim - k:]) != list(normalized_shape):
+        raise ValueError(f"normalized_shape {list(normalized_shape)} does not match the last "
+                         f"dims of the input shape {x.shape}")
+    return tuple(range(x.ndim - k, x.ndim))
+
+
+def _affine(y, weight, bias, axes):
+    kept = axes  # weight and bias cover the normalised (trailing) dims
+    if weight is not None:
+        w = prims.broadcast_in_dim(as_tensor(weight), shape=tuple(y._shape),
+                                   broadcast_dimensions=kept)
+        y = prims.mul(y, cast(w, y.dtype))
+    if bias is not None:
+        b = prims.broadcast_in_dim(as_tensor(bias), shape=tuple(y._shape),
+                                   broadcast_dimensions=kept)
+        y = prims.add(y, cast(b, y.dtype))
+    return y
+
+
+def layer_norm(x, normalized_shape=None, weight=None, bias=None, epsilon=1e-05) -> Tensor:
+    """Normalises the trailing ``normalized_shape`` dims to zero mean and unit variance
+    (biased variance, as Paddle and PyTorch), then applies ``weight`` and ``bias``.
+
+    Example:
+        >>> import primflow as pf
+        >>> y = pf.nn.functional.layer_norm(pf.to_tensor([[1.0, 3.0]]), 2)
+        >>> y.numpy().round(3)
+        array([[-1.,  1.]], dtype=float32)
+    """
+    x = float_operand(x)
+    axes = _norm_axes(x, normalized_shape)
+    n = float(_math.prod(x._shape[a] for a in axes))
+    mu = prims.div(prims.reduce_sum(x, axes=axes), full(
+        [d for i, d in enumerate(x._shape) if i not in axes], n, x.dtype))
+    centered = prims.sub(x, _broadcast_back(mu, x._shape, axes))
+    var = prims.reduce_sum(prims.integer_pow(centered, y=2), axes=axes)
+    var = prims.div(var, _const(var, n))
+    inv = prims.rsqrt(prims.add(var, _const(var, epsilon)))
+    y = prims.mul(centered, _broadcast_back(inv, x._shape, axes))
+    return _affine(y, weight, bias, axes)
+
+
+def rms_norm(x, normalized_shape=None, weight=None, epsilon=1e-06) -> Tensor:
+    """``x / sqrt(mean(x^2) + epsilon) * weight`` over the trailing dims (last dim by default).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.functional.rms_norm(pf.to_tensor([[3.0, 4.0]]), epsilon=0.0).numpy().round(3)
+        array([[0.849, 1.131]], dtype=float32)
+    """
+    x = float_operand(x)
+    axes = _norm_axes(x, normalized_shape)
+    n = float(_math.prod(x._shape[a] for a in axes))
+    ms = prims.reduce_sum(prims.integer_pow(x, y=2), axes=axes)
+    ms = prims.div(ms, _const(ms, n))
+    inv = prims.rsqrt(prims.add(ms, _const(ms, epsilon)))
+    y = prims.mul(x, _broadcast_back(inv, x._shape, axes))
+    return _affine(y, weight, None, axes)
+
+
+def normalize(x, p=2, axis=1, epsilon=1e-12) -> Tensor:
+    """``x / max(norm_p(x, axis), epsilon)``. Example: ``F.normalize(x, axis=-1)``."""
+    x = float_operand(x)
+    axes = normalize_axis(axis, x.ndim)
+    n = norm(x, p=p, axis=axes, keepdim=True)
+    n = prims.maximum(n, _const(n, epsilon))
+    return prims.div(x, broadcast_to(n, x._shape))
+
+
+def dropout(x, p=0.5, training=True) -> Tensor:
+    """Zeroes each element with probability ``p`` and scales the rest by 1/(1-p) when
+    ``training``; identity otherwise. Example: ``F.dropout(x, 0.1, training=True)``."""
+    if not 0.0 <= p < 1.0:
+        if p == 1.0:
+            return prims.mul(x, _const(x, 0.0)) if training else x
+        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    x = float_operand(x)
+    if not training or p == 0.0:
+        return x
+    keep = prims.ge(rand(x.shape, x.dtype), _const(x, p))
+    return prims.select(keep, prims.mul(x, _const(x, 1.0 / (1.0 - p))), _const(x, 0.0))
+
+
+# ---- losses --------------------------------------------------------------------------------
+
+def _reduce_loss(loss, reduction):
+    if reduction == "mean":
+        return mean(loss)
+    if reduction == "sum":
+        return _sum(loss)
+    if reduction == "none":
+        return loss
+    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def mse_loss(input, label, reduction="mean") -> Tensor:  # noqa: A002 - Paddle's names
+    """Mean squared error ``(input - label)^2`` reduced by ``reduction``.
+
+    Example:
+        >>> import primflow as pf
+        >>> float(pf.nn.functional.mse_loss(pf.to_tensor([1.0, 3.0]), pf.to_tensor([0.0, 0.0])))
+        5.0
+    """
+    input, label = float_operand(input), float_operand(label)
+    if input._shape != label._shape:
+        raise ValueError(f"mse_loss: input shape {input.shape} and label shape {label.shape} "
+                         f"differ")
+    label = cast(label, input.dtype)
+    return _reduce_loss(prims.integer_pow(prims.sub(input, label), y=2), reduction)
+
+
+def l1_loss(input, label, reduction="mean") -> Tensor:  # noqa: A002
+    """Mean absolute error. Example: ``F.l1_loss(pred, target)``."""
+    input, label = float_operand(input), float_operand(label)
+    if input._shape != label._shape:
+        raise ValueError(f"l1_loss: input shape {input.shape} and label shape {label.shape} "
+                         f"differ")
+    return _reduce_loss(prims.abs(prims.sub(input, cast(label, input.dtype))), reduction)
+
+
+def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean",  # noqa: A002
+                  soft_label=False, axis=-1, label_smoothing=0.0) -> Tensor:
+    """Softmax cross-entropy of logits ``input`` against integer class labels (shape
+    ``[N]`` or ``[N, 1]``) or, with ``soft_label=True``, class probabilities.
+
+    Example:
+        >>> import primflow as pf
+        >>> logits = pf.to_tensor([[0.0, 0.0]])
+        >>> round(float(pf.nn.functional.cross_entropy(logits, pf.to_tensor([1]))), 4)
+        0.6931
+    """
+    logits = float_operand(input)
+    (axis,) = normalize_axis(axis, logits.ndim)
+    logp = log_softmax(logits, axis=axis)
+    num_classes = logits._shape[axis]
+    if soft_label:
+        target = cast(as_tensor(label), logits.dtype)
+        if target._shape != logits._shape:
+            raise ValueError(f"cross_entropy with soft labels: label shape {target.shape} must "
+                             f"equal input shape {logits.shape}")
+        loss = prims.neg(prims.reduce_sum(prims.mul(target, logp), axes=(axis,)))
+        return _reduce_loss(loss, reduction)
+    label = as_tensor(label)
+    if not label.dtype.is_integer:
+        raise TypeError(f"cross_entropy: labels must be integers (class indices), got "
+                        f"{label.dtype.name}; pass soft_label=True for probabilities")
+    expected = tuple(d for i, d in enumerate(logits._shape) if i != axis)
+    if tuple(label._shape) == expected + (1,) or (
+            label.ndim == logits.ndim and label._shape[axis] == 1):
+        label = prims.reshape(label, shape=expected)
+    if tuple(label._shape) != expected:
+        raise ValueError(f"cross_entropy: label shape {label.shape} does not match input shape "
+                         f"{logits.shape} (expected {list(expected)} or with a trailing 1)")
+    label = cast(label, dtypes.int64)
+    # one-hot selection (a select over an iota) keeps the gather out of the graph
+    classes = prims.iota(shape=tuple(logits._shape), dtype=dtypes.int64, dimension=axis)
+    kept = tuple(i for i in range(logits.ndim) if i != axis)
+    onehot = prims.eq(classes, prims.broadcast_in_dim(label, shape=tuple(logits._shape),
+                                                      broadcast_dimensions=kept))
+    picked = prims.reduce_sum(prims.select(onehot, logp, _const(logp, 0.0)), axes=(axis,))
+    if label_smoothing:
+        smooth = prims.div(prims.reduce_sum(logp, axes=(axis,)),
+                           full(picked._shape, float(num_classes), logp.dtype))
+        picked = prims.add(prims.mul(picked, _const(picked, 1.0 - label_smoothing)),
+                           prims.mul(smooth, _const(smooth, label_smoothing)))
+    loss = prims.neg(picked)
+    valid = prims.ne(label, full(label._shape, ignore_index, dtypes.int64))
+    w = cast(valid, logits.dtype)
+    if weight is not None:
+        class_w = prims.reduce_sum(prims.select(
+            onehot, prims.broadcast_in_dim(cast(as_tensor(weight), logits.dtype),
+                                           shape=tuple(logits._shape),
+                                           broadcast_dimensions=(axis,)),
+            _const(logp, 0.0)), axes=(axis,))
+        w = prims.mul(w, class_w)
+    loss = prims.mul(loss, w)
+    if reduction == "mean":
+        everything = tuple(range(loss.ndim))
+        return prims.div(prims.reduce_sum(loss, axes=everything),
+                         prims.reduce_sum(w, axes=everything))
+    return _reduce_loss(loss, reduction)
+
+
+def binary_cross_entropy_with_logits(logit, label, reduction="mean") -> Tensor:
+    """``-[y log s(x) + (1-y) log(1-s(x))]`` computed stably as
+    ``softplus(x) - y x``. Example: ``F.binary_cross_entropy_with_logits(x, y)``."""
+    x = float_operand(logit)
+    y = cast(as_tensor(label), x.dtype)
+    return _reduce_loss(prims.sub(softplus(x), prims.mul(y, x)), reduction)

@@ -1,0 +1,205 @@
+"""Tensor creation: from data, constant fills, ranges, identity and random draws."""
+
+from __future__ import annotations
+
+import math as _math
+
+from .. import prims
+from ..core import dtypes
+from ..core.random import next_key
+from ..core.tensor import Tensor
+from ._helpers import as_tensor, cast, shape_arg
+
+
+def _float_dtype(dtype):
+    return dtypes.default_float() if dtype is None else dtypes.as_dtype(dtype)
+
+
+def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
+    """A new tensor from Python data, a NumPy array or a tensor (copied).
+
+    Python floats get the default float dtype, ints int64, bools bool; NumPy arrays keep
+    theirs unless ``dtype`` is given. ``place`` is accepted for Paddle compatibility.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.to_tensor([1.0, 2.0], dtype="float64", stop_gradient=False)
+        Tensor(shape=[2], dtype=float64, stop_gradient=False,
+               [1., 2.])
+    """
+    del place
+    if isinstance(data, Tensor):
+        data = data.numpy()
+    return Tensor(data, dtype=dtype, stop_gradient=stop_gradient)
+
+
+tensor = to_tensor
+
+
+def full(shape, fill_value, dtype=None) -> Tensor:
+    """A tensor of ``shape`` filled with ``fill_value`` (dtype from the value if None).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.full([2], 3.0).numpy()
+        array([3., 3.], dtype=float32)
+    """
+    if dtype is None:
+        dtype = dtypes.dtype_of_python(fill_value) if isinstance(
+            fill_value, (bool, int, float)) else dtypes.default_float()
+    return prims.full(shape=shape_arg(shape), value=fill_value, dtype=dtypes.as_dtype(dtype))
+
+
+def zeros(shape, dtype=None) -> Tensor:
+    """Zeros of the default float dtype (or ``dtype``). Example: ``pf.zeros([2, 3])``."""
+    return full(shape, 0.0, _float_dtype(dtype))
+
+
+def ones(shape, dtype=None) -> Tensor:
+    """Ones of the default float dtype (or ``dtype``). Example: ``pf.ones([2, 3])``."""
+    return full(shape, 1.0, _float_dtype(dtype))
+
+
+def empty(shape, dtype=None) -> Tensor:
+    """Uninitialised in NumPy; zeros here (deterministic). Example: ``pf.empty([2])``."""
+    return zeros(shape, dtype)
+
+
+def _like(x, value, dtype):
+    x = as_tensor(x)
+    d = x.dtype if dtype is None else dtypes.as_dtype(dtype)
+    return prims.full(shape=tuple(x._shape), value=value, dtype=d)
+
+
+def zeros_like(x, dtype=None) -> Tensor:
+    """Zeros shaped (and typed) like ``x``. Example: ``pf.zeros_like(x)``."""
+    return _like(x, 0, dtype)
+
+
+def ones_like(x, dtype=None) -> Tensor:
+    """Ones shaped (and typed) like ``x``. Example: ``pf.ones_like(x)``."""
+    return _like(x, 1, dtype)
+
+
+def full_like(x, fill_value, dtype=None) -> Tensor:
+    """``fill_value`` shaped (and typed) like ``x``. Example: ``pf.full_like(x, 2.0)``."""
+    return _like(x, fill_value, dtype)
+
+
+def arange(start=0, end=None, step=1, dtype=None) -> Tensor:
+    """Evenly spaced values in [start, end). int64 for int arguments, else default float.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.arange(5).numpy()
+        array([0, 1, 2, 3, 4])
+    """
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
+    if dtype is None:
+        is_int = all(isinstance(v, int) for v in (start, end, step))
+        dtype = dtypes.int64 if is_int else dtypes.default_float()
+    dtype = dtypes.as_dtype(dtype)
+    n = max(0, _math.ceil((end - start) / step))
+    idx = prims.iota(shape=(n,), dtype=dtypes.float64 if dtype.is_floating else dtypes.int64,
+                     dimension=0)
+    work = idx.dtype
+    out = prims.add(prims.mul(idx, prims.full(shape=(n,), value=step, dtype=work)),
+                    prims.full(shape=(n,), value=start, dtype=work))
+    return cast(out, dtype)
+
+
+def linspace(start, stop, num, dtype=None) -> Tensor:
+    """``num`` evenly spaced values from start to stop, both included.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.linspace(0, 1, 3).numpy()
+        array([0. , 0.5, 1. ], dtype=float32)
+    """
+    dtype = _float_dtype(dtype)
+    num = int(num)
+    if num < 1:
+        raise ValueError(f"linspace: num must be >= 1, got {num}")
+    f64 = dtypes.float64
+    idx = prims.iota(shape=(num,), dtype=f64, dimension=0)
+    step = (stop - start) / (num - 1) if num > 1 else 0.0
+    out = prims.add(prims.mul(idx, prims.full(shape=(num,), value=step, dtype=f64)),
+                    prims.full(shape=(num,), value=float(start), dtype=f64))
+    if num > 1:  # make the last value exactly `stop`
+        last = prims.eq(idx, prims.full(shape=(num,), value=num - 1, dtype=f64))
+        out = prims.select(last, prims.full(shape=(num,), value=float(stop), dtype=f64), out)
+    return cast(out, dtype)
+
+
+def eye(num_rows, num_columns=None, dtype=None) -> Tensor:
+    """Identity matrix. Example: ``pf.eye(3)``."""
+    num_columns = num_rows if num_columns is None else num_columns
+    shape = (int(num_rows), int(num_columns))
+    rows = prims.iota(shape=shape, dtype=dtypes.int64, dimension=0)
+    cols = prims.iota(shape=shape, dtype=dtypes.int64, dimension=1)
+    return cast(prims.eq(rows, cols), _float_dtype(dtype))
+
+
+def rand(shape, dtype=None) -> Tensor:
+    """Uniform draws in [0, 1). Reproducible with ``pf.seed``. Example: ``pf.rand([2, 3])``."""
+    return prims.random_uniform(shape=shape_arg(shape), dtype=_float_dtype(dtype),
+                                key=next_key())
+
+
+def randn(shape, dtype=None) -> Tensor:
+    """Standard normal draws. Example: ``pf.randn([2, 3])``."""
+    return prims.random_normal(shape=shape_arg(shape), dtype=_float_dtype(dtype),
+                               key=next_key())
+
+
+def uniform(shape, dtype=None, min=-1.0, max=1.0, seed=0) -> Tensor:  # noqa: A002
+    """Uniform draws in [min, max) (Paddle's argument order). Example:
+    ``pf.uniform([2], min=0.0, max=2.0)``."""
+    del seed
+    u = rand(shape, dtype)
+    lo = prims.full(shape=tuple(u._shape), value=min, dtype=u.dtype)
+    width = prims.full(shape=tuple(u._shape), value=max - min, dtype=u.dtype)
+    return prims.add(prims.mul(u, width), lo)
+
+
+def normal(mean=0.0, std=1.0, shape=None, dtype=None) -> Tensor:
+    """Normal draws with the given mean and std (Paddle's ``paddle.normal``).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.normal(0.0, 2.0, [3]).shape
+        [3]
+    """
+    if shape is None:
+        shape = [1]
+    z = randn(shape, dtype)
+    return prims.add(prims.mul(z, prims.full(shape=tuple(z._shape), value=std, dtype=z.dtype)),
+                     prims.full(shape=tuple(z._shape), value=mean, dtype=z.dtype))
+
+
+def randint(low=0, high=None, shape=(1,), dtype="int64") -> Tensor:
+    """Integers uniform in [low, high). Example: ``pf.randint(0, 10, [3])``."""
+    if high is None:
+        low, high = 0, low
+    u = rand(shape, "float64")
+    scaled = prims.floor(prims.add(
+        prims.mul(u, prims.full(shape=tuple(u._shape), value=float(high - low),
+                                dtype=dtypes.float64)),
+        prims.full(shape=tuple(u._shape), value=float(low), dtype=dtypes.float64)))
+    return cast(scaled, dtype)
+
+
+def randperm(n, dtype="int64") -> Tensor:
+    """A random permutation of 0..n-1 (argsort of uniform draws via ranks).
+
+    Example: ``pf.randperm(5)``.
+    """
+    u = rand([n], "float64")
+    # rank of each draw = number of draws smaller than it (O(n^2), fine for small n)
+    col = prims.broadcast_in_dim(u, shape=(n, n), broadcast_dimensions=(0,))
+    row = prims.broadcast_in_dim(u, shape=(n, n), broadcast_dimensions=(1,))
+    ranks = prims.reduce_sum(cast(prims.lt(row, col), dtypes.int64), axes=(1,))
+    return cast(ranks, dtype)

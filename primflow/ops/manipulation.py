@@ -1,0 +1,346 @@
+"""Shape manipulation: reshape, transpose, squeeze, concat, stack, split, flip, gather...
+all written over the shape and index primitives."""
+
+from __future__ import annotations
+
+import math as _math
+
+from .. import prims
+from ..core import dtypes
+from ..core.tensor import Tensor
+from ..core.trace import Tracer
+from ._helpers import as_tensor, broadcast_shapes, broadcast_to, cast, normalize_axis, shape_arg
+
+
+def reshape(x, shape) -> Tensor:
+    """Same elements, new shape. One entry may be -1 (inferred); 0 copies the input's dim
+    (Paddle).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.reshape(pf.arange(6), [2, -1]).shape
+        [2, 3]
+    """
+    x = as_tensor(x)
+    if isinstance(shape, Tensor):
+        shape = shape.tolist()
+    shape = [shape] if isinstance(shape, int) else list(shape)
+    shape = [x._shape[i] if s == 0 and i < x.ndim else int(s) for i, s in enumerate(shape)]
+    if shape.count(-1) > 1:
+        raise ValueError(f"reshape: only one dim may be -1, got {shape}")
+    if -1 in shape:
+        known = _math.prod(s for s in shape if s != -1)
+        if known == 0 or x.size % known:
+            raise ValueError(f"cannot reshape a tensor of shape {x.shape} ({x.size} elements) "
+                             f"into {shape}")
+        shape[shape.index(-1)] = x.size // known
+    if _math.prod(shape) != x.size:
+        raise ValueError(f"cannot reshape a tensor of shape {x.shape} ({x.size} elements) into "
+                         f"{shape} ({_math.prod(shape)} elements)")
+    if tuple(shape) == tuple(x._shape):
+        return x
+    return prims.reshape(x, shape=tuple(shape))
+
+
+view = reshape
+
+
+def flatten(x, start_axis=0, stop_axis=-1) -> Tensor:
+    """Merges dims start_axis..stop_axis into one. Example: ``pf.flatten(x)``."""
+    x = as_tensor(x)
+    if x.ndim == 0:
+        return reshape(x, [1])
+    start, stop = start_axis % x.ndim, stop_axis % x.ndim
+    if start > stop:
+        raise ValueError(f"flatten: start_axis {start_axis} is after stop_axis {stop_axis}")
+    shape = x.shape
+    merged = _math.prod(shape[start:stop + 1])
+    return reshape(x, shape[:start] + [merged] + shape[stop + 1:])
+
+
+def transpose(x, perm) -> Tensor:
+    """Permutes dims: ``out.shape[i] = x.shape[perm[i]]`` (Paddle signature).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.transpose(pf.zeros([2, 3]), [1, 0]).shape
+        [3, 2]
+    """
+    x = as_tensor(x)
+    perm = tuple(p % x.ndim for p in perm) if x.ndim else tuple(perm)
+    if sorted(perm) != list(range(x.ndim)):
+        raise ValueError(f"transpose: perm {list(perm)} is not a permutation of "
+                         f"range({x.ndim}) for shape {x.shape}")
+    if perm == tuple(range(x.ndim)):
+        return x
+    return prims.transpose(x, perm=perm)
+
+
+def t(x) -> Tensor:
+    """Transpose of a tensor with at most 2 dims. Example: ``pf.t(m)``."""
+    x = as_tensor(x)
+    if x.ndim > 2:
+        raise ValueError(f"t() expects at most 2 dims, got shape {x.shape}; use transpose")
+    return x if x.ndim < 2 else transpose(x, [1, 0])
+
+
+def moveaxis(x, source, destination) -> Tensor:
+    """Moves dims to new positions. Example: ``pf.moveaxis(x, 0, -1)``."""
+    x = as_tensor(x)
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    src = [s % x.ndim for s in src]
+    dst = [d % x.ndim for d in dst]
+    order = [i for i in range(x.ndim) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(x, order)
+
+
+def squeeze(x, axis=None) -> Tensor:
+    """Removes size-1 dims (all of them, or those in ``axis`` that have size 1).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.squeeze(pf.zeros([1, 3, 1])).shape
+        [3]
+    """
+    x = as_tensor(x)
+    axes = normalize_axis(axis, x.ndim) if axis is not None else tuple(
+        i for i, d in enumerate(x._shape) if d == 1)
+    shape = [d for i, d in enumerate(x._shape) if not (i in axes and d == 1)]
+    return reshape(x, shape)
+
+
+def unsqueeze(x, axis) -> Tensor:
+    """Inserts size-1 dims at ``axis`` (int or list, positions in the result).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.unsqueeze(pf.zeros([3]), 0).shape
+        [1, 3]
+    """
+    x = as_tensor(x)
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    ndim = x.ndim + len(axes)
+    axes = sorted(a % ndim for a in axes)
+    shape = list(x._shape)
+    for a in axes:
+        shape.insert(a, 1)
+    return reshape(x, shape)
+
+
+def expand(x, shape) -> Tensor:
+    """Broadcasts to ``shape``; -1 keeps the input's size (Paddle). Example:
+    ``pf.expand(pf.ones([1, 3]), [2, 3])``."""
+    x = as_tensor(x)
+    shape = list(shape_arg([s if s != -1 else 1 for s in shape]) if -1 not in shape else shape)
+    lead = len(shape) - x.ndim
+    shape = [x._shape[i - lead] if s == -1 else s for i, s in enumerate(shape)]
+    return broadcast_to(x, shape)
+
+
+def broadcast_tensors(inputs) -> list:
+    """Broadcasts several tensors against each other. Example:
+    ``a, b = pf.broadcast_tensors([a, b])``."""
+    tensors = [as_tensor(t) for t in inputs]
+    shape = broadcast_shapes(*[t._shape for t in tensors])
+    return [broadcast_to(t, shape) for t in tensors]
+
+
+def concat(x, axis=0) -> Tensor:
+    """Joins tensors along an existing axis (dtypes promoted).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.concat([pf.ones([2]), pf.zeros([3])]).shape
+        [5]
+    """
+    tensors = [as_tensor(t) for t in x]
+    if not tensors:
+        raise ValueError("concat needs at least one tensor")
+    d = tensors[0].dtype
+    for t_ in tensors[1:]:
+        d = dtypes.promote_types(d, t_.dtype)
+    tensors = [cast(t_, d) for t_ in tensors]
+    ndim = tensors[0].ndim
+    if ndim == 0:
+        raise ValueError("concat: zero-dimensional tensors cannot be concatenated; use stack")
+    (axis,) = normalize_axis(axis, ndim)
+    for i, t_ in enumerate(tensors):
+        if t_.ndim != ndim or any(a != b for j, (a, b) in
+                                  enumerate(zip(t_._shape, tensors[0]._shape)) if j != axis):
+            raise ValueError(f"concat along axis {axis}: tensor {i} has shape {t_.shape} but "
+                             f"tensor 0 has {tensors[0].shape}; all dims except {axis} must "
+                             f"match")
+    if len(tensors) == 1:
+        return tensors[0]
+    return prims.concatenate(*tensors, axis=axis)
+
+
+cat = concat
+
+
+def stack(x, axis=0) -> Tensor:
+    """Joins equally shaped tensors along a new axis.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.stack([pf.ones([2]), pf.zeros([2])], axis=1).shape
+        [2, 2]
+    """
+    tensors = [as_tensor(t_) for t_ in x]
+    if not tensors:
+        raise ValueError("stack needs at least one tensor")
+    for i, t_ in enumerate(tensors):
+        if t_._shape != tensors[0]._shape:
+            raise ValueError(f"stack: tensor {i} has shape {t_.shape} but tensor 0 has "
+                             f"{tensors[0].shape}; all must be equal")
+    ndim = tensors[0].ndim + 1
+    axis = axis % ndim
+    return concat([unsqueeze(t_, axis) for t_ in tensors], axis=axis)
+
+
+def split(x, num_or_sections, axis=0) -> list:
+    """Splits along ``axis`` into equal parts (int) or parts of given sizes (list; one
+    entry may be -1).
+
+    Example:
+        >>> import primflow as pf
+        >>> [p.shape for p in pf.split(pf.zeros([5, 2]), [2, 3])]
+        [[2, 2], [3, 2]]
+    """
+    x = as_tensor(x)
+    (axis,) = normalize_axis(axis, x.ndim)
+    n = x._shape[axis]
+    if isinstance(num_or_sections, int):
+        if n % num_or_sections:
+            raise ValueError(f"split: size {n} of axis {axis} is not divisible by "
+                             f"{num_or_sections}")
+        sizes = [n // num_or_sections] * num_or_sections
+    else:
+        sizes = list(num_or_sections)
+        if sizes.count(-1) == 1:
+            sizes[sizes.index(-1)] = n - (sum(sizes) + 1)
+        if sum(sizes) != n:
+            raise ValueError(f"split: sections {list(num_or_sections)} do not add up to {n}")
+    parts, offset = [], 0
+    for s in sizes:
+        parts.append(slice_axis(x, axis, offset, offset + s))
+        offset += s
+    return parts
+
+
+def chunk(x, chunks, axis=0) -> list:
+    """Splits into ``chunks`` equal parts. Example: ``a, b = pf.chunk(x, 2)``."""
+    return split(x, chunks, axis)
+
+
+def unbind(x, axis=0) -> list:
+    """Removes ``axis``, returning the slices along it. Example: ``rows = pf.unbind(m)``."""
+    x = as_tensor(x)
+    (axis,) = normalize_axis(axis, x.ndim)
+    return [squeeze(p, axis) for p in split(x, x._shape[axis], axis)]
+
+
+def slice_axis(x, axis, start, stop, step=1) -> Tensor:
+    """``x[..., start:stop:step, ...]`` on one axis (non-negative, in range)."""
+    shape = tuple(x._shape)
+    begin = tuple(start if d == axis else 0 for d in range(len(shape)))
+    limit = tuple(stop if d == axis else shape[d] for d in range(len(shape)))
+    strides = tuple(step if d == axis else 1 for d in range(len(shape)))
+    return prims.slice(x, start=begin, limit=limit, strides=strides)
+
+
+def index_select(x, index, axis=0) -> Tensor:
+    """Picks entries of ``axis`` by an integer index tensor (Paddle's ``index_select``).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.index_select(pf.to_tensor([10.0, 20.0, 30.0]), pf.to_tensor([2, 0])).numpy()
+        array([30., 10.], dtype=float32)
+    """
+    x = as_tensor(x)
+    index = as_tensor(index)
+    if not index.dtype.is_integer:
+        raise TypeError(f"index_select: index must be an integer tensor, got {index.dtype}")
+    if index.ndim != 1:
+        raise ValueError(f"index_select: index must be 1-d, got shape {index.shape}")
+    (axis,) = normalize_axis(axis, x.ndim)
+    _check_index_range(index, x._shape[axis], "index_select")
+    moved = moveaxis(x, axis, 0)
+    picked = prims.gather(moved, prims.reshape(index, shape=(index.size, 1)))
+    return moveaxis(picked, 0, axis)
+
+
+def gather(x, index, axis=0) -> Tensor:
+    """Paddle's ``gather``: same as ``index_select`` for a 1-d index."""
+    return index_select(x, index, axis)
+
+
+def _check_index_range(index, size, name):
+    """IndexError for indices outside [-size, size) (eager only: traced values are unknown)."""
+    if index.size == 0 or isinstance(index, Tracer):
+        return
+    everything = tuple(range(index.ndim))
+    lo = int(prims.reduce_min(index, axes=everything).item())
+    hi = int(prims.reduce_max(index, axes=everything).item())
+    if lo < -size or hi >= size:
+        raise IndexError(f"{name}: index out of range for a dim of size {size} "
+                         f"(got values from {lo} to {hi})")
+
+
+def flip(x, axis) -> Tensor:
+    """Reverses the order of elements along ``axis`` (int or list).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.flip(pf.to_tensor([1.0, 2.0, 3.0]), 0).numpy()
+        array([3., 2., 1.], dtype=float32)
+    """
+    x = as_tensor(x)
+    for a in normalize_axis(axis, x.ndim):
+        n = x._shape[a]
+        rev = prims.sub(prims.full(shape=(n,), value=n - 1, dtype=dtypes.int64),
+                        prims.iota(shape=(n,), dtype=dtypes.int64, dimension=0))
+        moved = moveaxis(x, a, 0)
+        x = moveaxis(prims.gather(moved, prims.reshape(rev, shape=(n, 1))), 0, a)
+    return x
+
+
+def tile(x, repeat_times) -> Tensor:
+    """Repeats the whole tensor along each dim. Example: ``pf.tile(x, [2, 1])``."""
+    x = as_tensor(x)
+    reps = list(repeat_times)
+    if len(reps) < x.ndim:
+        reps = [1] * (x.ndim - len(reps)) + reps
+    x = reshape(x, [1] * (len(reps) - x.ndim) + x.shape)
+    # interleave a new size-r dim before each dim, broadcast, then merge the pairs
+    expanded_shape, target = [], []
+    for r, d in zip(reps, x._shape):
+        expanded_shape += [1, d]
+        target += [r, d]
+    y = broadcast_to(reshape(x, expanded_shape), target)
+    return reshape(y, [r * d for r, d in zip(reps, x._shape)])
+
+
+def tril(x, diagonal=0) -> Tensor:
+    """Lower triangle of the last two dims (others zeroed). Example: ``pf.tril(m)``."""
+    return _triangle(x, diagonal, lower=True)
+
+
+def triu(x, diagonal=0) -> Tensor:
+    """Upper triangle of the last two dims (others zeroed). Example: ``pf.triu(m)``."""
+    return _triangle(x, diagonal, lower=False)
+
+
+def _triangle(x, diagonal, lower):
+    x = as_tensor(x)
+    if x.ndim < 2:
+        raise ValueError(f"tril/triu need at least 2 dims, got shape {x.shape}")
+    shape = tuple(x._shape)
+    rows = prims.iota(shape=shape, dtype=dtypes.int64, dimension=len(shape) - 2)
+    cols = prims.iota(shape=shape, dtype=dtypes.int64, dimension=len(shape) - 1)
+    shifted = prims.add(rows, prims.full(shape=shape, value=diagonal, dtype=dtypes.int64))
+    keep = prims.le(cols, shifted) if lower else prims.ge(cols, shifted)
+    return prims.select(keep, x, prims.full(shape=shape, value=0, dtype=x.dtype))

@@ -1,0 +1,250 @@
+"""Reductions with Paddle's ``axis=`` / ``keepdim=`` conventions, and composites built on
+them (mean, var, std, norm, logsumexp)."""
+
+from __future__ import annotations
+
+import builtins
+import math as _math
+
+from .. import prims
+from ..core import dtypes
+from ..core.tensor import Tensor
+from ._helpers import as_tensor, cast, float_operand, full, normalize_axis
+
+
+def _keep(out, x_shape, axes, keepdim):
+    if not keepdim:
+        return out
+    shape = tuple(1 if i in axes else d for i, d in enumerate(x_shape))
+    return prims.reshape(out, shape=shape)
+
+
+def sum(x, axis=None, dtype=None, keepdim=False) -> Tensor:  # noqa: A001 - public name
+    """Sum over ``axis`` (all axes when None). Bool and int32 sums give int64.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.sum(pf.to_tensor([[1.0, 2.0], [3.0, 4.0]]), axis=1).numpy()
+        array([3., 7.], dtype=float32)
+    """
+    x = as_tensor(x)
+    if dtype is not None:
+        x = cast(x, dtype)
+    elif x.dtype.is_bool or x.dtype is dtypes.int32:
+        x = cast(x, dtypes.int64)
+    axes = normalize_axis(axis, x.ndim)
+    return _keep(prims.reduce_sum(x, axes=axes), x._shape, axes, keepdim)
+
+
+def _count(x_shape, axes):
+    return _math.prod(x_shape[a] for a in axes)
+
+
+def mean(x, axis=None, keepdim=False) -> Tensor:
+    """Arithmetic mean over ``axis``.
+
+    Example:
+        >>> import primflow as pf
+        >>> float(pf.mean(pf.to_tensor([1.0, 2.0, 6.0])))
+        3.0
+    """
+    x = float_operand(x)
+    axes = normalize_axis(axis, x.ndim)
+    total = prims.reduce_sum(x, axes=axes)
+    n = _count(x._shape, axes)
+    out = prims.div(total, full(total._shape, float(n), x.dtype))
+    return _keep(out, x._shape, axes, keepdim)
+
+
+def max(x, axis=None, keepdim=False) -> Tensor:  # noqa: A001 - public name
+    """Maximum over ``axis``; ties share the gradient evenly.
+
+    Example:
+        >>> import primflow as pf
+        >>> float(pf.max(pf.to_tensor([1.0, 5.0, 2.0])))
+        5.0
+    """
+    x = as_tensor(x)
+    axes = normalize_axis(axis, x.ndim)
+    _check_nonempty(x, axes, "max")
+    return _keep(prims.reduce_max(x, axes=axes), x._shape, axes, keepdim)
+
+
+def min(x, axis=None, keepdim=False) -> Tensor:  # noqa: A001 - public name
+    """Minimum over ``axis``. Example: ``pf.min(x, axis=0)``."""
+    x = as_tensor(x)
+    axes = normalize_axis(axis, x.ndim)
+    _check_nonempty(x, axes, "min")
+    return _keep(prims.reduce_min(x, axes=axes), x._shape, axes, keepdim)
+
+
+amax, amin = max, min
+
+
+def _check_nonempty(x, axes, name):
+    if builtins.any(x._shape[a] == 0 for a in axes):
+        raise ValueError(f"{name} of an empty tensor (shape {x.shape}) has no identity; "
+                         f"check the input shape")
+
+
+def _arg(prim, x, axis, keepdim, dtype):
+    x = as_tensor(x)
+    if axis is None:
+        x = prims.reshape(x, shape=(x.size,))
+        axis = 0
+    (axis,) = normalize_axis(axis, x.ndim)
+    out = prim(x, axis=axis, index_dtype=dtypes.as_dtype(dtype))
+    return _keep(out, x._shape, (axis,), keepdim)
+
+
+def argmax(x, axis=None, keepdim=False, dtype="int64") -> Tensor:
+    """Index of the maximum (over the flattened tensor when ``axis`` is None).
+
+    Example:
+        >>> import primflow as pf
+        >>> int(pf.argmax(pf.to_tensor([1.0, 5.0, 2.0])))
+        1
+    """
+    return _arg(prims.argmax, x, axis, keepdim, dtype)
+
+
+def argmin(x, axis=None, keepdim=False, dtype="int64") -> Tensor:
+    """Index of the minimum. Example: ``pf.argmin(x, axis=1)``."""
+    return _arg(prims.argmin, x, axis, keepdim, dtype)
+
+
+def all(x, axis=None, keepdim=False) -> Tensor:  # noqa: A001 - public name
+    """True where every element along ``axis`` is true. Example: ``pf.all(x > 0)``."""
+    x = as_tensor(x)
+    if not x.dtype.is_bool:
+        x = prims.ne(x, full(x._shape, 0, x.dtype))
+    axes = normalize_axis(axis, x.ndim)
+    if builtins.any(x._shape[a] == 0 for a in axes):
+        return full([d for i, d in enumerate(x._shape) if i not in axes], True, dtypes.bool_)
+    return _keep(prims.reduce_min(x, axes=axes), x._shape, axes, keepdim)
+
+
+def any(x, axis=None, keepdim=False) -> Tensor:  # noqa: A001 - public name
+    """True where some element along ``axis`` is true. Example: ``pf.any(x > 0)``."""
+    x = as_tensor(x)
+    if not x.dtype.is_bool:
+        x = prims.ne(x, full(x._shape, 0, x.dtype))
+    axes = normalize_axis(axis, x.ndim)
+    if builtins.any(x._shape[a] == 0 for a in axes):
+        return full([d for i, d in enumerate(x._shape) if i not in axes], False, dtypes.bool_)
+    return _keep(prims.reduce_max(x, axes=axes), x._shape, axes, keepdim)
+
+
+def var(x, axis=None, unbiased=True, keepdim=False) -> Tensor:
+    """Variance over ``axis`` (divides by n - 1 when ``unbiased``, as Paddle does).
+
+    Example:
+        >>> import primflow as pf
+        >>> float(pf.var(pf.to_tensor([1.0, 2.0, 3.0])))
+        1.0
+    """
+    x = float_operand(x)
+    axes = normalize_axis(axis, x.ndim)
+    centered = prims.sub(x, _broadcast_back(mean(x, axes), x._shape, axes))
+    n = _count(x._shape, axes)
+    total = prims.reduce_sum(prims.integer_pow(centered, y=2), axes=axes)
+    denom = float(n - 1 if unbiased else n)
+    out = prims.div(total, full(total._shape, denom, x.dtype))
+    return _keep(out, x._shape, axes, keepdim)
+
+
+def std(x, axis=None, unbiased=True, keepdim=False) -> Tensor:
+    """Standard deviation, ``sqrt(var)``. Example: ``pf.std(x, axis=0)``."""
+    return prims.sqrt(var(x, axis, unbiased, keepdim))
+
+
+def _broadcast_back(reduced, x_shape, axes):
+    kept = tuple(i for i in range(len(x_shape)) if i not in axes)
+    return prims.broadcast_in_dim(reduced, shape=tuple(x_shape), broadcast_dimensions=kept)
+
+
+def logsumexp(x, axis=None, keepdim=False) -> Tensor:
+    """``log(sum(exp(x)))`` over ``axis``, computed stably by shifting with the maximum.
+
+    The shift's own derivative cancels exactly, so every order of derivative is right.
+
+    Example:
+        >>> import primflow as pf
+        >>> round(float(pf.logsumexp(pf.to_tensor([0.0, 0.0]))), 6)
+        0.693147
+    """
+    x = float_operand(x)
+    axes = normalize_axis(axis, x.ndim)
+    m = prims.reduce_max(x, axes=axes)
+    shifted = prims.exp(prims.sub(x, _broadcast_back(m, x._shape, axes)))
+    out = prims.add(m, prims.log(prims.reduce_sum(shifted, axes=axes)))
+    return _keep(out, x._shape, axes, keepdim)
+
+
+def norm(x, p=2, axis=None, keepdim=False) -> Tensor:
+    """Vector norm over ``axis`` (all elements when None; Paddle convention, not spectral).
+
+    ``p`` may be 'fro', 1, 2, inf, -inf or any other positive float.
+
+    Example:
+        >>> import primflow as pf
+        >>> float(pf.norm(pf.to_tensor([3.0, 4.0])))
+        5.0
+    """
+    x = float_operand(x)
+    axes = normalize_axis(axis, x.ndim)
+    if p in ("fro", 2, 2.0):
+        out = prims.sqrt(prims.reduce_sum(prims.integer_pow(x, y=2), axes=axes))
+    elif p in (1, 1.0):
+        out = prims.reduce_sum(prims.abs(x), axes=axes)
+    elif p == float("inf"):
+        out = prims.reduce_max(prims.abs(x), axes=axes)
+    elif p == float("-inf"):
+        out = prims.reduce_min(prims.abs(x), axes=axes)
+    elif isinstance(p, (int, float)) and p > 0:
+        powered = prims.pow(prims.abs(x), full(x._shape, float(p), x.dtype))
+        total = prims.reduce_sum(powered, axes=axes)
+        out = prims.pow(total, full(total._shape, 1.0 / p, x.dtype))
+    else:
+        raise ValueError(f"norm: unsupported p={p!r}; use 'fro', 1, 2, inf, -inf or p > 0")
+    return _keep(out, x._shape, axes, keepdim)
+
+
+def cumsum(x, axis=None, dtype=None) -> Tensor:
+    """Running sum along ``axis`` (over the flattened tensor when None).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.cumsum(pf.to_tensor([1.0, 2.0, 3.0])).numpy()
+        array([1., 3., 6.], dtype=float32)
+    """
+    x = as_tensor(x)
+    if dtype is not None:
+        x = cast(x, dtype)
+    if axis is None:
+        x = prims.reshape(x, shape=(x.size,))
+        axis = 0
+    (axis,) = normalize_axis(axis, x.ndim)
+    return prims.cumsum(x, axis=axis, reverse=False)
+
+
+def prod(x, axis=None, keepdim=False) -> Tensor:
+    """Product over ``axis``, as a running product via repeated multiplication.
+
+    Built by splitting the reduced axis into slices and multiplying them, so it is exact and
+    differentiable everywhere (zeros included). Example: ``pf.prod(x, axis=0)``.
+    """
+    x = as_tensor(x)
+    axes = normalize_axis(axis, x.ndim)
+    # move reduced axes to the front, flatten them, multiply slice by slice
+    kept = [i for i in range(x.ndim) if i not in axes]
+    moved = prims.transpose(x, perm=tuple(axes) + tuple(kept))
+    n = _count(x._shape, axes)
+    rest = tuple(x._shape[i] for i in kept)
+    flat = prims.reshape(moved, shape=(n,) + rest)
+    out = full(rest, 1, x.dtype)
+    for i in range(n):
+        row = prims.slice(flat, start=(i,) + (0,) * len(rest), limit=(i + 1,) + rest,
+                          strides=(1,) * (len(rest) + 1))
+        out = prims.mul(out, prims.reshape(row, shape=rest))
+    return _keep(out, x._shape, axes, keepdim)

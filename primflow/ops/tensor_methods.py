@@ -1,0 +1,134 @@
+"""Attaches operators and methods to Tensor (core cannot import ops, so ops installs them).
+
+Every method is a thin alias of a public op, so ``x.sum(axis=0)`` and ``pf.sum(x, axis=0)``
+are one code path.
+"""
+
+from __future__ import annotations
+
+from .. import prims
+from ..core.state import state
+from ..core.tensor import Tensor
+from . import activation, creation, indexing, linalg, manipulation, math, reduction
+from ._helpers import as_tensor, cast
+
+
+def _reflected(op):
+    def method(self, other):
+        return op(other, self)
+
+    return method
+
+
+def _clone(x):
+    """A copy that stays in the graph (gradient flows back to ``x``)."""
+    return prims.convert_element_type(x, dtype=x.dtype)
+
+
+def _inplace(self, new):
+    """Rebinds ``self`` to ``new`` (copy-on-write), bumping the version counter."""
+    if state.grad_enabled and self._node is None and not self.stop_gradient:
+        raise RuntimeError(
+            f"a leaf tensor (shape {self.shape}) that requires grad cannot be modified in place "
+            f"while gradients are recorded; do it inside `with pf.no_grad():`")
+    new = as_tensor(new)
+    if new._shape != self._shape:
+        raise ValueError(f"in-place result shape {new.shape} differs from {self.shape}")
+    self._value = cast(new, self.dtype)._value
+    self._node = new._node
+    self.stop_gradient = new.stop_gradient if new._node is not None else self.stop_gradient
+    self._version += 1
+    return self
+
+
+def _inplace_method(op):
+    def method(self, *args, **kwargs):
+        return _inplace(self, op(self, *args, **kwargs))
+
+    method.__doc__ = f"In-place version of ``{op.__name__}`` (bumps the version counter)."
+    return method
+
+
+def _zero_(self):
+    return _inplace(self, creation.zeros_like(self))
+
+
+def _fill_(self, value):
+    return _inplace(self, creation.full_like(self, value))
+
+
+def _to(self, dtype=None, *args, **kwargs):
+    """``x.to(dtype)``; devices are ignored (CPU only)."""
+    if isinstance(dtype, str) and dtype in ("cpu", "gpu", "cuda"):
+        return self
+    return self if dtype is None else math.astype(self, dtype)
+
+
+_OPERATORS = {
+    "__add__": math.add, "__radd__": _reflected(math.add),
+    "__sub__": math.subtract, "__rsub__": _reflected(math.subtract),
+    "__mul__": math.multiply, "__rmul__": _reflected(math.multiply),
+    "__truediv__": math.divide, "__rtruediv__": _reflected(math.divide),
+    "__floordiv__": math.floor_divide, "__rfloordiv__": _reflected(math.floor_divide),
+    "__mod__": math.remainder, "__rmod__": _reflected(math.remainder),
+    "__pow__": math.pow, "__rpow__": _reflected(math.pow),
+    "__matmul__": linalg.matmul, "__rmatmul__": _reflected(linalg.matmul),
+    "__neg__": math.neg, "__pos__": lambda self: self, "__abs__": math.abs,
+    "__eq__": math.equal, "__ne__": math.not_equal, "__lt__": math.less_than,
+    "__le__": math.less_equal, "__gt__": math.greater_than, "__ge__": math.greater_equal,
+    "__and__": math.logical_and, "__or__": math.logical_or, "__invert__": math.logical_not,
+    "__getitem__": indexing.getitem, "__setitem__": indexing.setitem,
+}
+
+_METHODS = {
+    # math
+    "add": math.add, "subtract": math.subtract, "multiply": math.multiply,
+    "divide": math.divide, "pow": math.pow, "maximum": math.maximum, "minimum": math.minimum,
+    "exp": math.exp, "log": math.log, "log1p": math.log1p, "expm1": math.expm1,
+    "sin": math.sin, "cos": math.cos, "tan": math.tan, "tanh": math.tanh, "sinh": math.sinh,
+    "cosh": math.cosh, "sqrt": math.sqrt, "rsqrt": math.rsqrt, "abs": math.abs,
+    "sign": math.sign, "floor": math.floor, "ceil": math.ceil, "round": math.round,
+    "erf": math.erf, "sigmoid": math.sigmoid, "square": math.square,
+    "reciprocal": math.reciprocal, "neg": math.neg, "clip": math.clip, "clamp": math.clip,
+    "astype": math.astype, "cast": math.astype, "isnan": math.isnan, "isinf": math.isinf,
+    "isfinite": math.isfinite, "equal": math.equal, "scale": math.scale,
+    "logical_not": math.logical_not, "log2": math.log2, "log10": math.log10,
+    # reductions
+    "sum": reduction.sum, "mean": reduction.mean, "max": reduction.max,
+    "min": reduction.min, "amax": reduction.max, "amin": reduction.min,
+    "prod": reduction.prod, "var": reduction.var, "std": reduction.std,
+    "norm": reduction.norm, "argmax": reduction.argmax, "argmin": reduction.argmin,
+    "all": reduction.all, "any": reduction.any, "cumsum": reduction.cumsum,
+    "logsumexp": reduction.logsumexp,
+    # shape
+    "reshape": manipulation.reshape, "view": manipulation.reshape,
+    "flatten": manipulation.flatten, "transpose": manipulation.transpose,
+    "t": manipulation.t, "squeeze": manipulation.squeeze,
+    "unsqueeze": manipulation.unsqueeze, "expand": manipulation.expand,
+    "broadcast_to": manipulation.expand, "tile": manipulation.tile,
+    "flip": manipulation.flip, "split": manipulation.split, "chunk": manipulation.chunk,
+    "unbind": manipulation.unbind, "index_select": manipulation.index_select,
+    "gather": manipulation.gather, "moveaxis": manipulation.moveaxis,
+    "tril": manipulation.tril, "triu": manipulation.triu,
+    # linear algebra, nn
+    "matmul": linalg.matmul, "mm": linalg.mm, "dot": linalg.dot,
+    "softmax": activation.softmax, "log_softmax": activation.log_softmax,
+    "relu": activation.relu,
+    # copies and in-place updates
+    "clone": _clone, "to": _to, "zero_": _zero_, "fill_": _fill_,
+    "add_": _inplace_method(math.add), "subtract_": _inplace_method(math.subtract),
+    "multiply_": _inplace_method(math.multiply), "scale_": _inplace_method(math.scale),
+    "clip_": _inplace_method(math.clip),
+}
+
+
+def _T(self):  # noqa: N802 - NumPy's name
+    """All dims reversed (NumPy's ``.T``)."""
+    return manipulation.transpose(self, list(range(self.ndim))[::-1])
+
+
+def install():
+    for name, fn in {**_OPERATORS, **_METHODS}.items():
+        setattr(Tensor, name, fn)
+    Tensor.T = property(_T)
+    Tensor.mT = property(lambda self: linalg._swap_last(self))

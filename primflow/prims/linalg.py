@@ -1,0 +1,80 @@
+"""Linear algebra: ``dot_general``, the one contraction primitive (matmul, batched matmul,
+tensordot, inner and outer products are all instances of it).
+
+``contracting = ((x dims), (y dims))`` are summed pairwise; ``batch = ((x dims), (y dims))``
+are matched and kept. Output dims: batch, then x's remaining dims, then y's (JAX order).
+"""
+
+from __future__ import annotations
+
+from ..core.primitive import Aval, Primitive, PrimitiveError
+from . import shape as sh
+
+_F = "linalg"
+
+
+def _free_dims(ndim, contract, batch):
+    return tuple(d for d in range(ndim) if d not in contract and d not in batch)
+
+
+def _dot_general_infer(x, y, *, contracting, batch):
+    (lc, rc), (lb, rb) = contracting, batch
+    if x.dtype is not y.dtype:
+        raise PrimitiveError(f"dot_general: dtypes {x.dtype.name} and {y.dtype.name} differ")
+    if len(lc) != len(rc) or len(lb) != len(rb):
+        raise PrimitiveError("dot_general: unequal numbers of contracting or batch dims")
+    for a, b in zip(lc + lb, rc + rb):
+        if x.shape[a] != y.shape[b]:
+            raise PrimitiveError(
+                f"dot_general: dim {a} of x (shape {list(x.shape)}) and dim {b} of y "
+                f"(shape {list(y.shape)}) must match, got {x.shape[a]} and {y.shape[b]}")
+    x_free = _free_dims(len(x.shape), lc, lb)
+    y_free = _free_dims(len(y.shape), rc, rb)
+    shape = (tuple(x.shape[d] for d in lb) + tuple(x.shape[d] for d in x_free)
+             + tuple(y.shape[d] for d in y_free))
+    return Aval(shape, x.dtype)
+
+
+def _cotangent(g, other, *, mine, theirs, my_ndim, other_ndim, my_first):
+    """Cotangent of one operand: contract g with the other operand over the other's free
+    dims, then permute the result into this operand's dim order.
+
+    ``mine``/``theirs`` are (contracting, batch) dims of this operand and of the other one.
+    """
+    (my_c, my_b), (their_c, their_b) = mine, theirs
+    nb = len(my_b)
+    my_free = _free_dims(my_ndim, my_c, my_b)
+    their_free = _free_dims(other_ndim, their_c, their_b)
+    # g's dims are: batch, x's free dims, y's free dims. Find the other operand's free dims.
+    offset = nb + len(my_free) if my_first else nb
+    g_their_free = tuple(range(offset, offset + len(their_free)))
+    result = dot_general(g, other, contracting=(g_their_free, their_free),
+                         batch=(tuple(range(nb)), their_b))
+    # result dims: batch, my free (in order), then the other's contracting dims in ascending
+    # order of the other operand, each paired with one of my contracting dims.
+    pairs = sorted(zip(their_c, my_c))
+    source = tuple(my_b) + my_free + tuple(mine_dim for _, mine_dim in pairs)
+    perm = tuple(source.index(d) for d in range(my_ndim))
+    if perm != tuple(range(my_ndim)):
+        result = sh.transpose(result, perm=perm)
+    return result
+
+
+def _dot_general_x_vjp(g, out, x, y, *, contracting, batch):
+    (lc, rc), (lb, rb) = contracting, batch
+    return _cotangent(g, y, mine=(lc, lb), theirs=(rc, rb), my_ndim=len(x._shape),
+                      other_ndim=len(y._shape), my_first=True)
+
+
+def _dot_general_y_vjp(g, out, x, y, *, contracting, batch):
+    (lc, rc), (lb, rb) = contracting, batch
+    return _cotangent(g, x, mine=(rc, rb), theirs=(lc, lb), my_ndim=len(y._shape),
+                      other_ndim=len(x._shape), my_first=False)
+
+
+dot_general = Primitive(
+    "dot_general", family=_F, infer=_dot_general_infer,
+    jvp=(lambda g, out, x, y, **p: dot_general(g, y, **p),
+         lambda g, out, x, y, **p: dot_general(x, g, **p)),
+    vjp=(_dot_general_x_vjp, _dot_general_y_vjp),
+    doc="generalised matrix product with contracting and batch dims")

@@ -1,0 +1,86 @@
+"""Reductions over static axes: sum, max, min, argmax, argmin and cumulative sum.
+
+``axes`` is a sorted tuple of dims that disappear (no keepdims: ops/ reshapes for that).
+"""
+
+from __future__ import annotations
+
+from ..core import dtypes
+from ..core.primitive import Aval, Primitive
+from . import compare, elementwise as ew, shape as sh
+
+_F = "reduce"
+
+
+def _reduce_infer(x, *, axes):
+    for a in axes:
+        if not 0 <= a < len(x.shape):
+            raise ValueError(f"reduction axis {a} is out of range for shape {list(x.shape)}")
+    return Aval(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype)
+
+
+def _expand_back(g, x_shape, axes):
+    """Broadcasts a reduced tensor back to the input's shape."""
+    kept = tuple(i for i in range(len(x_shape)) if i not in axes)
+    return sh.broadcast_in_dim(g, shape=tuple(x_shape), broadcast_dimensions=kept)
+
+
+reduce_sum = Primitive(
+    "reduce_sum", family=_F, infer=_reduce_infer,
+    jvp=(lambda g, out, x, *, axes: reduce_sum(g, axes=axes),),
+    vjp=(lambda g, out, x, *, axes: _expand_back(g, x._shape, axes),),
+    doc="sum over `axes`")
+
+
+def _extremum_rules():
+    # The gradient goes to the positions that attain the extremum, split evenly on ties.
+    def location(x, out, axes):
+        hit = compare.convert_element_type(
+            compare.eq(x, _expand_back(out, x._shape, axes)), dtype=x.dtype)
+        count = reduce_sum(hit, axes=axes)
+        return hit, count
+
+    def jvp(g, out, x, *, axes):
+        hit, count = location(x, out, axes)
+        return ew.div(reduce_sum(ew.mul(g, hit), axes=axes), count)
+
+    def vjp(g, out, x, *, axes):
+        hit, count = location(x, out, axes)
+        return ew.mul(_expand_back(ew.div(g, count), x._shape, axes), hit)
+
+    return (jvp,), (vjp,)
+
+
+_max_jvp, _max_vjp = _extremum_rules()
+reduce_max = Primitive("reduce_max", family=_F, infer=_reduce_infer, jvp=_max_jvp,
+                       vjp=_max_vjp, saves_out=True, doc="maximum over `axes`")
+reduce_min = Primitive("reduce_min", family=_F, infer=_reduce_infer, jvp=_max_jvp,
+                       vjp=_max_vjp, saves_out=True, doc="minimum over `axes`")
+
+
+def _arg_infer(x, *, axis, index_dtype):
+    if not 0 <= axis < len(x.shape):
+        raise ValueError(f"axis {axis} is out of range for shape {list(x.shape)}")
+    return Aval(tuple(d for i, d in enumerate(x.shape) if i != axis), index_dtype)
+
+
+argmax = Primitive("argmax", family=_F, infer=_arg_infer, jvp=None, vjp=None,
+                   doc="index of the maximum along `axis` (integer result)")
+argmin = Primitive("argmin", family=_F, infer=_arg_infer, jvp=None, vjp=None,
+                   doc="index of the minimum along `axis` (integer result)")
+
+
+def _cumsum_infer(x, *, axis, reverse):
+    if not 0 <= axis < len(x.shape):
+        raise ValueError(f"axis {axis} is out of range for shape {list(x.shape)}")
+    return Aval(x.shape, x.dtype)
+
+
+cumsum = Primitive(
+    "cumsum", family=_F, infer=_cumsum_infer,
+    jvp=(lambda g, out, x, *, axis, reverse: cumsum(g, axis=axis, reverse=reverse),),
+    # the transpose of a running sum is the running sum in the other direction
+    vjp=(lambda g, out, x, *, axis, reverse: cumsum(g, axis=axis, reverse=not reverse),),
+    doc="running sum along `axis` (from the end if `reverse`)")
+
+INDEX_DTYPE = dtypes.int64

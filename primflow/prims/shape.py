@@ -1,0 +1,200 @@
+"""Shape primitives: reshape, broadcast_in_dim, transpose, slice, pad, concatenate.
+
+All are linear, so each jvp applies the primitive to the tangent and each vjp is the
+adjoint movement (reshape back, sum over broadcast dims, inverse permutation, pad the
+slice, slice the pad, split the concatenation).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..core.primitive import Aval, Primitive, PrimitiveError
+from . import creation, elementwise as ew, reduce as rd
+
+_F = "shape"
+
+
+# ---- reshape -------------------------------------------------------------------------------
+
+def _reshape_infer(x, *, shape):
+    if math.prod(shape) != math.prod(x.shape):
+        raise PrimitiveError(f"cannot reshape a tensor of shape {list(x.shape)} "
+                             f"({math.prod(x.shape)} elements) into {list(shape)}")
+    return Aval(shape, x.dtype)
+
+
+reshape = Primitive(
+    "reshape", family=_F, infer=_reshape_infer,
+    jvp=(lambda g, out, x, *, shape: reshape(g, shape=shape),),
+    vjp=(lambda g, out, x, *, shape: reshape(g, shape=tuple(x._shape)),),
+    doc="same elements, new shape")
+
+
+# ---- broadcast_in_dim ----------------------------------------------------------------------
+
+def _broadcast_infer(x, *, shape, broadcast_dimensions):
+    if len(broadcast_dimensions) != len(x.shape):
+        raise PrimitiveError(f"broadcast_in_dim: {len(x.shape)} dims but "
+                             f"broadcast_dimensions={broadcast_dimensions}")
+    for src, dst in enumerate(broadcast_dimensions):
+        if x.shape[src] not in (1, shape[dst]):
+            raise PrimitiveError(f"cannot broadcast shape {list(x.shape)} to {list(shape)}")
+    return Aval(shape, x.dtype)
+
+
+def _broadcast_vjp(g, out, x, *, shape, broadcast_dimensions):
+    x_shape = tuple(x._shape)
+    summed = tuple(d for d in range(len(shape)) if d not in broadcast_dimensions) + tuple(
+        dst for src, dst in enumerate(broadcast_dimensions)
+        if x_shape[src] == 1 and shape[dst] != 1)
+    if summed:
+        g = rd.reduce_sum(g, axes=tuple(sorted(summed)))
+    if tuple(g._shape) != x_shape:
+        g = reshape(g, shape=x_shape)
+    return g
+
+
+broadcast_in_dim = Primitive(
+    "broadcast_in_dim", family=_F, infer=_broadcast_infer,
+    jvp=(lambda g, out, x, **p: broadcast_in_dim(g, **p),), vjp=(_broadcast_vjp,),
+    doc="place x's dims at `broadcast_dimensions` of `shape` and repeat along the others")
+
+
+# ---- transpose -----------------------------------------------------------------------------
+
+def _transpose_infer(x, *, perm):
+    if sorted(perm) != list(range(len(x.shape))):
+        raise PrimitiveError(f"transpose: perm {list(perm)} is not a permutation of the "
+                             f"{len(x.shape)} dims of shape {list(x.shape)}")
+    return Aval(tuple(x.shape[p] for p in perm), x.dtype)
+
+
+def _inverse_perm(perm):
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return tuple(inv)
+
+
+transpose = Primitive(
+    "transpose", family=_F, infer=_transpose_infer,
+    jvp=(lambda g, out, x, *, perm: transpose(g, perm=perm),),
+    vjp=(lambda g, out, x, *, perm: transpose(g, perm=_inverse_perm(perm)),),
+    doc="permute dims: out.shape[i] = x.shape[perm[i]]")
+
+
+# ---- slice and pad (each other's adjoint) --------------------------------------------------
+
+def _slice_infer(x, *, start, limit, strides):
+    if not len(start) == len(limit) == len(strides) == len(x.shape):
+        raise PrimitiveError(f"slice: start/limit/strides need {len(x.shape)} entries")
+    out = []
+    for n, s, e, st in zip(x.shape, start, limit, strides):
+        if not (0 <= s <= e <= n and st >= 1):
+            raise PrimitiveError(f"slice: bad range {s}:{e}:{st} for a dim of size {n}")
+        out.append(max(0, -(-(e - s) // st)))
+    return Aval(tuple(out), x.dtype)
+
+
+def _slice_vjp(g, out, x, *, start, limit, strides):
+    config = []
+    for n, s, st, m in zip(x._shape, start, strides, g._shape):
+        if m == 0:
+            config.append((n, 0, 0))
+            continue
+        used_end = s + (m - 1) * st + 1
+        config.append((s, n - used_end, st - 1))
+    return pad(g, creation.full(shape=(), value=0, dtype=g.dtype), config=tuple(config))
+
+
+slice = Primitive(  # noqa: A001 - primitive name
+    "slice", family=_F, infer=_slice_infer,
+    jvp=(lambda g, out, x, **p: slice(g, **p),), vjp=(_slice_vjp,),
+    doc="x[start:limit:strides] per dim (static, non-negative)")
+
+
+def _pad_infer(x, padding_value, *, config):
+    if len(config) != len(x.shape):
+        raise PrimitiveError(f"pad: config needs {len(x.shape)} entries, got {len(config)}")
+    if padding_value.shape != ():
+        raise PrimitiveError("pad: the padding value must be a 0-d tensor")
+    out = []
+    for n, (lo, hi, interior) in zip(x.shape, config):
+        if lo < 0 or hi < 0 or interior < 0:
+            raise PrimitiveError(f"pad: negative padding {config} is not supported")
+        out.append(lo + hi + n + max(n - 1, 0) * interior)
+    return Aval(tuple(out), x.dtype)
+
+
+def _pad_x_vjp(g, out, x, padding_value, *, config):
+    start, limit, strides = [], [], []
+    for n, (lo, hi, interior) in zip(x._shape, config):
+        start.append(lo)
+        limit.append(lo + (n - 1) * (interior + 1) + 1 if n else lo)
+        strides.append(interior + 1)
+    return slice(g, start=tuple(start), limit=tuple(limit), strides=tuple(strides))
+
+
+def _pad_value_vjp(g, out, x, padding_value, *, config):
+    # every padded position received the padding value: total minus the interior part
+    everything = tuple(range(len(g._shape)))
+    inner = _pad_x_vjp(g, out, x, padding_value, config=config)
+    return ew.sub(rd.reduce_sum(g, axes=everything),
+                           rd.reduce_sum(inner, axes=everything))
+
+
+def _pad_x_jvp(g, out, x, padding_value, *, config):
+    return pad(g, creation.full(shape=(), value=0, dtype=g.dtype), config=config)
+
+
+def _pad_value_jvp(g, out, x, padding_value, *, config):
+    zeros = creation.full(shape=tuple(x._shape), value=0, dtype=g.dtype)
+    return pad(zeros, g, config=config)
+
+
+pad = Primitive("pad", family=_F, infer=_pad_infer, jvp=(_pad_x_jvp, _pad_value_jvp),
+                vjp=(_pad_x_vjp, _pad_value_vjp),
+                doc="add `lo`/`hi` elements at the ends and `interior` between elements")
+
+
+# ---- concatenate ---------------------------------------------------------------------------
+
+def _concatenate_infer(*xs, axis):
+    if not xs:
+        raise PrimitiveError("concatenate needs at least one tensor")
+    first = xs[0]
+    for x in xs[1:]:
+        if x.dtype is not first.dtype:
+            raise PrimitiveError(f"concatenate: dtypes {first.dtype.name} and "
+                                 f"{x.dtype.name} differ")
+        if len(x.shape) != len(first.shape) or any(
+                a != b for i, (a, b) in enumerate(zip(x.shape, first.shape)) if i != axis):
+            raise PrimitiveError(f"concatenate along axis {axis}: shapes {list(first.shape)} "
+                                 f"and {list(x.shape)} differ outside that axis")
+    size = sum(x.shape[axis] for x in xs)
+    return Aval(first.shape[:axis] + (size,) + first.shape[axis + 1:], first.dtype)
+
+
+def _concatenate_vjp(g, out, *xs, axis):
+    parts, offset = [], 0
+    shape = tuple(g._shape)
+    for x in xs:
+        n = x._shape[axis]
+        start = tuple(offset if d == axis else 0 for d in range(len(shape)))
+        limit = tuple(offset + n if d == axis else shape[d] for d in range(len(shape)))
+        parts.append(slice(g, start=start, limit=limit, strides=(1,) * len(shape)))
+        offset += n
+    return tuple(parts)
+
+
+def _concatenate_jvp(tangents, out, *xs, axis):
+    filled = [t if t is not None else creation.full(shape=tuple(x._shape), value=0,
+                                                    dtype=out.dtype)
+              for t, x in zip(tangents, xs)]
+    return concatenate(*filled, axis=axis)
+
+
+concatenate = Primitive("concatenate", family=_F, infer=_concatenate_infer,
+                        jvp=_concatenate_jvp, vjp=_concatenate_vjp,
+                        doc="join tensors along `axis`")
