@@ -80,7 +80,11 @@ class Jacobian:
 
     def _rows(self, rows):
         parts = [self._engine.row(i)[self._index] for i in rows]
-        return manipulation.stack(parts, axis=self._m_axis or 0)
+        block = manipulation.stack(parts, axis=self._m_axis or 0)
+        shape = list(self.shape)
+        if self._m_axis is not None:
+            shape[self._m_axis] = len(parts)
+        return manipulation.reshape(block, shape)  # a 0-d input adds no dim
 
     def _dense(self):
         dense = self._rows(range(self._engine.m))
@@ -88,7 +92,11 @@ class Jacobian:
 
     def __getitem__(self, key):
         if self._m_axis is None:
-            return self._dense()[key]
+            dense = self._dense()
+            if dense.ndim == 0 and (key is Ellipsis or (isinstance(key, tuple) and not key) or (
+                    isinstance(key, slice) and key == slice(None))):
+                return dense  # J[:] of a scalar by a scalar
+            return dense[key]
         if not isinstance(key, tuple):
             key = (key,)
         if len(key) > self._m_axis and isinstance(key[self._m_axis], int):

@@ -10,9 +10,12 @@ their own and can be differentiated again, to any order.
 
 from __future__ import annotations
 
+import copy
+
 from ..core.primitive import Node, NonDifferentiableError
 from ..core.state import state
 from ..core.tensor import Tensor
+from ..core.trace import Tracer
 from ..prims import elementwise as ew
 from ..prims import creation
 
@@ -67,28 +70,30 @@ def _seed_gradients(outputs, grad_outputs):
 
 
 def _topological_order(root_nodes):
-    """Nodes reachable from the roots, each after every node that consumes it."""
-    consumers = {}
-    stack, seen = list(root_nodes), set()
+    """Nodes reachable from the roots, each after every node that consumes it (Kahn)."""
+    consumers = {}  # node -> number of edges into it from reachable nodes
+    stack = list(root_nodes)
+    seen = set(stack)
     while stack:
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        for e in node.edges:
-            if type(e) is Node:
-                consumers[e] = consumers.get(e, 0) + 1
-                if e not in seen:
-                    stack.append(e)
-    ready = [n for n in seen if consumers.get(n, 0) == 0]
+        for e in stack.pop().edges:
+            if e.__class__ is Node:
+                if e in consumers:
+                    consumers[e] += 1
+                else:
+                    consumers[e] = 1
+                    if e not in seen:  # roots are already seen
+                        seen.add(e)
+                        stack.append(e)
+    ready = [n for n in seen if n not in consumers]
     order = []
     while ready:
         node = ready.pop()
         order.append(node)
         for e in node.edges:
-            if type(e) is Node:
-                consumers[e] -= 1
-                if consumers[e] == 0:
+            if e.__class__ is Node:
+                left = consumers[e] - 1
+                consumers[e] = left
+                if not left:
                     ready.append(e)
     return order
 
@@ -187,7 +192,7 @@ def _apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph):
             f"a zero gradient is what you want, detach its input: {prim.name}(x.detach())")
     out = None
     if prim.saves_out:
-        out = Tensor._wrap(node.out_value, node if create_graph else None)
+        out = _saved_output(node, create_graph)
     edges = node.edges
     if callable(prim.vjp):  # one rule for all inputs (variadic primitives)
         bars = prim.vjp(g, out, *inputs, **node.params)
@@ -213,6 +218,17 @@ def _apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph):
             _accumulate(leaf_grads, id(e), x_bar)
         else:
             e.grad = x_bar if e.grad is None else ew.add(e.grad, x_bar)
+
+
+def _saved_output(node, create_graph):
+    """The node's output for its rules, linked to the node when the backward is recorded."""
+    value = node.out_value
+    if isinstance(value, Tracer):  # recorded inside a transform: the output is its tracer
+        out = copy.copy(value)
+        out._node = node if create_graph else None
+        out.stop_gradient = not create_graph
+        return out
+    return Tensor._wrap(value, node if create_graph else None)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -278,7 +294,7 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
     _run_backward(seeds, None, create_graph=False, retain_graph=retain_graph)
 
 
-def _tensor_backward(self, grad_tensor=None, retain_graph=False):
+def _tensor_backward(self, grad_tensor=None, retain_graph=False, *, grad=None, gradient=None):
     """Accumulates this tensor's gradient into the leaves' ``.grad`` (Paddle ``backward``).
 
     Example:
@@ -287,7 +303,9 @@ def _tensor_backward(self, grad_tensor=None, retain_graph=False):
         >>> (x * x).backward(); float(x.grad)
         6.0
     """
-    backward([self], None if grad_tensor is None else [grad_tensor], retain_graph)
+    # DESIGN names the seed ``grad``, Paddle ``grad_tensor``, PyTorch ``gradient``: take all
+    seed = next((g for g in (grad_tensor, grad, gradient) if g is not None), None)
+    backward([self], None if seed is None else [seed], retain_graph)
 
 
 Tensor.backward = _tensor_backward

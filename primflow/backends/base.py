@@ -34,6 +34,10 @@ class Backend(abc.ABC):
         """The primflow DType of a native array."""
 
     @abc.abstractmethod
+    def is_floating(self, array) -> bool:
+        """Whether a native array holds floating-point values (the tape records only those)."""
+
+    @abc.abstractmethod
     def native_dtype(self, dtype):
         """The native dtype for a primflow DType."""
 

@@ -146,8 +146,24 @@ def _iota(*, shape, dtype, dimension):
     return np.broadcast_to(line.reshape(expanded), shape)
 
 
+_full_cache = {}
+
+
 def _full(*, shape, value, dtype):
-    return np.full(shape, value, dtype=_TO_NATIVE[dtype])
+    # Small constants (scalars in `x * 1.0001`, ones in rules) repeat on every call; arrays
+    # are never written in place in primflow, so a cached read-only copy is safe to share.
+    key = (shape, value, dtype)
+    try:
+        return _full_cache[key]
+    except (KeyError, TypeError):
+        pass
+    out = np.full(shape, value, dtype=_TO_NATIVE[dtype])
+    if out.size <= 4096 and value == value:  # NaN never hits: skip it
+        if len(_full_cache) >= 512:
+            _full_cache.clear()
+        out.flags.writeable = False
+        _full_cache[key] = out
+    return out
 
 
 def _dot_general(x, y, *, contracting, batch):
@@ -224,6 +240,9 @@ class NumpyBackend(Backend):
                 f"unsupported dtype {array.dtype}; primflow supports bool, int32, int64, "
                 f"float32 and float64. Convert first, e.g. np.asarray(x, dtype='float32').")
         return found
+
+    def is_floating(self, array):
+        return array.dtype.kind == "f"
 
     def native_dtype(self, dtype):
         return _TO_NATIVE[dtype]

@@ -46,8 +46,9 @@ class DType:
             name = other.__name__
         return name == self.name
 
-    def __hash__(self):
-        return hash(self.name)
+    # Identity hash (fast: dtypes key kernel caches on the hot path). A DType equals its
+    # name, but dict lookups must use DType objects, not strings.
+    __hash__ = object.__hash__
 
     def __repr__(self):
         return f"primflow.{self.name}"

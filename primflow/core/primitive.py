@@ -91,15 +91,21 @@ class Primitive:
     def __repr__(self):
         return f"Primitive({self.name})"
 
-    def __call__(self, *args, **params):
-        return self.bind(*args, **params)
-
     def bind(self, *args, **params):
         """Applies the primitive to tensors (or tracers) with static ``params``."""
         if state.trace_stack:
             trace = _innermost_trace(args)
             if trace is not None:
-                return trace.process_primitive(self, args, params)
+                out = trace.process_primitive(self, args, params)
+                if state.grad_enabled and isinstance(out, Tracer) and out.dtype.is_floating:
+                    # the tape records at the level the user works at, so pf.grad works
+                    # inside transforms (pf.jvp of pf.grad is forward-over-reverse)
+                    for a in args:
+                        if not a.stop_gradient:
+                            out._node = Node(self, params, args, out)
+                            out.stop_gradient = False
+                            break
+                return out
         try:
             out_value = self.impl(*[a._value for a in args], **params)
         except Exception as e:  # a raw backend traceback helps nobody: say what was called
@@ -112,6 +118,8 @@ class Primitive:
                 if not a.stop_gradient:
                     return _record(self, args, params, out_value)
         return Tensor._wrap(out_value)
+
+    __call__ = bind
 
     def abstract_eval(self, *avals, **params) -> Aval:
         """Shape and dtype of the output for inputs with ``avals`` (no computation)."""
@@ -134,22 +142,23 @@ class Node:
     graph is retained. ``versions`` detects inputs modified in place after recording.
     """
 
-    __slots__ = ("prim", "params", "edges", "inputs", "versions", "out_value", "out_aval",
-                 "freed", "__weakref__")
+    __slots__ = ("prim", "params", "edges", "inputs", "versions", "out_value", "freed",
+                 "__weakref__")
 
     def __init__(self, prim, params, inputs, out_value):
         self.prim = prim
         self.params = params
         self.inputs = inputs
-        self.edges = tuple(
-            None if a.stop_gradient else (a if a._node is None else a._node) for a in inputs)
-        self.versions = tuple(a._version for a in inputs)
+        edges = []
+        for a in inputs:
+            edges.append(None if a.stop_gradient else (a._node or a))
+        self.edges = edges
+        self.versions = [a._version for a in inputs]
         self.out_value = out_value if prim.saves_out else None
-        self.out_aval = Aval(out_value.shape, _backend.dtype_of(out_value))
         self.freed = False
 
     def __repr__(self):
-        return f"<Node {self.prim.name} -> {self.out_aval}>"
+        return f"<Node {self.prim.name}{' (freed)' if self.freed else ''}>"
 
     def free(self):
         self.inputs = None
@@ -158,11 +167,9 @@ class Node:
 
 
 def _record(prim, args, params, out_value):
-    out = Tensor._wrap(out_value)
-    if _backend.dtype_of(out_value).is_floating:
-        out._node = Node(prim, params, args, out_value)
-        out.stop_gradient = False
-    return out
+    if _backend.is_floating(out_value):
+        return Tensor._wrap(out_value, Node(prim, params, args, out_value))
+    return Tensor._wrap(out_value)
 
 
 def _innermost_trace(args):

@@ -218,7 +218,9 @@ def to_native(data, dtype=None):
     if kind == "b":
         return value
     raise TypeError(
-        f"cannot make a tensor from {type(data).__name__} data (numpy kind {kind!r}); pass "
-        f"numbers, nested lists of numbers, NumPy arrays or tensors")
+        f"cannot make a tensor from {type(data).__name__} data of unsupported dtype "
+        f"{getattr(value, 'dtype', kind)}; primflow supports "
+        f"{', '.join(d.name for d in dtypes.ALL_DTYPES)}. Pass real numbers, nested lists of "
+        f"them, NumPy arrays or tensors")
 
 

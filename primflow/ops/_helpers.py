@@ -20,6 +20,18 @@ def as_tensor(x, dtype=None) -> Tensor:
     return Tensor(x, dtype=dtype)
 
 
+def alias(x: Tensor) -> Tensor:
+    """A second handle on ``x``'s current value and place in the graph.
+
+    In-place updates compute the new value from an alias and then rebind ``x``: the ops
+    recorded for the update keep reading the old value (at its old version), while nodes
+    that saved ``x`` itself see the version bump and refuse to backward.
+    """
+    out = Tensor._wrap(x._value, x._node)
+    out.stop_gradient = x.stop_gradient
+    return out
+
+
 def cast(x: Tensor, dtype) -> Tensor:
     """``x`` converted to ``dtype`` (no-op when it already has it)."""
     d = dtypes.as_dtype(dtype)
@@ -68,8 +80,7 @@ def broadcast_to(x: Tensor, shape) -> Tensor:
                                   broadcast_dimensions=tuple(range(lead, len(shape))))
 
 
-def _is_scalar(v):
-    return isinstance(v, (int, float, bool))
+_SCALARS = (int, float, bool)
 
 
 def binary_operands(x, y):
@@ -88,14 +99,18 @@ def binary_operands(x, y):
             shape = broadcast_shapes(sx, sy)
             x, y = broadcast_to(x, shape), broadcast_to(y, shape)
         return x, y
-    if x_is_t and _is_scalar(y):
-        d = dtypes.result_type_with_scalar(x.dtype, y)
-        x = cast(x, d)
-        return x, full(x._shape, y, d)
-    if y_is_t and _is_scalar(x):
-        d = dtypes.result_type_with_scalar(y.dtype, x)
-        y = cast(y, d)
-        return full(y._shape, x, d), y
+    if x_is_t and type(y) in _SCALARS:
+        dx = x.dtype
+        d = dtypes.result_type_with_scalar(dx, y)
+        if d is not dx:
+            x = prims.convert_element_type(x, dtype=d)
+        return x, prims.full(shape=x._shape, value=y, dtype=d)
+    if y_is_t and type(x) in _SCALARS:
+        dy = y.dtype
+        d = dtypes.result_type_with_scalar(dy, x)
+        if d is not dy:
+            y = prims.convert_element_type(y, dtype=d)
+        return prims.full(shape=y._shape, value=x, dtype=d), y
     # lists, arrays, or two scalars: make tensors and try again
     return binary_operands(x if x_is_t else as_tensor(x), y if y_is_t else as_tensor(y))
 

@@ -8,7 +8,7 @@ from .. import prims
 from ..core import dtypes
 from ..core.random import next_key
 from ..core.tensor import Tensor
-from ._helpers import as_tensor, cast, shape_arg
+from ._helpers import as_tensor, binary_operands, cast, shape_arg
 
 
 def _float_dtype(dtype):
@@ -173,6 +173,10 @@ def normal(mean=0.0, std=1.0, shape=None, dtype=None) -> Tensor:
         >>> pf.normal(0.0, 2.0, [3]).shape
         [3]
     """
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):  # Paddle: shape from the tensors
+        m, s = binary_operands(mean, std)
+        z = randn(m._shape, m.dtype if m.dtype.is_floating else dtype)
+        return prims.add(prims.mul(*binary_operands(z, s)), cast(m, z.dtype))
     if shape is None:
         shape = [1]
     z = randn(shape, dtype)

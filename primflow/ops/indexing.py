@@ -13,7 +13,7 @@ from .. import prims
 from ..core import dtypes
 from ..core.state import state
 from ..core.tensor import Tensor
-from ._helpers import as_tensor, broadcast_shapes, broadcast_to, cast
+from ._helpers import alias, as_tensor, broadcast_shapes, broadcast_to, cast
 from .manipulation import _check_index_range, flip, moveaxis, reshape
 
 
@@ -46,10 +46,14 @@ def _expand_key(x, key):
     consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
     if consumed > x.ndim:
         raise IndexError(f"too many indices ({consumed}) for a tensor of shape {x.shape}")
-    if Ellipsis in [i for i in items if not isinstance(i, Tensor)]:
-        pos = next(k for k, i in enumerate(items) if i is Ellipsis)
+    ellipses = [k for k, i in enumerate(items) if i is Ellipsis]
+    if len(ellipses) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if ellipses:
+        pos = ellipses[0]
         items[pos:pos + 1] = [slice(None)] * (x.ndim - consumed)
-    items += [slice(None)] * (x.ndim - consumed)
+    else:
+        items += [slice(None)] * (x.ndim - consumed)
     return items
 
 
@@ -181,11 +185,14 @@ def setitem(x, key, value) -> None:
     value = as_tensor(value) if not isinstance(value, (int, float, bool)) else value
     if isinstance(value, Tensor):
         value = cast(value, x.dtype)
+        extra = value.ndim - picked.ndim  # NumPy drops leading size-1 dims of the value
+        if extra > 0 and all(d == 1 for d in value._shape[:extra]):
+            value = reshape(value, value.shape[extra:])
         value = broadcast_to(value, picked._shape) if value._shape != picked._shape else value
     else:
         value = prims.full(shape=tuple(picked._shape), value=value, dtype=x.dtype)
     flat_idx = prims.reshape(picked, shape=(picked.size, 1))
-    flat_x = prims.reshape(x, shape=(size,))
+    flat_x = prims.reshape(alias(x), shape=(size,))  # not x: x is rebound below
     flat_v = prims.reshape(value, shape=(picked.size,))
     zeros = prims.full(shape=(size,), value=0, dtype=x.dtype)
     hit = prims.scatter_add(prims.full(shape=(size,), value=0, dtype=dtypes.int32), flat_idx,

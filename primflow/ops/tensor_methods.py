@@ -10,7 +10,7 @@ from .. import prims
 from ..core.state import state
 from ..core.tensor import Tensor
 from . import activation, creation, indexing, linalg, manipulation, math, reduction
-from ._helpers import as_tensor, cast
+from ._helpers import alias, as_tensor, cast
 
 
 def _reflected(op):
@@ -43,9 +43,28 @@ def _inplace(self, new):
 
 def _inplace_method(op):
     def method(self, *args, **kwargs):
-        return _inplace(self, op(self, *args, **kwargs))
+        # the op reads an alias: the node it records must not see self's version bump
+        return _inplace(self, op(alias(self), *args, **kwargs))
 
     method.__doc__ = f"In-place version of ``{op.__name__}`` (bumps the version counter)."
+    return method
+
+
+def _bool_operator(op, symbol, logical):
+    """``&``, ``|`` and ``~`` on bool tensors. NumPy gives bitwise results for integers,
+    which primflow has no primitive for; refuse instead of silently answering logically."""
+
+    def method(self, *other):
+        for v in (self,) + other:
+            is_bool = v.dtype.is_bool if isinstance(v, Tensor) else isinstance(v, bool)
+            if not is_bool:
+                what = v.dtype.name if isinstance(v, Tensor) else type(v).__name__
+                raise TypeError(
+                    f"operator {symbol} needs bool operands, got {what}; bitwise operations "
+                    f"are not supported. Use pf.{logical} for truth values, or compare "
+                    f"first, e.g. (x > 0)")
+        return op(self, *other)
+
     return method
 
 
@@ -76,7 +95,11 @@ _OPERATORS = {
     "__neg__": math.neg, "__pos__": lambda self: self, "__abs__": math.abs,
     "__eq__": math.equal, "__ne__": math.not_equal, "__lt__": math.less_than,
     "__le__": math.less_equal, "__gt__": math.greater_than, "__ge__": math.greater_equal,
-    "__and__": math.logical_and, "__or__": math.logical_or, "__invert__": math.logical_not,
+    "__and__": _bool_operator(math.logical_and, "&", "logical_and"),
+    "__rand__": _bool_operator(_reflected(math.logical_and), "&", "logical_and"),
+    "__or__": _bool_operator(math.logical_or, "|", "logical_or"),
+    "__ror__": _bool_operator(_reflected(math.logical_or), "|", "logical_or"),
+    "__invert__": _bool_operator(math.logical_not, "~", "logical_not"),
     "__getitem__": indexing.getitem, "__setitem__": indexing.setitem,
 }
 
