@@ -1,6 +1,36 @@
 """Automatic differentiation: the eager tape (backward, grad), Paddle-style lazy
-jacobian/hessian, and forward mode (jvp)."""
+jacobian/hessian, forward mode (jvp) and the functional transforms (grad, value_and_grad,
+vjp, jacfwd, jacrev, hessian)."""
 
+from . import functional as _functional
+from . import tape as _tape
 from .forward import jvp
+from .functional import jacfwd, jacrev, value_and_grad, vjp
 from .jacobian import Jacobian, hessian, jacobian
-from .tape import backward, grad
+from .tape import backward
+
+
+def grad(outputs, inputs=None, *args, **kwargs):
+    """Gradients, in the form the first argument asks for.
+
+    * ``pf.grad(f, argnums=0, has_aux=False)`` with a callable ``f`` is the functional
+      transform (JAX): it returns a function computing the gradient of scalar ``f``.
+    * ``pf.grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+      allow_unused=False)`` with tensors runs the tape (Paddle / torch.autograd) and returns
+      a list with one gradient per input.
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.to_tensor(3.0, stop_gradient=False)
+        >>> float(pf.grad(x * x, x)[0]), float(pf.grad(lambda t: t * t)(3.0))
+        (6.0, 6.0)
+    """
+    if callable(outputs):
+        if inputs is not None:
+            kwargs.setdefault("argnums", inputs)
+        return _functional.grad(outputs, *args, **kwargs)
+    if inputs is None:
+        raise TypeError("grad(outputs, inputs): inputs is required for the tape form")
+    return _tape.grad(outputs, inputs, *args, **kwargs)
+
+

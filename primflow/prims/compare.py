@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive, PrimitiveError
+from ._batching import elementwise_batch
 from ._util import binary_infer, zeros_like
 
 _F = "compare"
@@ -89,3 +90,8 @@ def _convert_vjp(g, out, x, *, dtype):
 convert_element_type = Primitive(
     "convert_element_type", family=_F, infer=_convert_infer,
     jvp=(_convert_jvp,), vjp=(_convert_vjp,), doc="cast to another dtype")
+
+# every primitive in this file is elementwise: one generic batching rule
+for _prim in (eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_not, select,
+              convert_element_type):
+    _prim.batch = elementwise_batch(_prim)

@@ -11,6 +11,7 @@ import math
 
 from ..core.primitive import Primitive
 from . import compare
+from ._batching import elementwise_batch
 from ._util import binary_infer, float_unary_infer, full_like, same_aval, zeros_like
 
 _F = "elementwise"
@@ -19,10 +20,12 @@ _F = "elementwise"
 def _unary(name, jvp, vjp=None, saves_out=False, infer=None, doc=""):
     """A unary primitive whose vjp equals its jvp (true for every elementwise unary op:
     the Jacobian is diagonal, hence symmetric)."""
-    return Primitive(name, family=_F, infer=infer or float_unary_infer(name),
+    prim = Primitive(name, family=_F, infer=infer or float_unary_infer(name),
                      jvp=None if jvp is None else (jvp,),
                      vjp=None if jvp is None else ((vjp or jvp),),
                      saves_out=saves_out, doc=doc)
+    prim.batch = elementwise_batch(prim)
+    return prim
 
 
 # ---- unary ---------------------------------------------------------------------------------
@@ -102,13 +105,16 @@ def _integer_pow_rule(g, out, x, *, y):
 integer_pow = Primitive("integer_pow", family=_F, infer=_integer_pow_infer,
                         jvp=(_integer_pow_rule,), vjp=(_integer_pow_rule,),
                         doc="x ** y for a static integer y")
+integer_pow.batch = elementwise_batch(integer_pow)
 
 
 # ---- binary --------------------------------------------------------------------------------
 
 def _binary(name, jvp, vjp, saves_out=False):
-    return Primitive(name, family=_F, infer=binary_infer(name), jvp=jvp, vjp=vjp,
+    prim = Primitive(name, family=_F, infer=binary_infer(name), jvp=jvp, vjp=vjp,
                      saves_out=saves_out)
+    prim.batch = elementwise_batch(prim)
+    return prim
 
 
 add = _binary("add",

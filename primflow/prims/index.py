@@ -9,7 +9,7 @@ first ``k`` dims of the operand (gather_nd). ``gather(x, idx)`` has shape
 from __future__ import annotations
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
-from . import creation
+from . import _batching as bt, creation, shape as sh
 
 _F = "index"
 
@@ -33,7 +33,27 @@ def _gather_vjp(g, out, x, indices):
     return scatter_add(zeros, indices, g)
 
 
-gather = Primitive("gather", family=_F, infer=_gather_infer,
+def _with_batch_coordinate(indices, size):
+    """Indices [B, ..., k] -> [B, ..., k + 1] whose first coordinate is the example number."""
+    head = tuple(indices._shape[:-1])
+    example = creation.iota(shape=head + (1,), dtype=indices.dtype, dimension=0)
+    return sh.concatenate(example, indices, axis=len(head))
+
+
+def _gather_batch(vals, bdims):
+    (x, indices), (x_bdim, i_bdim) = vals, bdims
+    if i_bdim is None:
+        # batch dim right after the k indexed dims: it lands after the index batch dims
+        k = indices._shape[-1]
+        return gather(bt.move_axis(x, x_bdim, k), indices), len(indices._shape) - 1
+    indices = bt.move_to_front(indices, i_bdim)
+    if x_bdim is None:
+        return gather(x, indices), 0
+    x = bt.move_to_front(x, x_bdim)
+    return gather(x, _with_batch_coordinate(indices, x._shape[0])), 0
+
+
+gather = Primitive("gather", family=_F, infer=_gather_infer, batch=_gather_batch,
                    jvp=(lambda g, out, x, indices: gather(g, indices), None),
                    vjp=(_gather_vjp, None), doc="x[indices[..., 0], ..., indices[..., k-1]]")
 
@@ -54,8 +74,14 @@ def _scatter_updates_jvp(g, out, operand, indices, updates):
     return scatter_add(zeros, indices, g)
 
 
+def _scatter_add_batch(vals, bdims):
+    size = bt.batch_size(vals, bdims)
+    operand, indices, updates = (bt.with_batch_front(v, b, size) for v, b in zip(vals, bdims))
+    return scatter_add(operand, _with_batch_coordinate(indices, size), updates), 0
+
+
 scatter_add = Primitive(
-    "scatter_add", family=_F, infer=_scatter_add_infer,
+    "scatter_add", family=_F, infer=_scatter_add_infer, batch=_scatter_add_batch,
     jvp=(lambda g, out, operand, indices, updates: g, None, _scatter_updates_jvp),
     vjp=(lambda g, out, operand, indices, updates: g, None,
          lambda g, out, operand, indices, updates: gather(g, indices)),

@@ -8,7 +8,7 @@ are matched and kept. Output dims: batch, then x's remaining dims, then y's (JAX
 from __future__ import annotations
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
-from . import shape as sh
+from . import _batching as bt, shape as sh
 
 _F = "linalg"
 
@@ -72,8 +72,30 @@ def _dot_general_y_vjp(g, out, x, y, *, contracting, batch):
                       other_ndim=len(x._shape), my_first=False)
 
 
+def _dot_general_batch(vals, bdims, *, contracting, batch):
+    (x, y), (x_bdim, y_bdim) = vals, bdims
+    (lc, rc), (lb, rb) = contracting, batch
+    if x_bdim is not None and y_bdim is not None:
+        # the vmapped dim becomes one more batch dim of the product
+        x, y = bt.move_to_front(x, x_bdim), bt.move_to_front(y, y_bdim)
+        out = dot_general(x, y, contracting=(bt.shift_axes(lc), bt.shift_axes(rc)),
+                          batch=((0,) + bt.shift_axes(lb), (0,) + bt.shift_axes(rb)))
+        return out, 0
+    if x_bdim is not None:
+        # a free dim of x: it comes right after the batch dims of the output
+        x = bt.move_to_front(x, x_bdim)
+        out = dot_general(x, y, contracting=(bt.shift_axes(lc), rc),
+                          batch=(bt.shift_axes(lb), rb))
+        return out, len(lb)
+    # a free dim of y: after the batch dims and x's free dims
+    y = bt.move_to_front(y, y_bdim)
+    out = dot_general(x, y, contracting=(lc, bt.shift_axes(rc)), batch=(lb, bt.shift_axes(rb)))
+    x_free = len(x._shape) - len(lc) - len(lb)
+    return out, len(lb) + x_free
+
+
 dot_general = Primitive(
-    "dot_general", family=_F, infer=_dot_general_infer,
+    "dot_general", family=_F, infer=_dot_general_infer, batch=_dot_general_batch,
     jvp=(lambda g, out, x, y, **p: dot_general(g, y, **p),
          lambda g, out, x, y, **p: dot_general(x, g, **p)),
     vjp=(_dot_general_x_vjp, _dot_general_y_vjp),

@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive
 from . import compare, elementwise as ew, shape as sh
+from . import _batching as bt
 
 _F = "reduce"
 
@@ -23,6 +24,21 @@ def _expand_back(g, x_shape, axes):
     """Broadcasts a reduced tensor back to the input's shape."""
     kept = tuple(i for i in range(len(x_shape)) if i not in axes)
     return sh.broadcast_in_dim(g, shape=tuple(x_shape), broadcast_dimensions=kept)
+
+
+def _axes_batch(prim):
+    # batch to the front, reduced axes shift by one
+    def rule(vals, bdims, *, axes):
+        return prim.bind(bt.move_to_front(vals[0], bdims[0]), axes=bt.shift_axes(axes)), 0
+
+    return rule
+
+
+def _axis_batch(prim):
+    def rule(vals, bdims, *, axis, **params):
+        return prim.bind(bt.move_to_front(vals[0], bdims[0]), axis=axis + 1, **params), 0
+
+    return rule
 
 
 reduce_sum = Primitive(
@@ -82,5 +98,10 @@ cumsum = Primitive(
     # the transpose of a running sum is the running sum in the other direction
     vjp=(lambda g, out, x, *, axis, reverse: cumsum(g, axis=axis, reverse=not reverse),),
     doc="running sum along `axis` (from the end if `reverse`)")
+
+for _prim in (reduce_sum, reduce_max, reduce_min):
+    _prim.batch = _axes_batch(_prim)
+for _prim in (argmax, argmin, cumsum):
+    _prim.batch = _axis_batch(_prim)
 
 INDEX_DTYPE = dtypes.int64

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
-from . import creation, elementwise as ew, reduce as rd
+from . import _batching as bt, creation, elementwise as ew, reduce as rd
 
 _F = "shape"
 
@@ -24,11 +24,16 @@ def _reshape_infer(x, *, shape):
     return Aval(shape, x.dtype)
 
 
+def _reshape_batch(vals, bdims, *, shape):
+    x = bt.move_to_front(vals[0], bdims[0])
+    return reshape(x, shape=(x._shape[0],) + tuple(shape)), 0
+
+
 reshape = Primitive(
     "reshape", family=_F, infer=_reshape_infer,
     jvp=(lambda g, out, x, *, shape: reshape(g, shape=shape),),
     vjp=(lambda g, out, x, *, shape: reshape(g, shape=tuple(x._shape)),),
-    doc="same elements, new shape")
+    batch=_reshape_batch, doc="same elements, new shape")
 
 
 # ---- broadcast_in_dim ----------------------------------------------------------------------
@@ -55,9 +60,16 @@ def _broadcast_vjp(g, out, x, *, shape, broadcast_dimensions):
     return g
 
 
+def _broadcast_batch(vals, bdims, *, shape, broadcast_dimensions):
+    x = bt.move_to_front(vals[0], bdims[0])
+    return broadcast_in_dim(x, shape=(x._shape[0],) + tuple(shape),
+                            broadcast_dimensions=(0,) + bt.shift_axes(broadcast_dimensions)), 0
+
+
 broadcast_in_dim = Primitive(
     "broadcast_in_dim", family=_F, infer=_broadcast_infer,
     jvp=(lambda g, out, x, **p: broadcast_in_dim(g, **p),), vjp=(_broadcast_vjp,),
+    batch=_broadcast_batch,
     doc="place x's dims at `broadcast_dimensions` of `shape` and repeat along the others")
 
 
@@ -77,8 +89,13 @@ def _inverse_perm(perm):
     return tuple(inv)
 
 
+def _transpose_batch(vals, bdims, *, perm):
+    x = bt.move_to_front(vals[0], bdims[0])
+    return transpose(x, perm=(0,) + bt.shift_axes(perm)), 0
+
+
 transpose = Primitive(
-    "transpose", family=_F, infer=_transpose_infer,
+    "transpose", family=_F, infer=_transpose_infer, batch=_transpose_batch,
     jvp=(lambda g, out, x, *, perm: transpose(g, perm=perm),),
     vjp=(lambda g, out, x, *, perm: transpose(g, perm=_inverse_perm(perm)),),
     doc="permute dims: out.shape[i] = x.shape[perm[i]]")
@@ -108,8 +125,14 @@ def _slice_vjp(g, out, x, *, start, limit, strides):
     return pad(g, creation.full(shape=(), value=0, dtype=g.dtype), config=tuple(config))
 
 
+def _slice_batch(vals, bdims, *, start, limit, strides):
+    x = bt.move_to_front(vals[0], bdims[0])
+    return slice(x, start=(0,) + tuple(start), limit=(x._shape[0],) + tuple(limit),
+                 strides=(1,) + tuple(strides)), 0
+
+
 slice = Primitive(  # noqa: A001 - primitive name
-    "slice", family=_F, infer=_slice_infer,
+    "slice", family=_F, infer=_slice_infer, batch=_slice_batch,
     jvp=(lambda g, out, x, **p: slice(g, **p),), vjp=(_slice_vjp,),
     doc="x[start:limit:strides] per dim (static, non-negative)")
 
@@ -153,7 +176,24 @@ def _pad_value_jvp(g, out, x, padding_value, *, config):
     return pad(zeros, g, config=config)
 
 
+def _pad_batch(vals, bdims, *, config):
+    (x, value), (x_bdim, value_bdim) = vals, bdims
+    size = bt.batch_size(vals, bdims)
+    x = bt.with_batch_front(x, x_bdim, size)
+    config = ((0, 0, 0),) + tuple(config)
+    if value_bdim is None:
+        return pad(x, value, config=config), 0
+    # one padding value per example: pad with zeros, then add value * (1 where padded)
+    zero = creation.full(shape=(), value=0, dtype=x.dtype)
+    one = creation.full(shape=(), value=1, dtype=x.dtype)
+    padded = pad(x, zero, config=config)
+    mask = pad(creation.full(shape=tuple(x._shape), value=0, dtype=x.dtype), one, config=config)
+    per_example = broadcast_in_dim(value, shape=tuple(padded._shape), broadcast_dimensions=(0,))
+    return ew.add(padded, ew.mul(mask, per_example)), 0
+
+
 pad = Primitive("pad", family=_F, infer=_pad_infer, jvp=(_pad_x_jvp, _pad_value_jvp),
+                batch=_pad_batch,
                 vjp=(_pad_x_vjp, _pad_value_vjp),
                 doc="add `lo`/`hi` elements at the ends and `interior` between elements")
 
@@ -195,6 +235,11 @@ def _concatenate_jvp(tangents, out, *xs, axis):
     return concatenate(*filled, axis=axis)
 
 
+def _concatenate_batch(vals, bdims, *, axis):
+    return concatenate(*bt.all_front(vals, bdims), axis=axis + 1), 0
+
+
 concatenate = Primitive("concatenate", family=_F, infer=_concatenate_infer,
+                        batch=_concatenate_batch,
                         jvp=_concatenate_jvp, vjp=_concatenate_vjp,
                         doc="join tensors along `axis`")

@@ -1,0 +1,358 @@
+"""Functional transforms (JAX / MindSpore style): grad, value_and_grad, vjp, jacfwd,
+jacrev, hessian. They take functions and return functions, accept pytrees of tensors and
+Python scalars, and compose in any order with each other, ``jvp`` and ``vmap``.
+
+Reverse mode runs on the same tape as ``Tensor.backward``: the inputs are re-bound to fresh
+handles that require grad (tracers too: the tape records at whatever level the values
+live), the function runs, and the tape's backward produces the cotangents with
+``create_graph=True`` so that an enclosing transform can differentiate them again.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+
+from .. import prims
+from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.state import enable_grad, state
+from ..core.tensor import Tensor
+from ..core.trace import Tracer
+from ..ops import manipulation
+from ..ops._helpers import as_tensor
+from ..ops.creation import eye, ones_like, zeros_like
+from ..transforms.vmap import vmap
+from .forward import jvp
+from .tape import _run_backward
+
+
+def _grad_handle(x):
+    """A handle on ``x`` that the tape can differentiate with respect to.
+
+    If ``x`` already requires grad (an enclosing reverse-mode transform or the user's tape
+    is watching it), the handle is a recorded identity, so derivatives flow on to ``x``;
+    otherwise it is a new leaf that shares ``x``'s value.
+    """
+    x = as_tensor(x)
+    if not x.dtype.is_floating:
+        raise TypeError(f"cannot differentiate with respect to a {x.dtype.name} input; "
+                        f"differentiable inputs must be floating point (cast with "
+                        f".astype('float32'))")
+    if not x.stop_gradient:
+        return prims.reshape(x, shape=tuple(x._shape))  # a recorded identity
+    if isinstance(x, Tracer):
+        handle = copy.copy(x)
+        handle._node = None
+    else:
+        handle = Tensor._wrap(x._value)
+    handle.stop_gradient = False
+    return handle
+
+
+class _watching:
+    """Makes ``weights`` require grad while the forward pass records (MindSpore's weights
+    argument), restoring their flags afterwards."""
+
+    def __init__(self, weights):
+        self.weights = weights
+
+    def __enter__(self):
+        self.flags = [w.stop_gradient for w in self.weights]
+        for w in self.weights:
+            w.stop_gradient = False
+
+    def __exit__(self, *exc):
+        for w, flag in zip(self.weights, self.flags):
+            w.stop_gradient = flag
+        return False
+
+
+def _vjp_with_weights(f, primals, weights, has_aux):
+    """Runs ``f(*primals)`` on the tape. Returns the output, a pullback giving
+    ``(cotangents of primals as a tuple, cotangents of weights as a list)``, and aux."""
+    flat, in_tree = tree_flatten(tuple(primals))
+    weights = list(weights)
+    with enable_grad(), _watching(weights):
+        handles = [_grad_handle(p) for p in flat]
+        result = f(*tree_unflatten(in_tree, handles))
+    aux = None
+    if has_aux:
+        if not (isinstance(result, (tuple, list)) and len(result) == 2):
+            raise TypeError("has_aux=True needs the function to return a pair (output, aux)")
+        result, aux = result
+    out_flat, out_tree = tree_flatten(result)
+    out_flat = [as_tensor(o) for o in out_flat]
+    targets = handles + weights
+    # Record the backward only when something outside may differentiate the result: an
+    # enclosing transform, inputs the user's tape watches, or closed-over watched tensors.
+    create_graph = (bool(state.trace_stack) or any(not as_tensor(p).stop_gradient for p in flat)
+                    or bool(weights) or _reaches_outside(out_flat, targets))
+
+    def pullback(cotangent):
+        ct_flat, ct_tree = tree_flatten(cotangent)
+        if ct_tree != out_tree:
+            raise ValueError(f"the cotangent must have the output's structure {out_tree!r}, "
+                             f"got {ct_tree!r}")
+        seeds = []
+        for i, (o, ct) in enumerate(zip(out_flat, ct_flat)):
+            ct = as_tensor(ct)
+            if tuple(ct._shape) != tuple(o._shape):
+                raise ValueError(f"cotangent {i} has shape {ct.shape} but output {i} has shape "
+                                 f"{o.shape}")
+            if not o.stop_gradient:
+                seeds.append((o, ct))
+        grads = (_run_backward(seeds, targets, create_graph=create_graph, retain_graph=True)
+                 if seeds else [None] * len(targets))
+        grads = [zeros_like(t) if g is None else g for g, t in zip(grads, targets)]
+        return tuple(tree_unflatten(in_tree, grads[:len(handles)])), grads[len(handles):]
+
+    return tree_unflatten(out_tree, out_flat), pullback, aux
+
+
+def _reaches_outside(outputs, targets):
+    """Whether the recorded graph of ``outputs`` reaches a leaf other than ``targets``."""
+    inside = {id(t) for t in targets}
+    stack = [o._node for o in outputs if o._node is not None]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        for e in node.edges:
+            if e is None:
+                continue
+            if isinstance(e, Tensor):
+                if id(e) not in inside:
+                    return True
+            else:
+                stack.append(e)
+    return False
+
+
+def vjp(f, *primals, has_aux=False):
+    """Reverse-mode derivative: ``(f(*primals), vjp_fn)`` where ``vjp_fn(cotangent)``
+    returns a tuple with one cotangent per primal (JAX semantics).
+
+    Example:
+        >>> import primflow as pf
+        >>> out, vjp_fn = pf.vjp(lambda x: x * x, pf.to_tensor([1.0, 2.0]))
+        >>> vjp_fn(pf.ones([2]))[0].numpy()
+        array([2., 4.], dtype=float32)
+    """
+    out, pullback, aux = _vjp_with_weights(f, primals, (), has_aux)
+
+    def vjp_fn(cotangent):
+        return pullback(cotangent)[0]
+
+    return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+def _check_argnums(argnums, n_args):
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for a in nums:
+        if not isinstance(a, int) or not -n_args <= a < n_args:
+            raise ValueError(f"argnums {argnums!r} is out of range for a function called with "
+                             f"{n_args} positional arguments")
+    return tuple(a % n_args for a in nums)
+
+
+def value_and_grad(fun, argnums=0, weights=None, has_aux=False):
+    """Returns a function computing ``(fun(*args), gradient)`` (JAX / MindSpore semantics).
+
+    ``argnums`` (int or tuple) picks the positional arguments to differentiate. With
+    ``weights`` (a list or tuple of tensors that ``fun`` reads, e.g. a network's parameters)
+    the gradient is also taken with respect to them: ``argnums=None`` gives only the weights'
+    gradients (MindSpore's ``value_and_grad(fn, None, weights)``), both give
+    ``(grads_of_args, grads_of_weights)``. With ``has_aux`` the function returns
+    ``(value, aux)`` and the result is ``((value, aux), grads)``.
+
+    Example:
+        >>> import primflow as pf
+        >>> v, g = pf.value_and_grad(lambda x: (x ** 2).sum())(pf.to_tensor([1.0, 3.0]))
+        >>> float(v), g.numpy()
+        (10.0, array([2., 6.], dtype=float32))
+    """
+    if isinstance(argnums, (list, tuple)) and not argnums:
+        argnums = None
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        nums = None if argnums is None else _check_argnums(argnums, len(args))
+        if nums is None and weights is None:
+            raise ValueError("value_and_grad: argnums (grad_position) is None and no weights "
+                             "were given: nothing to differentiate")
+
+        def restricted(*diff):
+            full = list(args)
+            for i, d in zip(nums or (), diff):
+                full[i] = d
+            out = fun(*full, **kwargs)
+            main = as_tensor(out[0] if has_aux else out)
+            if main.size != 1:
+                raise TypeError(f"grad requires a function with a scalar output, got shape "
+                                f"{main.shape}; reduce it (e.g. .sum()) or use pf.vjp / "
+                                f"pf.jacrev")
+            if not main.dtype.is_floating:
+                raise TypeError(f"grad requires a floating-point output, got {main.dtype}")
+            return (main, out[1]) if has_aux else main
+
+        diff_args = tuple(args[i] for i in nums or ())
+        weight_list = list(weights) if weights is not None else []
+        value, pullback, aux = _vjp_with_weights(restricted, diff_args, weight_list, has_aux)
+        arg_grads, weight_grads = pullback(ones_like(value))
+        if isinstance(argnums, int):
+            arg_grads = arg_grads[0]
+        if isinstance(weights, tuple):
+            weight_grads = tuple(weight_grads)
+        if nums is None:
+            grads = weight_grads
+        elif weights is None:
+            grads = arg_grads
+        else:
+            grads = (arg_grads, weight_grads)
+        return ((value, aux), grads) if has_aux else (value, grads)
+
+    return wrapped
+
+
+def grad(fun, argnums=0, has_aux=False, weights=None):
+    """Returns a function computing the gradient of scalar-valued ``fun`` (JAX semantics;
+    ``has_aux`` gives ``(grads, aux)``).
+
+    Example:
+        >>> import primflow as pf
+        >>> round(float(pf.grad(pf.tanh)(2.0)), 6)
+        0.070651
+        >>> round(float(pf.grad(pf.grad(pf.tanh))(2.0)), 6)
+        -0.136219
+    """
+    value_and_grad_fn = value_and_grad(fun, argnums=argnums, weights=weights, has_aux=has_aux)
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        if has_aux:
+            (_, aux), grads = value_and_grad_fn(*args, **kwargs)
+            return grads, aux
+        return value_and_grad_fn(*args, **kwargs)[1]
+
+    return wrapped
+
+
+def _basis(n, like, shape):
+    """The n unit vectors of a space shaped ``shape``, stacked: shape ``[n, *shape]``."""
+    return manipulation.reshape(eye(n, dtype=like.dtype), [n] + list(shape))
+
+
+def _assemble(blocks_per_out, out_tree, in_tree, argnums):
+    """Nests Jacobian blocks like JAX: output structure outside, input structure inside."""
+    per_out = []
+    for blocks in blocks_per_out:
+        inner = tree_unflatten(in_tree, blocks)  # a tuple over the differentiated args
+        per_out.append(inner[0] if isinstance(argnums, int) else tuple(inner))
+    return tree_unflatten(out_tree, per_out)
+
+
+def jacrev(f, argnums=0, has_aux=False):
+    """Jacobian by reverse mode: ``vmap`` of ``vjp`` over the output basis. Output dims
+    come first: ``jacrev(f)(x).shape == f(x).shape + x.shape``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.jacrev(lambda x: x * x)(pf.to_tensor([1.0, 2.0])).numpy()
+        array([[2., 0.],
+               [0., 4.]], dtype=float32)
+    """
+
+    @functools.wraps(f)
+    def wrapped(*args):
+        nums = _check_argnums(argnums, len(args))
+
+        def restricted(*diff):
+            full = list(args)
+            for i, d in zip(nums, diff):
+                full[i] = d
+            return f(*full)
+
+        diff_args = tuple(args[i] for i in nums)
+        out, vjp_fn, *aux = vjp(restricted, *diff_args, has_aux=has_aux)
+        out_leaves, out_tree = tree_flatten(out)
+        in_leaves, in_tree = tree_flatten(diff_args)
+        in_leaves = [as_tensor(x) for x in in_leaves]
+        blocks_per_out = []
+        for k, o in enumerate(out_leaves):
+
+            def pull(ct, k=k):
+                cts = [zeros_like(p) for p in out_leaves]
+                cts[k] = ct
+                return vjp_fn(tree_unflatten(out_tree, cts))
+
+            rows = tree_flatten(vmap(pull)(_basis(o.size, o, o._shape)))[0]
+            blocks_per_out.append([manipulation.reshape(r, o.shape + x.shape)
+                                   for r, x in zip(rows, in_leaves)])
+        result = _assemble(blocks_per_out, out_tree, in_tree, argnums)
+        return (result, aux[0]) if has_aux else result
+
+    return wrapped
+
+
+def jacfwd(f, argnums=0, has_aux=False):
+    """Jacobian by forward mode: ``vmap`` of ``jvp`` over the input basis. Output dims
+    come first, as for ``jacrev``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.jacfwd(pf.sin)(pf.zeros([2])).numpy()
+        array([[1., 0.],
+               [0., 1.]], dtype=float32)
+    """
+
+    @functools.wraps(f)
+    def wrapped(*args):
+        nums = _check_argnums(argnums, len(args))
+        in_leaves, in_tree = tree_flatten(tuple(args[i] for i in nums))
+        in_leaves = [as_tensor(x) for x in in_leaves]
+        aux_box = []
+
+        def restricted(*leaves):
+            full = list(args)
+            for i, d in zip(nums, tree_unflatten(in_tree, list(leaves))):
+                full[i] = d
+            out = f(*full)
+            if has_aux:
+                out, aux = out
+                aux_box.append(aux)
+            return out
+
+        columns_per_in, out_tree = [], None
+        for j, x in enumerate(in_leaves):
+
+            def push(t, j=j):
+                def of_leaf_j(xj):
+                    return restricted(*in_leaves[:j], xj, *in_leaves[j + 1:])
+
+                return jvp(of_leaf_j, (in_leaves[j],), (t,))[1]
+
+            cols = vmap(push, out_axes=-1)(_basis(x.size, x, x._shape))
+            col_leaves, out_tree = tree_flatten(cols)
+            columns_per_in.append([manipulation.reshape(c, c.shape[:-1] + x.shape)
+                                   for c in col_leaves])
+        blocks_per_out = [list(col) for col in zip(*columns_per_in)]
+        result = _assemble(blocks_per_out, out_tree, in_tree, argnums)
+        if has_aux:
+            return result, aux_box[-1] if aux_box else None
+        return result
+
+    return wrapped
+
+
+def hessian(f, argnums=0, has_aux=False):
+    """Hessian as ``jacfwd(jacrev(f))`` (forward over reverse).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.hessian(lambda x: (x ** 3).sum())(pf.to_tensor([1.0, 2.0])).numpy()
+        array([[ 6.,  0.],
+               [ 0., 12.]], dtype=float32)
+    """
+    return jacfwd(jacrev(f, argnums, has_aux=has_aux), argnums, has_aux=has_aux)

@@ -1,0 +1,66 @@
+"""Helpers for the primitives' batching (vmap) rules, written in primitives.
+
+A batching rule has the signature ``rule(vals, bdims, **params) -> (out, out_bdim)``:
+``vals`` are the unbatched-level values (each carries the batch as one of its dims),
+``bdims[i]`` is the position of that batch dim in ``vals[i]`` or None when input i is not
+batched. Most rules move the batch dim to the front and shift the params by one.
+"""
+
+from __future__ import annotations
+
+from . import shape as sh
+
+
+def move_to_front(x, bdim):
+    """``x`` with dim ``bdim`` moved to position 0."""
+    if bdim == 0:
+        return x
+    perm = (bdim,) + tuple(d for d in range(len(x._shape)) if d != bdim)
+    return sh.transpose(x, perm=perm)
+
+
+def move_axis(x, src, dst):
+    """``x`` with dim ``src`` moved to position ``dst``."""
+    if src == dst:
+        return x
+    order = [d for d in range(len(x._shape)) if d != src]
+    order.insert(dst, src)
+    return sh.transpose(x, perm=tuple(order))
+
+
+def batch_size(vals, bdims):
+    for v, b in zip(vals, bdims):
+        if b is not None:
+            return v._shape[b]
+    raise ValueError("no batched input")
+
+
+def with_batch_front(x, bdim, size):
+    """``x`` with the batch at dim 0: moved there, or broadcast when ``x`` is unbatched."""
+    if bdim is None:
+        shape = (size,) + tuple(x._shape)
+        return sh.broadcast_in_dim(x, shape=shape,
+                                   broadcast_dimensions=tuple(range(1, len(shape))))
+    return move_to_front(x, bdim)
+
+
+def all_front(vals, bdims):
+    """Every value with the batch at dim 0 (unbatched ones broadcast)."""
+    size = batch_size(vals, bdims)
+    return [with_batch_front(v, b, size) for v, b in zip(vals, bdims)]
+
+
+def elementwise_batch(prim):
+    """Batching rule of an elementwise primitive (any number of same-shaped inputs)."""
+
+    def rule(vals, bdims, **params):
+        first = next(b for b in bdims if b is not None)
+        if all(b == first for b in bdims):
+            return prim.bind(*vals, **params), first
+        return prim.bind(*all_front(vals, bdims), **params), 0
+
+    return rule
+
+
+def shift_axes(axes):
+    return tuple(a + 1 for a in axes)

@@ -1,0 +1,3 @@
+"""Function transforms that are traces: vmap (jit comes with the compiler issue)."""
+
+from .vmap import BatchTrace, BatchTracer, vmap
