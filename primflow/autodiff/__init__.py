@@ -1,11 +1,11 @@
 """Automatic differentiation: the eager tape (backward, grad), Paddle-style lazy
-jacobian/hessian, forward mode (jvp) and the functional transforms (grad, value_and_grad,
-vjp, jacfwd, jacrev, hessian)."""
+jacobian/hessian, forward mode (jvp) and functional reverse mode (grad, value_and_grad,
+vjp)."""
 
 from . import functional as _functional
 from . import tape as _tape
 from .forward import jvp
-from .functional import jacfwd, jacrev, value_and_grad, vjp
+from .functional import value_and_grad, vjp
 from .jacobian import Jacobian, hessian, jacobian
 from .tape import backward
 

@@ -1,6 +1,7 @@
-"""Functional transforms (JAX / MindSpore style): grad, value_and_grad, vjp, jacfwd,
-jacrev, hessian. They take functions and return functions, accept pytrees of tensors and
-Python scalars, and compose in any order with each other, ``jvp`` and ``vmap``.
+"""Functional reverse mode (JAX / MindSpore style): grad, value_and_grad, vjp. They take
+functions and return functions, accept pytrees of tensors and Python scalars, and compose
+in any order with each other, ``jvp`` and ``vmap`` (Jacobians built from them live in
+``transforms/jacobians.py``).
 
 Reverse mode runs on the same tape as ``Tensor.backward``: the inputs are re-bound to fresh
 handles that require grad (tracers too: the tape records at whatever level the values
@@ -18,11 +19,8 @@ from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import enable_grad, state
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
-from ..ops import manipulation
 from ..ops._helpers import as_tensor
-from ..ops.creation import eye, ones_like, zeros_like
-from ..transforms.vmap import vmap
-from .forward import jvp
+from ..ops.creation import ones_like, zeros_like
 from .tape import _run_backward
 
 
@@ -237,122 +235,3 @@ def grad(fun, argnums=0, has_aux=False, weights=None):
         return value_and_grad_fn(*args, **kwargs)[1]
 
     return wrapped
-
-
-def _basis(n, like, shape):
-    """The n unit vectors of a space shaped ``shape``, stacked: shape ``[n, *shape]``."""
-    return manipulation.reshape(eye(n, dtype=like.dtype), [n] + list(shape))
-
-
-def _assemble(blocks_per_out, out_tree, in_tree, argnums):
-    """Nests Jacobian blocks like JAX: output structure outside, input structure inside."""
-    per_out = []
-    for blocks in blocks_per_out:
-        inner = tree_unflatten(in_tree, blocks)  # a tuple over the differentiated args
-        per_out.append(inner[0] if isinstance(argnums, int) else tuple(inner))
-    return tree_unflatten(out_tree, per_out)
-
-
-def jacrev(f, argnums=0, has_aux=False):
-    """Jacobian by reverse mode: ``vmap`` of ``vjp`` over the output basis. Output dims
-    come first: ``jacrev(f)(x).shape == f(x).shape + x.shape``.
-
-    Example:
-        >>> import primflow as pf
-        >>> pf.jacrev(lambda x: x * x)(pf.to_tensor([1.0, 2.0])).numpy()
-        array([[2., 0.],
-               [0., 4.]], dtype=float32)
-    """
-
-    @functools.wraps(f)
-    def wrapped(*args):
-        nums = _check_argnums(argnums, len(args))
-
-        def restricted(*diff):
-            full = list(args)
-            for i, d in zip(nums, diff):
-                full[i] = d
-            return f(*full)
-
-        diff_args = tuple(args[i] for i in nums)
-        out, vjp_fn, *aux = vjp(restricted, *diff_args, has_aux=has_aux)
-        out_leaves, out_tree = tree_flatten(out)
-        in_leaves, in_tree = tree_flatten(diff_args)
-        in_leaves = [as_tensor(x) for x in in_leaves]
-        blocks_per_out = []
-        for k, o in enumerate(out_leaves):
-
-            def pull(ct, k=k):
-                cts = [zeros_like(p) for p in out_leaves]
-                cts[k] = ct
-                return vjp_fn(tree_unflatten(out_tree, cts))
-
-            rows = tree_flatten(vmap(pull)(_basis(o.size, o, o._shape)))[0]
-            blocks_per_out.append([manipulation.reshape(r, o.shape + x.shape)
-                                   for r, x in zip(rows, in_leaves)])
-        result = _assemble(blocks_per_out, out_tree, in_tree, argnums)
-        return (result, aux[0]) if has_aux else result
-
-    return wrapped
-
-
-def jacfwd(f, argnums=0, has_aux=False):
-    """Jacobian by forward mode: ``vmap`` of ``jvp`` over the input basis. Output dims
-    come first, as for ``jacrev``.
-
-    Example:
-        >>> import primflow as pf
-        >>> pf.jacfwd(pf.sin)(pf.zeros([2])).numpy()
-        array([[1., 0.],
-               [0., 1.]], dtype=float32)
-    """
-
-    @functools.wraps(f)
-    def wrapped(*args):
-        nums = _check_argnums(argnums, len(args))
-        in_leaves, in_tree = tree_flatten(tuple(args[i] for i in nums))
-        in_leaves = [as_tensor(x) for x in in_leaves]
-        aux_box = []
-
-        def restricted(*leaves):
-            full = list(args)
-            for i, d in zip(nums, tree_unflatten(in_tree, list(leaves))):
-                full[i] = d
-            out = f(*full)
-            if has_aux:
-                out, aux = out
-                aux_box.append(aux)
-            return out
-
-        columns_per_in, out_tree = [], None
-        for j, x in enumerate(in_leaves):
-
-            def push(t, j=j):
-                def of_leaf_j(xj):
-                    return restricted(*in_leaves[:j], xj, *in_leaves[j + 1:])
-
-                return jvp(of_leaf_j, (in_leaves[j],), (t,))[1]
-
-            cols = vmap(push, out_axes=-1)(_basis(x.size, x, x._shape))
-            col_leaves, out_tree = tree_flatten(cols)
-            columns_per_in.append([manipulation.reshape(c, c.shape[:-1] + x.shape)
-                                   for c in col_leaves])
-        blocks_per_out = [list(col) for col in zip(*columns_per_in)]
-        result = _assemble(blocks_per_out, out_tree, in_tree, argnums)
-        if has_aux:
-            return result, aux_box[-1] if aux_box else None
-        return result
-
-    return wrapped
-
-
-def hessian(f, argnums=0, has_aux=False):
-    """Hessian as ``jacfwd(jacrev(f))`` (forward over reverse).
-
-    Example:
-        >>> import primflow as pf
-        >>> pf.hessian(lambda x: (x ** 3).sum())(pf.to_tensor([1.0, 2.0])).numpy()
-        array([[ 6.,  0.],
-               [ 0., 12.]], dtype=float32)
-    """
-    return jacfwd(jacrev(f, argnums, has_aux=has_aux), argnums, has_aux=has_aux)

@@ -179,8 +179,9 @@ def _apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph):
             f"saved values were freed after the first backward. Pass retain_graph=True to the "
             f"first backward()/grad() call if you need to backward twice")
     inputs = node.inputs
+    saved = prim.saves_inputs  # inputs whose values the rules read (None: all)
     for i, a in enumerate(inputs):
-        if a._version != node.versions[i]:
+        if a._version != node.versions[i] and (saved is None or i in saved):
             raise RuntimeError(
                 f"a tensor of shape {a.shape} saved for the backward of '{prim.name}' was "
                 f"modified in place after it was used (version {node.versions[i]} -> "

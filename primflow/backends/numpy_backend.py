@@ -35,6 +35,8 @@ _FROM_NATIVE = {v: k for k, v in _TO_NATIVE.items()}
 
 def _rsqrt(x):
     out = np.sqrt(x)
+    if out.ndim == 0:  # NumPy returns a scalar for 0-d input: it has no buffer to reuse
+        return np.reciprocal(out)
     return np.reciprocal(out, out=out)
 
 
@@ -168,8 +170,9 @@ def _full(*, shape, value, dtype):
 
 def _dot_general(x, y, *, contracting, batch):
     (lc, rc), (lb, rb) = contracting, batch
-    if not lb and lc == (x.ndim - 1,) and rc == (0,) and y.ndim <= 2:
-        return np.matmul(x, y) if y.ndim == 2 and x.ndim >= 1 else np.tensordot(x, y, 1)
+    if not lb:
+        # One GEMM over all free dims (np.matmul would loop over leading dims instead).
+        return np.tensordot(x, y, axes=(lc, rc))
     x_free = tuple(d for d in range(x.ndim) if d not in lc and d not in lb)
     y_free = tuple(d for d in range(y.ndim) if d not in rc and d not in rb)
     batch_shape = tuple(x.shape[d] for d in lb)

@@ -1,3 +1,5 @@
-"""Function transforms that are traces: vmap (jit comes with the compiler issue)."""
+"""Transforms built on traces and on autodiff: vmap, and the vectorised Jacobians
+(jit comes with the compiler issue)."""
 
+from .jacobians import hessian, jacfwd, jacrev
 from .vmap import BatchTrace, BatchTracer, vmap

@@ -77,9 +77,9 @@ def _axes_per_leaf(spec, args, what):
         if s is None or isinstance(s, int):
             out += [s] * n
             continue
-        s_leaves, s_def = tree_flatten(s)
+        s_leaves, s_def = tree_flatten(s, is_leaf=lambda v: v is None)  # None maps nothing
         a_def = tree_flatten(a)[1]
-        if len(s_leaves) != n:
+        if s_def != a_def:
             raise ValueError(f"vmap {what}[{i}] has structure {s_def!r} but argument {i} has "
                              f"structure {a_def!r}")
         out += s_leaves
@@ -131,7 +131,7 @@ def vmap(f, in_axes=0, out_axes=0):
         if out_axes is None or isinstance(out_axes, int):
             o_axes = [out_axes] * len(out_leaves)
         else:
-            o_axes, o_def = tree_flatten(out_axes)
+            o_axes, o_def = tree_flatten(out_axes, is_leaf=lambda v: v is None)
             if len(o_axes) != len(out_leaves):
                 raise ValueError(f"vmap out_axes structure {o_def!r} does not match the "
                                  f"output structure {out_def!r}")
