@@ -26,7 +26,7 @@ from . import prims
 from .ops import *  # noqa: F401,F403 - the NumPy-like public surface
 from .ops import abs, all, any, max, min, pow, round, sum  # noqa: A004 - shadow builtins here
 from . import autodiff
-from . import autodiff as autograd
+from . import autograd
 from .autodiff import grad, jvp, value_and_grad, vjp
 from .transforms import hessian, jacfwd, jacrev, vmap
 from .core.pytree import tree_flatten, tree_map, tree_unflatten

@@ -1,12 +1,10 @@
-"""Automatic differentiation: the eager tape (backward, grad), Paddle-style lazy
-jacobian/hessian, forward mode (jvp) and functional reverse mode (grad, value_and_grad,
-vjp)."""
+"""Automatic differentiation: the eager tape (backward, grad), forward mode (jvp) and
+functional reverse mode (grad, value_and_grad, vjp)."""
 
 from . import functional as _functional
 from . import tape as _tape
 from .forward import jvp
 from .functional import value_and_grad, vjp
-from .jacobian import Jacobian, hessian, jacobian
 from .tape import backward
 
 

@@ -7,7 +7,10 @@ definition (in ``primflow/prims``) gives, in one place:
 * ``jvp``: one rule per input, ``rule(x_dot, out, *primals, **params) -> out_dot``,
 * ``vjp``: one rule per input, ``rule(out_bar, out, *primals, **params) -> x_bar``
   (or one callable returning all cotangents, for primitives with a variable input count),
-* ``saves_out``: whether those rules read ``out`` (so the tape keeps the output's value).
+* ``saves_out``: whether those rules read ``out`` (so the tape keeps the output's value),
+* ``saves_inputs``: positions of the inputs whose *values* the vjp rules read (None: all).
+  Only those are checked for in-place changes; linear ops read only shapes, so writing
+  into their inputs afterwards (``y[i] = y[i - 1] * 2``) stays legal.
 
 All rules are written in primitives, so a rule can be differentiated like anything else:
 derivatives of any order need nothing new. A rule entry of ``None`` means "no derivative
@@ -69,8 +72,8 @@ class Primitive:
         array([0.], dtype=float32)
     """
 
-    def __init__(self, name, *, family, infer, jvp, vjp, saves_out=False, batch=None,
-                 taylor=None, doc=""):
+    def __init__(self, name, *, family, infer, jvp, vjp, saves_out=False, saves_inputs=None,
+                 batch=None, taylor=None, doc=""):
         if name in _registry:
             raise ValueError(f"primitive {name!r} is defined twice")
         self.name = name
@@ -79,6 +82,7 @@ class Primitive:
         self.jvp = jvp
         self.vjp = vjp
         self.saves_out = saves_out
+        self.saves_inputs = None if saves_inputs is None else frozenset(saves_inputs)
         self.batch = batch  # vmap rule, filled in by the transforms issue
         self.taylor = taylor  # Taylor-mode rule, filled in by the Taylor issue
         self.__doc__ = doc or f"The {name!r} primitive."

@@ -4,9 +4,12 @@ promote dtypes (NumPy rules, Python scalars weak), broadcast shapes and normalis
 
 from __future__ import annotations
 
+import copy
+
 from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
+from ..core.trace import Tracer
 
 
 def as_tensor(x, dtype=None) -> Tensor:
@@ -27,6 +30,8 @@ def alias(x: Tensor) -> Tensor:
     recorded for the update keep reading the old value (at its old version), while nodes
     that saved ``x`` itself see the version bump and refuse to backward.
     """
+    if isinstance(x, Tracer):  # a transform's value: a shallow copy shares its payload
+        return copy.copy(x)
     out = Tensor._wrap(x._value, x._node)
     out.stop_gradient = x.stop_gradient
     return out

@@ -30,7 +30,13 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
     del place
     if isinstance(data, Tensor):
         data = data.numpy()
-    return Tensor(data, dtype=dtype, stop_gradient=stop_gradient)
+    out = Tensor(data, dtype=dtype)
+    if not isinstance(data, (list, tuple, int, float, bool)):
+        # arrays may share memory with the caller's: copy, so later writes to them don't
+        # change the tensor (convert_element_type always returns a new array)
+        out = prims.convert_element_type(out, dtype=out.dtype)
+    out.stop_gradient = bool(stop_gradient)
+    return out
 
 
 tensor = to_tensor

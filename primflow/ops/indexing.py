@@ -13,6 +13,7 @@ from .. import prims
 from ..core import dtypes
 from ..core.state import state
 from ..core.tensor import Tensor
+from ..core.trace import Tracer
 from ._helpers import alias, as_tensor, broadcast_shapes, broadcast_to, cast
 from .manipulation import _check_index_range, flip, moveaxis, reshape
 
@@ -201,7 +202,24 @@ def setitem(x, key, value) -> None:
     # keep x where not addressed; take the value where addressed
     new = prims.select(hit, prims.scatter_add(zeros, flat_idx, flat_v), flat_x)
     new = prims.reshape(new, shape=tuple(x._shape))
-    x._value = new._value
-    x._node = new._node
-    x.stop_gradient = new.stop_gradient
+    _rebind(x, new)
+    if new._node is not None:  # else nothing was recorded (no_grad): keep x's flag and node
+        x._node = new._node
+        x.stop_gradient = False
     x._version += 1
+
+
+def _rebind(x, new):
+    """Gives ``x`` the value of ``new``: the array, or a transform's payload for a tracer."""
+    if not isinstance(x, Tracer) and not isinstance(new, Tracer):
+        x._value = new._value
+        return
+    if not (isinstance(x, Tracer) and isinstance(new, Tracer) and new._trace is x._trace):
+        raise TypeError(
+            "x[key] = value: the value is traced by a transform (jvp, vmap, jit...) that x is "
+            "not part of, so x cannot hold it; build a new tensor instead, e.g. with "
+            "pf.where(mask, value, x)")
+    for cls in type(x).__mro__:
+        if issubclass(cls, Tracer):
+            for slot in cls.__dict__.get("__slots__", ()):
+                setattr(x, slot, getattr(new, slot))

@@ -37,6 +37,7 @@ def matmul(x, y, transpose_x=False, transpose_y=False) -> Tensor:
     if x.ndim == 0 or y.ndim == 0:
         raise ValueError(f"matmul needs at least 1-d operands, got shapes {x.shape} and "
                          f"{y.shape}; use multiply for scalars")
+    x_shape, y_shape = x.shape, y.shape  # as the caller passed them, for error messages
     if transpose_x and x.ndim >= 2:
         x = _swap_last(x)
     if transpose_y and y.ndim >= 2:
@@ -48,13 +49,19 @@ def matmul(x, y, transpose_x=False, transpose_y=False) -> Tensor:
         y = reshape(y, [y._shape[0], 1])
     if x._shape[-1] != y._shape[-2]:
         raise ValueError(
-            f"matmul: shapes {x.shape} and {y.shape} are not aligned: the last dim of x "
-            f"({x._shape[-1]}) must equal the second-to-last dim of y ({y._shape[-2]})")
+            f"matmul: shapes {x_shape} and {y_shape} are not aligned: the last dim of x "
+            f"({x._shape[-1]}) must equal the {'' if y_vec else 'second-to-last '}dim of y "
+            f"({y._shape[-2]})")
     if y.ndim == 2:
         # contract x's last dim with y's first: no need to broadcast y over x's batch dims
         out = prims.dot_general(x, y, contracting=((x.ndim - 1,), (0,)), batch=((), ()))
     else:
-        batch = broadcast_shapes(x._shape[:-2], y._shape[:-2])
+        try:
+            batch = broadcast_shapes(x._shape[:-2], y._shape[:-2])
+        except ValueError:
+            raise ValueError(f"matmul: the batch dims of shapes {x_shape} and {y_shape} "
+                             f"({x.shape[:-2]} and {y.shape[:-2]}) cannot be broadcast "
+                             f"together") from None
         x = broadcast_to(x, batch + tuple(x._shape[-2:]))
         y = broadcast_to(y, batch + tuple(y._shape[-2:]))
         nb = len(batch)

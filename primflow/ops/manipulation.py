@@ -26,6 +26,8 @@ def reshape(x, shape) -> Tensor:
         shape = shape.tolist()
     shape = [shape] if isinstance(shape, int) else list(shape)
     shape = [x._shape[i] if s == 0 and i < x.ndim else int(s) for i, s in enumerate(shape)]
+    if any(s < -1 for s in shape):
+        raise ValueError(f"reshape: dims must be >= 0 or -1 (inferred), got {shape}")
     if shape.count(-1) > 1:
         raise ValueError(f"reshape: only one dim may be -1, got {shape}")
     if -1 in shape:
@@ -50,7 +52,7 @@ def flatten(x, start_axis=0, stop_axis=-1) -> Tensor:
     x = as_tensor(x)
     if x.ndim == 0:
         return reshape(x, [1])
-    start, stop = start_axis % x.ndim, stop_axis % x.ndim
+    (start,), (stop,) = normalize_axis(start_axis, x.ndim), normalize_axis(stop_axis, x.ndim)
     if start > stop:
         raise ValueError(f"flatten: start_axis {start_axis} is after stop_axis {stop_axis}")
     shape = x.shape
@@ -67,6 +69,9 @@ def transpose(x, perm) -> Tensor:
         [3, 2]
     """
     x = as_tensor(x)
+    if len(perm) != x.ndim or any(not -x.ndim <= p < x.ndim for p in perm):
+        raise ValueError(f"transpose: perm {list(perm)} is not a permutation of "
+                         f"range({x.ndim}) for shape {x.shape}")
     perm = tuple(p % x.ndim for p in perm) if x.ndim else tuple(perm)
     if sorted(perm) != list(range(x.ndim)):
         raise ValueError(f"transpose: perm {list(perm)} is not a permutation of "
@@ -89,8 +94,8 @@ def moveaxis(x, source, destination) -> Tensor:
     x = as_tensor(x)
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
-    src = [s % x.ndim for s in src]
-    dst = [d % x.ndim for d in dst]
+    src = [normalize_axis(s, x.ndim)[0] for s in src]
+    dst = [normalize_axis(d, x.ndim)[0] for d in dst]
     order = [i for i in range(x.ndim) if i not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
@@ -123,7 +128,7 @@ def unsqueeze(x, axis) -> Tensor:
     x = as_tensor(x)
     axes = [axis] if isinstance(axis, int) else list(axis)
     ndim = x.ndim + len(axes)
-    axes = sorted(a % ndim for a in axes)
+    axes = list(normalize_axis(axes, ndim))  # positions in the result
     shape = list(x._shape)
     for a in axes:
         shape.insert(a, 1)
@@ -197,7 +202,7 @@ def stack(x, axis=0) -> Tensor:
             raise ValueError(f"stack: tensor {i} has shape {t_.shape} but tensor 0 has "
                              f"{tensors[0].shape}; all must be equal")
     ndim = tensors[0].ndim + 1
-    axis = axis % ndim
+    (axis,) = normalize_axis(axis, ndim)  # a position in the result
     return concat([unsqueeze(t_, axis) for t_ in tensors], axis=axis)
 
 

@@ -35,8 +35,9 @@ def _inplace(self, new):
     if new._shape != self._shape:
         raise ValueError(f"in-place result shape {new.shape} differs from {self.shape}")
     self._value = cast(new, self.dtype)._value
-    self._node = new._node
-    self.stop_gradient = new.stop_gradient if new._node is not None else self.stop_gradient
+    if new._node is not None:  # else nothing was recorded (no_grad): keep flag and node
+        self._node = new._node
+        self.stop_gradient = False
     self._version += 1
     return self
 

@@ -72,6 +72,7 @@ def _select_false_rule(g, out, pred, on_true, on_false):
 select = Primitive("select", family=_F, infer=_select_infer,
                    jvp=(None, _select_true_rule, _select_false_rule),
                    vjp=(None, _select_true_rule, _select_false_rule),
+                   saves_inputs=(0,),  # the branches' values are never read
                    doc="where(pred, on_true, on_false), elementwise")
 
 
@@ -89,7 +90,7 @@ def _convert_vjp(g, out, x, *, dtype):
 
 convert_element_type = Primitive(
     "convert_element_type", family=_F, infer=_convert_infer,
-    jvp=(_convert_jvp,), vjp=(_convert_vjp,), doc="cast to another dtype")
+    jvp=(_convert_jvp,), vjp=(_convert_vjp,), saves_inputs=(), doc="cast to another dtype")
 
 # every primitive in this file is elementwise: one generic batching rule
 for _prim in (eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_not, select,

@@ -17,20 +17,20 @@ from ._util import binary_infer, float_unary_infer, full_like, same_aval, zeros_
 _F = "elementwise"
 
 
-def _unary(name, jvp, vjp=None, saves_out=False, infer=None, doc=""):
+def _unary(name, jvp, vjp=None, saves_out=False, infer=None, doc="", saves_inputs=None):
     """A unary primitive whose vjp equals its jvp (true for every elementwise unary op:
     the Jacobian is diagonal, hence symmetric)."""
     prim = Primitive(name, family=_F, infer=infer or float_unary_infer(name),
                      jvp=None if jvp is None else (jvp,),
                      vjp=None if jvp is None else ((vjp or jvp),),
-                     saves_out=saves_out, doc=doc)
+                     saves_out=saves_out, saves_inputs=saves_inputs, doc=doc)
     prim.batch = elementwise_batch(prim)
     return prim
 
 
 # ---- unary ---------------------------------------------------------------------------------
 
-neg = _unary("neg", lambda g, out, x: neg(g), infer=same_aval, doc="-x")
+neg = _unary("neg", lambda g, out, x: neg(g), infer=same_aval, doc="-x", saves_inputs=())
 
 exp = _unary("exp", lambda g, out, x: mul(g, out), saves_out=True, doc="e**x")
 
@@ -110,20 +110,20 @@ integer_pow.batch = elementwise_batch(integer_pow)
 
 # ---- binary --------------------------------------------------------------------------------
 
-def _binary(name, jvp, vjp, saves_out=False):
+def _binary(name, jvp, vjp, saves_out=False, saves_inputs=None):
     prim = Primitive(name, family=_F, infer=binary_infer(name), jvp=jvp, vjp=vjp,
-                     saves_out=saves_out)
+                     saves_out=saves_out, saves_inputs=saves_inputs)
     prim.batch = elementwise_batch(prim)
     return prim
 
 
 add = _binary("add",
               jvp=(lambda g, out, x, y: g, lambda g, out, x, y: g),
-              vjp=(lambda g, out, x, y: g, lambda g, out, x, y: g))
+              vjp=(lambda g, out, x, y: g, lambda g, out, x, y: g), saves_inputs=())
 
 sub = _binary("sub",
               jvp=(lambda g, out, x, y: g, lambda g, out, x, y: neg(g)),
-              vjp=(lambda g, out, x, y: g, lambda g, out, x, y: neg(g)))
+              vjp=(lambda g, out, x, y: g, lambda g, out, x, y: neg(g)), saves_inputs=())
 
 mul = _binary("mul",
               jvp=(lambda g, out, x, y: mul(g, y), lambda g, out, x, y: mul(x, g)),

@@ -55,7 +55,8 @@ def _gather_batch(vals, bdims):
 
 gather = Primitive("gather", family=_F, infer=_gather_infer, batch=_gather_batch,
                    jvp=(lambda g, out, x, indices: gather(g, indices), None),
-                   vjp=(_gather_vjp, None), doc="x[indices[..., 0], ..., indices[..., k-1]]")
+                   vjp=(_gather_vjp, None), saves_inputs=(1,),  # x: only its shape
+                   doc="x[indices[..., 0], ..., indices[..., k-1]]")
 
 
 def _scatter_add_infer(operand, indices, updates):
@@ -85,4 +86,4 @@ scatter_add = Primitive(
     jvp=(lambda g, out, operand, indices, updates: g, None, _scatter_updates_jvp),
     vjp=(lambda g, out, operand, indices, updates: g, None,
          lambda g, out, operand, indices, updates: gather(g, indices)),
-    doc="a copy of operand with updates added at indices (repeats accumulate)")
+    saves_inputs=(1,), doc="a copy of operand with updates added at indices (repeats accumulate)")

@@ -44,7 +44,7 @@ def _axis_batch(prim):
 reduce_sum = Primitive(
     "reduce_sum", family=_F, infer=_reduce_infer,
     jvp=(lambda g, out, x, *, axes: reduce_sum(g, axes=axes),),
-    vjp=(lambda g, out, x, *, axes: _expand_back(g, x._shape, axes),),
+    vjp=(lambda g, out, x, *, axes: _expand_back(g, x._shape, axes),), saves_inputs=(),
     doc="sum over `axes`")
 
 
@@ -97,7 +97,7 @@ cumsum = Primitive(
     jvp=(lambda g, out, x, *, axis, reverse: cumsum(g, axis=axis, reverse=reverse),),
     # the transpose of a running sum is the running sum in the other direction
     vjp=(lambda g, out, x, *, axis, reverse: cumsum(g, axis=axis, reverse=not reverse),),
-    doc="running sum along `axis` (from the end if `reverse`)")
+    saves_inputs=(), doc="running sum along `axis` (from the end if `reverse`)")
 
 for _prim in (reduce_sum, reduce_max, reduce_min):
     _prim.batch = _axes_batch(_prim)

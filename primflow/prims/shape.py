@@ -32,7 +32,7 @@ def _reshape_batch(vals, bdims, *, shape):
 reshape = Primitive(
     "reshape", family=_F, infer=_reshape_infer,
     jvp=(lambda g, out, x, *, shape: reshape(g, shape=shape),),
-    vjp=(lambda g, out, x, *, shape: reshape(g, shape=tuple(x._shape)),),
+    vjp=(lambda g, out, x, *, shape: reshape(g, shape=tuple(x._shape)),), saves_inputs=(),
     batch=_reshape_batch, doc="same elements, new shape")
 
 
@@ -69,7 +69,7 @@ def _broadcast_batch(vals, bdims, *, shape, broadcast_dimensions):
 broadcast_in_dim = Primitive(
     "broadcast_in_dim", family=_F, infer=_broadcast_infer,
     jvp=(lambda g, out, x, **p: broadcast_in_dim(g, **p),), vjp=(_broadcast_vjp,),
-    batch=_broadcast_batch,
+    saves_inputs=(), batch=_broadcast_batch,
     doc="place x's dims at `broadcast_dimensions` of `shape` and repeat along the others")
 
 
@@ -98,7 +98,7 @@ transpose = Primitive(
     "transpose", family=_F, infer=_transpose_infer, batch=_transpose_batch,
     jvp=(lambda g, out, x, *, perm: transpose(g, perm=perm),),
     vjp=(lambda g, out, x, *, perm: transpose(g, perm=_inverse_perm(perm)),),
-    doc="permute dims: out.shape[i] = x.shape[perm[i]]")
+    saves_inputs=(), doc="permute dims: out.shape[i] = x.shape[perm[i]]")
 
 
 # ---- slice and pad (each other's adjoint) --------------------------------------------------
@@ -133,7 +133,7 @@ def _slice_batch(vals, bdims, *, start, limit, strides):
 
 slice = Primitive(  # noqa: A001 - primitive name
     "slice", family=_F, infer=_slice_infer, batch=_slice_batch,
-    jvp=(lambda g, out, x, **p: slice(g, **p),), vjp=(_slice_vjp,),
+    jvp=(lambda g, out, x, **p: slice(g, **p),), vjp=(_slice_vjp,), saves_inputs=(),
     doc="x[start:limit:strides] per dim (static, non-negative)")
 
 
@@ -194,7 +194,7 @@ def _pad_batch(vals, bdims, *, config):
 
 pad = Primitive("pad", family=_F, infer=_pad_infer, jvp=(_pad_x_jvp, _pad_value_jvp),
                 batch=_pad_batch,
-                vjp=(_pad_x_vjp, _pad_value_vjp),
+                vjp=(_pad_x_vjp, _pad_value_vjp), saves_inputs=(),
                 doc="add `lo`/`hi` elements at the ends and `interior` between elements")
 
 
@@ -241,5 +241,5 @@ def _concatenate_batch(vals, bdims, *, axis):
 
 concatenate = Primitive("concatenate", family=_F, infer=_concatenate_infer,
                         batch=_concatenate_batch,
-                        jvp=_concatenate_jvp, vjp=_concatenate_vjp,
+                        jvp=_concatenate_jvp, vjp=_concatenate_vjp, saves_inputs=(),
                         doc="join tensors along `axis`")

@@ -1,7 +1,8 @@
 """Paddle-style lazy Jacobian and Hessian on the tape: ``pf.autograd.jacobian/hessian``.
 
-``J = jacobian(ys, xs)`` computes nothing until indexed. ``J[:]`` is the dense matrix;
-``J[i]`` evaluates just row i (one backward pass) and caches it. Tuple arguments give
+``J = jacobian(ys, xs)`` computes nothing until indexed. ``J[:]`` is the dense matrix,
+computed by one backward pass ``vmap``-ped over all rows' seeds (vectorised, no Python
+loop over rows); ``J[i]`` evaluates just row i (one plain backward pass) and caches it. Tuple arguments give
 nested tuples of Jacobians (``J[i][j]`` for output i and input j); rows are shared between
 the blocks of one output, so every backward pass serves all inputs at once.
 
@@ -12,10 +13,11 @@ samples: ``ys [B, ...]``, ``xs [B, ...]`` give ``[B, M, N]``.
 
 from __future__ import annotations
 
+from ..autodiff.tape import grad
 from ..core.state import no_grad
 from ..core.tensor import Tensor
 from ..ops import creation, manipulation
-from .tape import grad
+from .vmap import vmap
 
 
 class _RowEngine:
@@ -46,6 +48,29 @@ class _RowEngine:
         if i not in self.rows:
             self.rows[i] = self._compute_row(i)
         return self.rows[i]
+
+    def all_rows(self):
+        """Every row at once: the backward pass mapped over the M seeds with vmap.
+        Returns one tensor per input, shaped [M, N] (or [M, B, N] when batched)."""
+        if len(self.rows) == self.m:
+            return [manipulation.stack([self.rows[i][j] for i in range(self.m)])
+                    for j in range(len(self.xs))]
+        if self.y_flat.stop_gradient:
+            return [creation.zeros([self.m] + r.shape, dtype=r.dtype)
+                    for r in self._compute_row(0)]
+        seeds = creation.eye(self.m, dtype=self.y_flat.dtype)  # row i seeds output i
+        if self.batched:  # [M, M] -> [M, B, M]: the same seed for every sample
+            seeds = manipulation.expand(manipulation.unsqueeze(seeds, 1),
+                                        [self.m, self.batch, self.m])
+
+        def pull(seed):
+            grads = grad(self.y_flat, self.xs, grad_outputs=seed, retain_graph=True,
+                         create_graph=True, allow_unused=True)
+            return [manipulation.reshape(creation.zeros_like(x) if g is None else g,
+                                         [self.batch, -1] if self.batched else [-1])
+                    for g, x in zip(grads, self.xs)]
+
+        return vmap(pull)(seeds)
 
     def _compute_row(self, i):
         if self.y_flat.stop_gradient:  # y does not depend on anything: the row is zero
@@ -87,8 +112,10 @@ class Jacobian:
         return manipulation.reshape(block, shape)  # a 0-d input adds no dim
 
     def _dense(self):
-        dense = self._rows(range(self._engine.m))
-        return manipulation.reshape(dense, self.shape)
+        rows = self._engine.all_rows()[self._index]  # [M, N] or [M, B, N]
+        if self._engine.batched:
+            rows = manipulation.transpose(rows, [1, 0, 2])
+        return manipulation.reshape(rows, self.shape)
 
     def __getitem__(self, key):
         if self._m_axis is None:
