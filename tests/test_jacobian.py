@@ -8,7 +8,8 @@ import pytest
 
 import primflow as pf
 
-jac_mod = importlib.import_module("primflow.transforms.paddle_jacobian")  # the module, not the function
+# the module (the package re-exports a function of the same name)
+jac_mod = importlib.import_module("primflow.transforms.paddle_jacobian")
 
 RNG = np.random.default_rng(7)
 W = RNG.normal(size=(3, 4))
