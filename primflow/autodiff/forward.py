@@ -29,6 +29,10 @@ class JVPTracer(Tracer):
         self._version = 0
         self.name = None
 
+    def detach(self):
+        """The primal, cut from every derivative: its tangent is zero (JAX stop_gradient)."""
+        return self.primal.detach()
+
 
 class JVPTrace(Trace):
     def _unpack(self, a):

@@ -15,8 +15,8 @@ independent oracles:
   ``v_k``. Differences are never nested, so order 4 stays accurate in float64. The same
   derivative is computed by several modes: ``"rev"`` (reverse over reverse, create_graph),
   ``"fwd_over_rev"`` (``pf.jvp`` of a function that calls ``pf.grad(create_graph=True)``)
-  and ``"fwd"`` (nested ``pf.jvp``); each is compared with the difference quotient and with
-  the reverse-mode value.
+  ``"fwd"`` (nested ``pf.jvp``) and ``"rev_over_fwd"`` (``pf.grad`` of a ``pf.jvp``
+  result); each is compared with the difference quotient and with the reverse-mode value.
 
 Example:
     >>> import numpy as np, primflow as pf
@@ -34,13 +34,13 @@ EPS_MACHINE = float(np.finfo(np.float64).eps)
 #: the rounding error of the quotient itself, ``~1e3 ulp * |g| / eps``.
 DEFAULT_TOL = {
     "forward": (1e-12, 1e-10),
-    "jvp": (1e-9, 1e-6),
-    "vjp": (1e-12, 1e-10),
-    "order1": (1e-9, 1e-6),
-    "order2": (1e-8, 1e-6),
-    "order3": (1e-8, 1e-5),
-    "order4": (1e-7, 1e-5),
-    "modes": (1e-10, 1e-8),  # one AD mode against another (no differencing error)
+    "jvp": (1e-13, 1e-6),
+    "vjp": (1e-14, 1e-10),
+    "order1": (1e-13, 1e-6),
+    "order2": (1e-13, 1e-6),
+    "order3": (1e-13, 1e-5),
+    "order4": (1e-13, 1e-5),
+    "modes": (1e-14, 1e-9),  # one AD mode against another (no differencing error)
 }
 
 
@@ -277,7 +277,8 @@ def check_order(fn, primals, order, rng, modes=("rev",), eps=1e-5, atol=None, rt
     """Checks the order-``order`` derivative of ``fn`` in each of ``modes``.
 
     ``modes``: ``"rev"`` (reverse over reverse), ``"fwd_over_rev"`` (the last level by
-    ``pf.jvp``, the others by the tape), ``"fwd"`` (every level by nested ``pf.jvp``).
+    ``pf.jvp``, the others by the tape), ``"fwd"`` (every level by nested ``pf.jvp``),
+    ``"rev_over_fwd"`` (nested ``pf.jvp`` below, the last level by the tape).
     Each is compared with one central difference of the reverse-mode ``g_{order-1}``; the
     forward modes are also compared with the reverse-mode value.
     """
@@ -309,6 +310,14 @@ def check_order(fn, primals, order, rng, modes=("rev",), eps=1e-5, atol=None, rt
                                               order - 1).item())
         elif mode == "fwd":
             value = float(chain.forward_level(leaves(chain.primals, False), order, 0).item())
+        elif mode == "rev_over_fwd":
+            xs = leaves(chain.primals)
+            g = chain.forward_level(xs, order - 1, 0)
+            if g.stop_gradient:
+                value = 0.0
+            else:
+                grads = _pf().grad(g, xs, allow_unused=True)
+                value = sum(_vdot(gr.numpy(), d) for gr, d in zip(grads, v) if gr is not None)
         else:
             raise ValueError(f"unknown mode {mode!r}")
         results[mode] = value
@@ -321,8 +330,10 @@ def check_order(fn, primals, order, rng, modes=("rev",), eps=1e-5, atol=None, rt
     return results
 
 
-def check_grads(fn, primals, order=2, modes=("rev", "fwd_over_rev", "fwd"), rng=None,
-                eps=1e-5):
+ALL_MODES = ("rev", "fwd_over_rev", "fwd", "rev_over_fwd")
+
+
+def check_grads(fn, primals, order=2, modes=ALL_MODES, rng=None, eps=1e-5):
     """Runs ``check_jvp``, ``check_vjp`` and ``check_order`` for orders 1..``order``.
 
     Args:

@@ -9,8 +9,9 @@ the tolerances, and the expected failures, kept in the entry with their reasons.
 ``kind`` says what the generic tests check:
 
 * ``"diff"``: forward vs the reference, jvp vs finite differences, the dot-product test
-  (vjp vs jvp) and derivatives of orders 1..max_order (reverse over reverse, forward over
-  reverse, forward over forward) against one central difference.
+  (vjp vs jvp), derivatives of orders 1..max_order (reverse over reverse, forward over
+  reverse, forward over forward, reverse over forward) against one central difference, and
+  vmap against a loop.
 * ``"nondiff"``: step-like ops (floor, sign...): forward only, and the negative claim that
   asking for a derivative raises ``pf.NonDifferentiableError`` (tape and forward mode).
 * ``"nograd"``: integer/bool results (comparisons, argmax, logic): forward only, and the
@@ -26,10 +27,9 @@ constant tensors; anything else (keys for indexing, axis lists...) goes through 
 
 from __future__ import annotations
 
-import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 import numpy as np
 from scipy import special
@@ -48,7 +48,7 @@ class SampleInput:
 
     args: tuple
     kwargs: dict = field(default_factory=dict)
-    diff: Optional[tuple] = None
+    diff: tuple | None = None
     desc: str = ""
 
     def diff_indices(self) -> tuple:
@@ -87,7 +87,9 @@ def _constant(a):
 class XFail:
     """An expected failure of one generic test (``orders`` restricts it to some orders)."""
 
-    test: str  # "forward", "jvp", "vjp", "rev", "fwd_over_rev", "fwd", "claims"
+    # "forward", "jvp", "vjp", "rev", "fwd_over_rev", "fwd", "rev_over_fwd", "vmap",
+    # "claims" (negative claims of nondiff/nograd entries), "random"
+    test: str
     reason: str
     orders: tuple = ()
 
@@ -98,20 +100,20 @@ class OpInfo:
 
     name: str
     op: Callable
-    ref: Optional[Callable]
+    ref: Callable | None
     sample_inputs: Callable  # (info, rng) -> list[SampleInput]
     kind: str = "diff"
     domain: tuple = (-2.0, 2.0)
     singularities: tuple = ()
     margin: float = 0.2
     max_order: int = 4
-    order_samples: int = 2  # the first samples are also used at orders >= 2
+    order_samples: int | None = None  # how many samples orders >= 2 use (None: all)
     tol: dict = field(default_factory=dict)  # overrides of check_grads.DEFAULT_TOL
     fd_eps: float = 1e-5
     xfails: tuple = ()
     prims: tuple = ()  # primitives this entry exercises (the coverage test checks they bind)
     covers: tuple = ()  # public op names this entry stands for
-    stats: Optional[Callable] = None  # kind == "random": (out, **kwargs) -> None or raise
+    stats: Callable | None = None  # kind == "random": (out, **kwargs) -> None or raise
     notes: str = ""
 
     def samples(self, rng=None):
@@ -167,11 +169,17 @@ def _ints(rng, shape, lo, hi):
 # ---- sample generators ----------------------------------------------------------------------
 
 def unary(*shapes, **kwargs):
-    """One sample per shape, drawn in the entry's domain; default shapes (2,3), (), (4,)."""
-    shapes = shapes or ((2, 3), (), (4,))
+    """One sample per shape, drawn in the entry's domain. Default: (2,3), 0-d, (4,), a
+    0-size (0,2), and a non-contiguous (2,3) (the transpose of a (3,2) array)."""
+    default = not shapes
+    shapes = shapes or ((2, 3), (), (4,), (0, 2))
 
     def gen(info, rng):
-        return [SampleInput((info.make(rng, s),), dict(kwargs), desc=str(s)) for s in shapes]
+        out = [SampleInput((info.make(rng, s),), dict(kwargs), desc=str(s)) for s in shapes]
+        if default:
+            out.append(SampleInput((info.make(rng, (3, 2)).T,), dict(kwargs),
+                                   desc="(2, 3) non-contiguous"))
+        return out
 
     return gen
 
@@ -186,7 +194,8 @@ def with_params(shape_params):
     return gen
 
 
-BINARY_SHAPES = (((2, 3), (2, 3)), ((3, 1), (4,)), ((), (2, 3)), ((2, 3), ()))
+BINARY_SHAPES = (((2, 3), (2, 3)), ((3, 1), (4,)), ((), (2, 3)), ((2, 3), ()),
+                 ((0, 3), (1, 3)))
 
 
 def binary(shapes=BINARY_SHAPES, y_domain=None, y_singularities=None):
@@ -199,25 +208,17 @@ def binary(shapes=BINARY_SHAPES, y_domain=None, y_singularities=None):
     return gen
 
 
-def untied(shapes=BINARY_SHAPES, gap=0.2):
-    """Pairs for max/min-like ops: y differs from x by at least ``gap`` everywhere."""
+def untied(shapes=BINARY_SHAPES):
+    """Pairs for max/min-like ops: all values of x and y are distinct (no ties under any
+    broadcast pairing), drawn in the entry's domain."""
 
     def gen(info, rng):
         out = []
         for a, b in shapes:
-            shape = np.broadcast_shapes(a, b)
-            x = info.make(rng, shape)
-            off = rng.choice([-1.0, 1.0], size=shape) * rng.uniform(gap, 1.0, size=shape)
-            y = x + off
-            # reduce to the requested (broadcastable) shapes: keep x full, make y its shape
-            if a != shape:
-                x = info.make(rng, a)
-                y = np.broadcast_to(x, shape) + off
-                y = y if b == shape else y.reshape(shape)
-            if b != shape:  # b broadcasts: choose y first, push x away from it
-                y = info.make(rng, b)
-                x = np.broadcast_to(y, shape) - off
-            out.append(SampleInput((np.array(x), np.array(y)), desc=f"{a} x {b}"))
+            na, nb = int(np.prod(a, dtype=np.int64)), int(np.prod(b, dtype=np.int64))
+            vals = distinct(rng, (na + nb,), *info.domain)
+            out.append(SampleInput((vals[:na].reshape(a), vals[na:].reshape(b)),
+                                   desc=f"{a} x {b}"))
         return out
 
     return gen
@@ -446,7 +447,9 @@ OP_DB: list = [
     _unary_entry("abs", pf.abs, np.abs, "abs", singularities=(0.0,)),
     _unary_entry("erf", pf.erf, special.erf, "erf"),
     _unary_entry("logistic", pf.sigmoid, special.expit, "logistic",
-                 covers=("sigmoid",), domain=(-4.0, 4.0)),
+                 covers=("sigmoid",), domain=(-4.0, 4.0),
+                 sample_inputs=lambda info, rng: unary()(info, rng) + [SampleInput(
+                     (np.array([-800.0, -30.0, 30.0, 800.0]),), desc="saturated")]),
     OpInfo("integer_pow", lambda x, y: pf.pow(x, y), lambda x, y: np.power(x, float(y)),
            with_params([((2, 3), {"y": 3}), ((), {"y": 2}), ((4,), {"y": 0}),
                         ((3,), {"y": 1}), ((2, 2), {"y": 5})]),
@@ -737,7 +740,7 @@ OP_DB: list = [
                ((3, 4), -1, "negative int"),
                ((3, 4), np.array([True, False, True]), "bool on dim 0"),
                ((2, 3, 4), (1, slice(None), np.array([0, 0, 3])), "int then array")]]),
-           order_samples=3, prims=("slice", "gather"), covers=("getitem",)),
+           prims=("slice", "gather"), covers=("getitem",)),
     OpInfo("setitem", _pf_setitem, _np_setitem,
            fixed(_s(lambda i, r: (i.make(r, (3, 4)), i.make(r, (4,))), {"key": 1}),
                  _s(lambda i, r: (i.make(r, (3, 4)), i.make(r, ())),
@@ -759,7 +762,7 @@ OP_DB: list = [
                        ((3, 2, 2), (2, 3, 2), ((0, 2), (1, 0)), ((), ())),
                        ((2, 2, 3), (3, 2), ((2,), (0,)), ((1,), (1,))),
                        ((3,), (3,), ((0,), (0,)), ((), ()))]]),
-           order_samples=2, prims=("dot_general",), covers=()),
+           prims=("dot_general",), covers=()),
     OpInfo("matmul", lambda x, y, **kw: pf.matmul(x, y, **kw),
            lambda x, y, transpose_x=False, transpose_y=False: np.matmul(
                np.swapaxes(x, -1, -2) if transpose_x and x.ndim > 1 else x,
@@ -953,7 +956,9 @@ OP_DB += [
                x, axis=_axes(axis, x.ndim), keepdims=keepdim),
            fixed(*[_s(lambda i, r, s=s: (distinct(r, s, -3.0, 3.0),), kw, desc=f"{s} {kw}")
                    for s, kw in [((2, 3), {"axis": 1}), ((2, 3, 2), {"axis": (0, 2)}),
-                                 ((2, 3), {"keepdim": True}), ((4,), {})]]),
+                                 ((2, 3), {"keepdim": True}), ((4,), {})]],
+                 _s(lambda i, r: (1000.0 + distinct(r, (2, 3)),), {"axis": 1},
+                    desc="near 1000")),
            prims=("reduce_max", "exp", "log"), covers=("logsumexp",)),
     OpInfo("prod", lambda x, **kw: pf.prod(x, **kw),
            lambda x, axis=None, keepdim=False: np.prod(x, axis=_axes(axis, x.ndim),
@@ -974,7 +979,7 @@ OP_DB += [
            {"p": -np.inf}, desc="p=-inf"),
         _s(lambda i, r: (i.make(r, (2, 3)),), {"p": 3, "axis": -1}),
         _s(lambda i, r: (i.make(r, (4,)),), {"p": 2, "axis": 0})),
-           singularities=(0.0,), order_samples=4, prims=("sqrt", "abs", "reduce_max", "pow"),
+           singularities=(0.0,), prims=("sqrt", "abs", "reduce_max", "pow"),
            covers=("norm",)),
 
     # ---- activations (pf.nn.functional) ----
@@ -990,7 +995,10 @@ OP_DB += [
            with_params([((2, 3), {}), ((4,), {"alpha": 1.5}), ((), {})]),
            singularities=(0.0,), prims=("expm1",), covers=("elu",)),
     OpInfo("softplus", lambda x, **kw: F.softplus(x, **kw), _np_softplus,
-           with_params([((2, 3), {}), ((4,), {"beta": 2.0}), ((), {})]),
+           fixed(*[_s(lambda i, r, s=s: (i.make(r, s),), kw, desc=f"{s} {kw}")
+                   for s, kw in [((2, 3), {}), ((4,), {"beta": 2.0}), ((), {})]],
+                 _s(lambda i, r: (np.array([-800.0, -30.0, 30.0, 800.0]),), {},
+                    desc="saturated, exp would overflow")),
            domain=(-4.0, 4.0), singularities=(0.0,), prims=("log1p",), covers=("softplus",),
            notes="max(z, 0) + log1p(exp(-|z|)) is smooth but built from kinks at 0"),
     _unary_entry("silu", F.silu, lambda x: x * special.expit(x), "logistic",
@@ -998,7 +1006,7 @@ OP_DB += [
     OpInfo("gelu", lambda x, **kw: F.gelu(x, **kw), _np_gelu,
            with_params([((2, 3), {}), ((2, 3), {"approximate": True}), ((), {}),
                         ((4,), {"approximate": True})]),
-           domain=(-3.0, 3.0), order_samples=2, prims=("erf", "tanh"), covers=("gelu",)),
+           domain=(-3.0, 3.0), prims=("erf", "tanh"), covers=("gelu",)),
     _unary_entry("mish", F.mish, lambda x: x * np.tanh(_np_softplus(x)), "tanh",
                  singularities=(0.0,)),
     _unary_entry("softsign", F.softsign, lambda x: x / (1 + np.abs(x)), "abs",
@@ -1008,12 +1016,14 @@ OP_DB += [
            lambda x, axis=-1: special.softmax(x, axis=axis),
            fixed(*[_s(lambda i, r, s=s: (distinct(r, s, -3.0, 3.0),), kw, desc=f"{s} {kw}")
                    for s, kw in [((2, 3), {}), ((2, 3, 2), {"axis": 1}), ((4,), {"axis": 0}),
-                                 ((2, 3), {"axis": 0})]]),
+                                 ((2, 3), {"axis": 0})]],
+                 _s(lambda i, r: (1000.0 + distinct(r, (2, 3)),), {}, desc="near 1000")),
            prims=("reduce_max", "exp", "reduce_sum", "div"), covers=("softmax",)),
     OpInfo("log_softmax", lambda x, **kw: F.log_softmax(x, **kw),
            lambda x, axis=-1: special.log_softmax(x, axis=axis),
            fixed(*[_s(lambda i, r, s=s: (distinct(r, s, -3.0, 3.0),), kw, desc=f"{s} {kw}")
-                   for s, kw in [((2, 3), {}), ((2, 3, 2), {"axis": 1}), ((4,), {"axis": 0})]]),
+                   for s, kw in [((2, 3), {}), ((2, 3, 2), {"axis": 1}), ((4,), {"axis": 0})]],
+                 _s(lambda i, r: (-1000.0 + distinct(r, (2, 3)),), {}, desc="near -1000")),
            prims=("reduce_max", "exp", "log", "sub"), covers=("log_softmax",)),
 
     # ---- normalisation ----
@@ -1026,7 +1036,7 @@ OP_DB += [
                  _s(lambda i, r: (i.make(r, (2, 2, 3)), i.make(r, (2, 3))),
                     {"normalized_shape": [2, 3]}, desc="2-d normalized_shape, weight"),
                  _s(lambda i, r: (i.make(r, (3, 4)),), {"normalized_shape": 4})),
-           order_samples=2, prims=("rsqrt", "reduce_sum"), covers=("layer_norm",)),
+           prims=("rsqrt", "reduce_sum"), covers=("layer_norm",)),
     OpInfo("rms_norm", lambda x, *w, **kw: F.rms_norm(x, kw.pop("normalized_shape"), *w, **kw),
            lambda x, *w, normalized_shape=None, **kw: _np_rms_norm(x, normalized_shape, *w,
                                                                    **kw),
@@ -1064,7 +1074,10 @@ OP_DB += [
                  _s(lambda i, r: (i.make(r, (4,)), r.uniform(0, 1, (4,))),
                     {"reduction": "sum"}),
                  _s(lambda i, r: (i.make(r, (3,)), (r.random(3) < 0.5).astype(float)),
-                    {"reduction": "none"}, diff=(0,))),
+                    {"reduction": "none"}, diff=(0,)),
+                 _s(lambda i, r: (np.array([-800.0, -40.0, 40.0, 800.0]),
+                                  np.array([0.2, 1.0, 0.0, 0.7])), {"reduction": "none"},
+                    desc="saturated logits")),
            singularities=(0.0,), domain=(-3.0, 3.0), prims=("log1p",),
            covers=("binary_cross_entropy_with_logits",)),
     OpInfo("cross_entropy", lambda x, *rest, **kw: F.cross_entropy(x, *rest, **kw),
@@ -1083,8 +1096,10 @@ OP_DB += [
                  _s(lambda i, r: (distinct(r, (4, 3)), np.array([0, 2, 1, 2])),
                     {"label_smoothing": 0.1}, desc="label smoothing"),
                  _s(lambda i, r: (distinct(r, (2, 3, 2)), np.array([[0, 2], [1, 1]])),
-                    {"axis": 1}, desc="axis=1")),
-           order_samples=3, prims=("reduce_max", "exp", "log", "select", "iota"),
+                    {"axis": 1}, desc="axis=1"),
+                 _s(lambda i, r: (1000.0 + distinct(r, (2, 3)), np.array([1, 0])), {},
+                    desc="logits near 1000")),
+           prims=("reduce_max", "exp", "log", "select", "iota"),
            covers=("cross_entropy",)),
 ]
 
@@ -1102,7 +1117,7 @@ if len(OPS_BY_NAME) != len(OP_DB):
 def public_ops() -> dict:
     """The public op surface the table must cover: name -> function (primflow.ops and
     pf.nn.functional; aliases share one function object)."""
-    import primflow.ops as ops
+    from primflow import ops
 
     out = {}
     for name, fn in vars(ops).items():

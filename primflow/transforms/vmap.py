@@ -36,6 +36,10 @@ class BatchTracer(Tracer):
         self._version = 0
         self.name = None
 
+    def detach(self):
+        """The same batch, cut from the graph."""
+        return BatchTracer(self._trace, self.val.detach(), self.bdim)
+
 
 class BatchTrace(Trace):
     def __init__(self, level, size):
