@@ -193,6 +193,45 @@ def test_vmap_matches_a_loop(info, order):
                     np.testing.assert_array_equal(got, expected)
 
 
+# ---- functional transforms against the tape ------------------------------------------------
+
+@pytest.mark.parametrize("info,order", _params(("diff",), "transforms"))
+def test_functional_transforms_match_the_tape(info, order):
+    """pf.grad / pf.vjp (functional) equal the tape's pf.grad, and jacrev equals jacfwd, on
+    a random weighting of the op's outputs."""
+    rng = _rng(info, "transforms")
+    for sample in info.samples()[:2]:
+        fn, primals = sample.bind(info.op)
+        with pf.no_grad():
+            outs = cg.as_list(fn(*cg.leaves(primals, False)))
+        weights = [pf.to_tensor(rng.standard_normal(o.shape), dtype="float64") for o in outs
+                   if o.dtype.is_floating]
+        if not weights or not primals:
+            continue
+
+        def scalar(*xs):
+            floats = [o for o in cg.as_list(fn(*xs)) if o.dtype.is_floating]
+            return sum(((o * w).sum() for o, w in zip(floats, weights)), pf.zeros([], "float64"))
+
+        xs = cg.leaves(primals, True)
+        tape = pf.grad(scalar(*xs), xs, allow_unused=True)
+        functional = pf.grad(scalar, argnums=tuple(range(len(primals))))(
+            *cg.leaves(primals, False))
+        with _about(info, sample):
+            for t, g in zip(tape, functional):
+                expected = np.zeros_like(g.numpy()) if t is None else t.numpy()
+                np.testing.assert_allclose(g.numpy(), expected, rtol=1e-12, atol=1e-12)
+            first = cg.leaves(primals, False)
+
+            def of_first(x0):
+                return scalar(x0, *first[1:])
+
+            rev = pf.jacrev(of_first)(first[0]).numpy()
+            fwd = pf.jacfwd(of_first)(first[0]).numpy()
+            np.testing.assert_allclose(rev, fwd, rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(rev, functional[0].numpy(), rtol=1e-12, atol=1e-12)
+
+
 # ---- negative claims -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("info,order", _params(("nondiff",), "claims"))

@@ -1,0 +1,217 @@
+"""``python -m bench``: runs every configuration of the selected workloads, each in its own
+process, and prints one table per workload with primflow / peer ratios from this run."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import registry
+from .run_one import MARK
+from .timing import THREAD_VARS, set_single_thread_env
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _parse(argv):
+    p = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__,
+        epilog="Ratios are only meaningful inside one run: absolute times vary by ~25%% from "
+               "run to run. See bench/README.md.")
+    p.add_argument("--only", action="append", metavar="ID",
+                   help="workload(s) to run, e.g. --only W5 (repeatable, or comma-separated); "
+                        f"default: all implemented ({', '.join(registry.WORKLOADS)})")
+    p.add_argument("--quick", action="store_true", help="fewer, shorter repetitions (still >= 5)")
+    p.add_argument("--python", metavar="PATH", default=os.environ.get("PRIMFLOW_BENCH_PYTHON"),
+                   help="interpreter for the peer configurations (torch, jax), e.g. "
+                        "/work/benchenv/bin/python; default: $PRIMFLOW_BENCH_PYTHON or this one")
+    p.add_argument("--primflow-python", metavar="PATH", default=sys.executable,
+                   help="interpreter for the primflow and NumPy configurations (default: this "
+                        "one; the repository root is put on its PYTHONPATH)")
+    p.add_argument("--frameworks", metavar="LIST",
+                   help="comma-separated subset of: " + ", ".join(registry.FRAMEWORKS))
+    p.add_argument("--rounds", type=int, default=1, metavar="N",
+                   help="run every configuration's process N times, round-robin, and report the "
+                        "median over rounds (damps load from other work on the machine; "
+                        "default 1)")
+    p.add_argument("--json", metavar="FILE", help="save all results (and metadata) as JSON")
+    p.add_argument("--timeout", type=float, default=900.0,
+                   help="seconds allowed for one configuration's process (default 900)")
+    p.add_argument("--list", action="store_true", help="list workloads and configurations")
+    p.add_argument("-v", "--verbose", action="store_true", help="print each process as it runs")
+    return p.parse_args(argv)
+
+
+def _child_env():
+    env = set_single_thread_env(dict(os.environ))
+    parts = [str(REPO_ROOT)] + [q for q in env.get("PYTHONPATH", "").split(os.pathsep) if q]
+    env["PYTHONPATH"] = os.pathsep.join(parts)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
+
+
+def _run_child(python, wid, cfg, quick, timeout, env):
+    cmd = [python, "-m", "bench.run_one", wid, cfg.framework, cfg.name]
+    if quick:
+        cmd.append("--quick")
+    base = {"workload": wid, "framework": cfg.framework, "config": cfg.name, "executable": python}
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {**base, "status": "error", "error": f"timed out after {timeout:.0f} s"}
+    except OSError as e:
+        return {**base, "status": "error", "error": f"cannot start {python}: {e}"}
+    wall = time.perf_counter() - t0
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(MARK):
+            res = json.loads(line[len(MARK):])
+            res["process_wall_s"] = wall
+            return res
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-6:]
+    return {**base, "status": "error", "process_wall_s": wall,
+            "error": f"exit {proc.returncode}, no result line: " + " | ".join(tail)}
+
+
+def _interpreter_info(python, env):
+    code = ("import sys, platform; print(platform.python_version(), sys.executable)")
+    try:
+        out = subprocess.run([python, "-c", code], env=env, capture_output=True, text=True,
+                             timeout=60).stdout.strip()
+        return out or "?"
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unusable ({e})"
+
+
+def _run_config(a, wid, cfg, pythons, env, skipped, rnd, rounds):
+    fw = registry.FRAMEWORKS[cfg.framework]
+    python = pythons[fw.side]
+    key = (python, fw.module)
+    if key in skipped:
+        return {"workload": wid, "framework": cfg.framework, "config": cfg.name,
+                "executable": python, "status": "skipped", "reason": skipped[key]}
+    if a.verbose:
+        tag = f" [round {rnd + 1}/{rounds}]" if rounds > 1 else ""
+        print(f"  running {wid} {cfg.framework} {cfg.name}{tag} ...", end="", flush=True)
+    res = _run_child(python, wid, cfg, a.quick, a.timeout, env)
+    if a.verbose:
+        detail = (f"{res['value']:.4g} {res.get('unit', '')}" if res["status"] == "ok"
+                  else res.get("reason") or res.get("error"))
+        print(f" {res['status']}: {detail} ({res.get('process_wall_s', 0):.1f} s)")
+    if res["status"] == "skipped":
+        skipped[key] = res.get("reason", "not importable")
+    return res
+
+
+def _combine(runs):
+    """One result from a configuration's rounds: the run holding the median value (an error in
+    any round makes the whole an error)."""
+    if len(runs) == 1:
+        return runs[0]
+    for res in runs:
+        if res["status"] != "ok":
+            return res
+    ranked = sorted(runs, key=lambda r: r["value"])
+    res = dict(ranked[(len(ranked) - 1) // 2])
+    res["value"] = statistics.median(r["value"] for r in runs)
+    res["rounds_values"] = [r["value"] for r in runs]
+    return res
+
+
+def main(argv=None) -> int:
+    a = _parse(argv)
+    if a.list:
+        for wid in registry.WORKLOADS:
+            mod = registry.load(wid)
+            print(f"{wid}: {mod.TITLE}")
+            for c in mod.CONFIGS:
+                print(f"    python -m bench.run_one {wid} {c.framework} {c.name}"
+                      + (f"    # {c.description}" if c.description else ""))
+        return 0
+    try:
+        ids = ([registry.normalize_id(x) for o in a.only for x in o.split(",") if x.strip()]
+               if a.only else list(registry.WORKLOADS))
+    except KeyError as e:
+        print(f"error: {e.args[0]}", file=sys.stderr)
+        return 2
+    frameworks = set(registry.FRAMEWORKS)
+    if a.frameworks:
+        frameworks = {f.strip() for f in a.frameworks.split(",") if f.strip()}
+        unknown = frameworks - set(registry.FRAMEWORKS)
+        if unknown:
+            print(f"error: unknown framework(s) {sorted(unknown)}", file=sys.stderr)
+            return 2
+    peer_python = a.python or sys.executable
+    if a.python and not (shutil.which(a.python) or Path(a.python).exists()):
+        print(f"error: --python {a.python}: not found", file=sys.stderr)
+        return 2
+    pythons = {"primflow": a.primflow_python, "peer": peer_python}
+    env = _child_env()
+
+    meta = {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "host": platform.node(), "machine": platform.machine(), "platform": platform.platform(),
+        "cpus": os.cpu_count(), "quick": a.quick, "rounds": a.rounds,
+        "threads": {v: env[v] for v in THREAD_VARS},
+        "interpreters": {side: {"path": py, "info": _interpreter_info(py, env)}
+                         for side, py in pythons.items()},
+    }
+    print(f"primflow benchmarks  {meta['date']}  {meta['platform']}  {meta['cpus']} CPUs  "
+          f"{'quick' if a.quick else 'full'}")
+    print("one thread per framework (OMP/MKL/OPENBLAS_NUM_THREADS=1, torch.set_num_threads(1), "
+          "JAX pinned to one core); one process per configuration")
+    print(f"  primflow/NumPy interpreter: {meta['interpreters']['primflow']['info']}")
+    print(f"  peer interpreter:           {meta['interpreters']['peer']['info']}")
+    print()
+
+    all_results = []
+    skipped = {}  # (python, framework module) -> reason: no need to start it again
+    errors = []
+    rounds = max(1, a.rounds)
+    for wid in ids:
+        mod = registry.load(wid)
+        configs = [c for c in mod.CONFIGS if c.framework in frameworks]
+        per_round = {}  # (framework, config) -> list of results, one per round
+        t_w = time.perf_counter()
+        for rnd in range(rounds):
+            for cfg in configs:
+                if rnd and not cfg.repeat:
+                    continue
+                res = _run_config(a, wid, cfg, pythons, env, skipped, rnd, rounds)
+                per_round.setdefault((cfg.framework, cfg.name), []).append(res)
+        results = {}
+        for key, runs in per_round.items():
+            res = _combine(runs)
+            if res["status"] == "error":
+                errors.append(res)
+            results[key] = res
+            all_results.append(res)
+        print(mod.report(results))
+        note = f", median over {rounds} rounds" if rounds > 1 else ""
+        print(f"  ({time.perf_counter() - t_w:.1f} s{note})")
+        print()
+
+    if skipped:
+        for (python, module), reason in skipped.items():
+            print(f"n/a: {module} with {python}: {reason}")
+    for res in errors:
+        print(f"ERR {res['workload']} {res['framework']}/{res['config']}: {res.get('error')}")
+        if res.get("traceback"):
+            print("    " + res["traceback"].strip().replace("\n", "\n    "))
+    if a.json:
+        path = Path(a.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"meta": meta, "results": all_results}, indent=1))
+        print(f"results saved to {path}")
+    return 1 if errors else 0

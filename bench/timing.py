@@ -1,0 +1,92 @@
+"""Child-side helpers: thread settings, a wall-clock timer, resident memory.
+
+Imports nothing heavy; ``set_single_thread_env`` must run before NumPy/torch/jax are imported.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import sys
+import time
+
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+               "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+XLA_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+
+
+def set_single_thread_env(env=None):
+    """One thread per framework (the benchmark rule). Mutates and returns ``env``."""
+    env = os.environ if env is None else env
+    for var in THREAD_VARS:
+        env[var] = "1"
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    if "intra_op_parallelism_threads" not in env.get("XLA_FLAGS", ""):
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + XLA_ONE_THREAD).strip()
+    return env
+
+
+def pin_to_one_core():
+    """Confines this process to one CPU (used for JAX, whose runtime keeps its own pools)."""
+    if hasattr(os, "sched_getaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) > 1:
+            os.sched_setaffinity(0, {cpus[-1]})
+            return cpus[-1]
+    return None
+
+
+def torch_single_thread(torch):
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set, or parallel work already started
+        pass
+
+
+# Repetitions: at least 5 after warm-up (the benchmark rule).
+FULL = dict(reps=9, target_s=0.10, warmup_s=0.30)
+QUICK = dict(reps=5, target_s=0.02, warmup_s=0.05)
+
+
+def measure(fn, *, reps: int, target_s: float, warmup_s: float, min_warmup_calls: int = 3):
+    """Times ``fn()``: warm-up for ``warmup_s`` (and at least ``min_warmup_calls`` calls), then
+    ``reps`` repetitions, each calling ``fn`` ``inner`` times where ``inner`` is chosen so that a
+    repetition lasts about ``target_s``. Returns seconds per call: median, min, all reps.
+
+    The garbage collector stays enabled: its cost is part of what a user pays.
+    """
+    t0 = time.perf_counter()
+    n = 0
+    while True:
+        fn()
+        n += 1
+        elapsed = time.perf_counter() - t0
+        if n >= min_warmup_calls and elapsed >= warmup_s:
+            break
+    inner = max(1, math.ceil(target_s / (elapsed / n)))
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        times.append((time.perf_counter() - t) / inner)
+    return {"median_s": statistics.median(times), "min_s": min(times), "times_s": times,
+            "inner": inner, "reps": reps, "warmup_calls": n}
+
+
+def rss_bytes() -> int:
+    """Current resident set size (``/proc/self/statm``); peak RSS where /proc is missing."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return peak_rss_bytes()
+
+
+def peak_rss_bytes() -> int:
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
