@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 
 from ..core.primitive import Node, NonDifferentiableError
-from ..core.state import state
+from ..core.state import set_grad_mode, state
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
 from ..prims import elementwise as ew
@@ -125,8 +125,7 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
         needed = _nodes_leading_to_targets(order, wanted_leaves, target_nodes, blocked)
         wanted = needed | set(target_nodes) | wanted_leaves
 
-    prev = state.grad_enabled
-    state.grad_enabled = create_graph
+    prev = set_grad_mode(create_graph)
     try:
         for node in order:
             g = node_grads.pop(node, None)
@@ -140,7 +139,7 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
             if not retain_graph:
                 node.free()
     finally:
-        state.grad_enabled = prev
+        set_grad_mode(prev)
 
     if targets is None:
         return None
@@ -179,42 +178,41 @@ def _apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph):
             f"saved values were freed after the first backward. Pass retain_graph=True to the "
             f"first backward()/grad() call if you need to backward twice")
     inputs = node.inputs
+    versions = node.versions
     saved = prim.saves_inputs  # inputs whose values the rules read (None: all)
-    for i, a in enumerate(inputs):
-        if a._version != node.versions[i] and (saved is None or i in saved):
+    for i in (range(len(inputs)) if saved is None else saved):
+        if inputs[i]._version != versions[i]:
+            a = inputs[i]
             raise RuntimeError(
                 f"a tensor of shape {a.shape} saved for the backward of '{prim.name}' was "
-                f"modified in place after it was used (version {node.versions[i]} -> "
+                f"modified in place after it was used (version {versions[i]} -> "
                 f"{a._version}); compute on a copy (x.clone()) instead of changing it in place")
-    if prim.vjp is None:
+    rules = prim.vjp
+    if rules is None:
         raise NonDifferentiableError(
             f"primitive '{prim.name}' is not differentiable (its derivative is zero almost "
             f"everywhere and undefined at jumps) but lies on the path being differentiated. If "
             f"a zero gradient is what you want, detach its input: {prim.name}(x.detach())")
-    out = None
-    if prim.saves_out:
-        out = _saved_output(node, create_graph)
-    edges = node.edges
-    if callable(prim.vjp):  # one rule for all inputs (variadic primitives)
-        bars = prim.vjp(g, out, *inputs, **node.params)
-    else:
-        bars = None
-    for i, e in enumerate(edges):
+    out = _saved_output(node, create_graph) if prim.saves_out else None
+    params = node.params
+    bars = rules(g, out, *inputs, **params) if callable(rules) else None
+    for i, e in enumerate(node.edges):
         if e is None:
             continue
-        is_node = type(e) is Node
+        is_node = e.__class__ is Node
         if wanted is not None and not (e in wanted if is_node else id(e) in wanted):
             continue
         if bars is not None:
             x_bar = bars[i]
         else:
-            rule = prim.vjp[i]
+            rule = rules[i]
             if rule is None:
                 raise NonDifferentiableError(
                     f"primitive '{prim.name}' has no derivative with respect to input {i}")
-            x_bar = rule(g, out, *inputs, **node.params)
+            x_bar = rule(g, out, *inputs, **params)
         if is_node:
-            _accumulate(node_grads, e, x_bar)
+            old = node_grads.get(e)
+            node_grads[e] = x_bar if old is None else ew.add(old, x_bar)
         elif wanted is not None:
             _accumulate(leaf_grads, id(e), x_bar)
         else:

@@ -26,7 +26,7 @@ recording is on and an input requires grad, a ``Node`` is added to the tape.
 from __future__ import annotations
 
 from ..backends import get_backend
-from .state import state
+from .state import departures, state
 from .tensor import Tensor
 from .trace import Tracer
 
@@ -97,19 +97,14 @@ class Primitive:
 
     def bind(self, *args, **params):
         """Applies the primitive to tensors (or tracers) with static ``params``."""
-        if state.trace_stack:
-            trace = _innermost_trace(args)
-            if trace is not None:
-                out = trace.process_primitive(self, args, params)
-                if state.grad_enabled and isinstance(out, Tracer) and out.dtype.is_floating:
-                    # the tape records at the level the user works at, so pf.grad works
-                    # inside transforms (pf.jvp of pf.grad is forward-over-reverse)
-                    for a in args:
-                        if not a.stop_gradient:
-                            out._node = Node(self, params, args, out)
-                            out.stop_gradient = False
-                            break
-                return out
+        if departures.count:  # a transform is active or recording is off somewhere
+            if state.trace_stack:
+                trace = _innermost_trace(args)
+                if trace is not None:
+                    return self._bind_traced(trace, args, params)
+            recording = state.grad_enabled
+        else:
+            recording = True
         try:
             out_value = self.impl(*[a._value for a in args], **params)
         except Exception as e:  # a raw backend traceback helps nobody: say what was called
@@ -117,11 +112,23 @@ class Primitive:
                 f"primitive {self.name!r} failed on inputs "
                 f"{', '.join(_describe(a) for a in args) or '()'} with params {params}: "
                 f"{type(e).__name__}: {e}") from e
-        if state.grad_enabled:
+        if recording:
             for a in args:
                 if not a.stop_gradient:
                     return _record(self, args, params, out_value)
         return Tensor._wrap(out_value)
+
+    def _bind_traced(self, trace, args, params):
+        out = trace.process_primitive(self, args, params)
+        if state.grad_enabled and isinstance(out, Tracer) and out.dtype.is_floating:
+            # the tape records at the level the user works at, so pf.grad works inside
+            # transforms (pf.jvp of pf.grad is forward-over-reverse, vmap of pf.grad batches)
+            for a in args:
+                if not a.stop_gradient:
+                    out._node = Node(self, params, args, out)
+                    out.stop_gradient = False
+                    break
+        return out
 
     __call__ = bind
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 import contextlib
 
-from .state import state
+from .state import pop_trace, push_trace, state
 from .tensor import Tensor
 
 
@@ -57,8 +57,8 @@ def new_trace(trace_cls, *args, **kwargs):
     """Pushes a new trace one level above the current innermost one; pops it on exit."""
     level = len(state.trace_stack) + 1
     trace = trace_cls(level, *args, **kwargs)
-    state.trace_stack.append(trace)
+    push_trace(trace)
     try:
         yield trace
     finally:
-        state.trace_stack.pop()
+        pop_trace()

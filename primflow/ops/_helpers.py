@@ -8,6 +8,7 @@ import copy
 
 from .. import prims
 from ..core import dtypes
+from ..core.state import state
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
 
@@ -88,6 +89,28 @@ def broadcast_to(x: Tensor, shape) -> Tensor:
 _SCALARS = (int, float, bool)
 
 
+_constants = {}
+
+
+def scalar_constant(shape, value, dtype) -> Tensor:
+    """A tensor of ``shape`` filled with the Python scalar ``value``.
+
+    Eager code repeats the same scalars (``x * 1.0001`` in a loop), so the constant tensors
+    are cached; a cached tensor changed in place (version > 0) is replaced. Inside
+    transforms the ``full`` primitive is bound as usual, so traces see it.
+    """
+    if state.trace_stack:
+        return prims.full(shape=tuple(shape), value=value, dtype=dtype)
+    key = (shape, value, dtype)
+    t = _constants.get(key)
+    if t is None or t._version:
+        t = prims.full(shape=tuple(shape), value=value, dtype=dtype)
+        if len(_constants) >= 256:
+            _constants.clear()
+        _constants[key] = t
+    return t
+
+
 def binary_operands(x, y):
     """Promotes and broadcasts the two operands of an elementwise binary op.
 
@@ -109,13 +132,13 @@ def binary_operands(x, y):
         d = dtypes.result_type_with_scalar(dx, y)
         if d is not dx:
             x = prims.convert_element_type(x, dtype=d)
-        return x, prims.full(shape=x._shape, value=y, dtype=d)
+        return x, scalar_constant(x._shape, y, d)
     if y_is_t and type(x) in _SCALARS:
         dy = y.dtype
         d = dtypes.result_type_with_scalar(dy, x)
         if d is not dy:
             y = prims.convert_element_type(y, dtype=d)
-        return prims.full(shape=y._shape, value=x, dtype=d), y
+        return scalar_constant(y._shape, x, d), y
     # lists, arrays, or two scalars: make tensors and try again
     return binary_operands(x if x_is_t else as_tensor(x), y if y_is_t else as_tensor(y))
 

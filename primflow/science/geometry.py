@@ -541,7 +541,7 @@ class Disk(Geometry):
 
     Example:
         >>> from primflow.science import Disk
-        >>> X, N = Disk([0.0, 0.0], 2.0).sample_boundary(10, seed=0, normals=True)
+        >>> X, N = Disk([0.0, 0.0], 2.0).sample_boundary(10, seed=0, dtype="float64", normals=True)
         >>> bool((abs((X * X).sum(axis=1) - 4.0) < 1e-12).all())
         True
     """

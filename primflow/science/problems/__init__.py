@@ -1,0 +1,25 @@
+"""Reference PDE problems with exact or independently computed solutions.
+
+``PROBLEMS`` maps the CLI names to the classes; ``make_problem(name, **options)`` builds one.
+"""
+
+from .base import Problem, Settings, mean_square, relative_l2
+from .beam import Beam
+from .burgers import Burgers, cole_hopf
+from .heat import Heat1D
+from .plate import Plate
+from .poisson import Poisson2D
+
+PROBLEMS = {"plate": Plate, "beam": Beam, "poisson": Poisson2D, "burgers": Burgers,
+            "heat": Heat1D}
+
+
+def make_problem(name, **options):
+    """The problem called ``name`` (one of ``PROBLEMS``), built with ``options``."""
+    if name not in PROBLEMS:
+        raise ValueError(f"unknown problem {name!r}; choose one of {', '.join(PROBLEMS)}")
+    return PROBLEMS[name](**options)
+
+
+__all__ = ["Problem", "Settings", "PROBLEMS", "make_problem", "Plate", "Beam", "Poisson2D",
+           "Burgers", "Heat1D", "cole_hopf", "mean_square", "relative_l2"]

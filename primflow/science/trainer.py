@@ -1,0 +1,504 @@
+"""The PINN training loop: Adam, then L-BFGS, with validation, progress and checkpoints.
+
+``Trainer(problem, settings).fit()`` trains an MLP for ``problem`` and returns a
+:class:`TrainResult` with the final relative L2 error against the problem's reference,
+the loss history and the timings.
+
+* **Phases**: Adam with an exponentially decaying learning rate (``lr`` -> ``lr_final``),
+  optionally resampling the collocation points, then L-BFGS (strong-Wolfe line search)
+  on a fixed set, in chunks of ``lbfgs_chunk`` iterations.
+* **Loss**: the weighted sum of the problem's terms (``settings.weights``).
+* **Progress**: tqdm or rich when installed, else a one-line text bar with loss, validation
+  error and ETA (``progress=False`` silences it).
+* **Validation**: the relative L2 error on the problem's grid every ``validate_every`` Adam
+  steps and after every L-BFGS chunk.
+* **Checkpoints**: ``checkpoint=PATH`` saves the model and optimizer state with
+  ``pf.save`` every ``checkpoint_every`` steps and at the end of each phase, atomically;
+  ``resume=True`` continues from it (an Adam-phase checkpoint resumes bit for bit).
+* **NaN**: a non-finite loss stops training with a clear message; the parameters go back to
+  the last finite-loss state and the checkpoint on disk is never overwritten by a bad one.
+
+Example:
+    >>> import primflow as pf
+    >>> from primflow.science import Trainer
+    >>> from primflow.science.problems import Beam
+    >>> p = Beam()
+    >>> s = p.settings(quick=True).replace(adam_steps=20, lbfgs_steps=0)
+    >>> result = Trainer(p, s, progress=False).fit()
+    >>> result.status, len(result.history["loss"])
+    ('ok', 20)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import sys
+import time
+
+import primflow as pf
+
+from . import _compat
+from .problems.base import Problem, Settings
+
+__all__ = ["Trainer", "TrainResult", "Progress", "TrainingError"]
+
+
+class TrainingError(RuntimeError):
+    """Training could not go on (a non-finite loss, an unusable checkpoint)."""
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What :meth:`Trainer.fit` returns.
+
+    Attributes:
+        error: final relative L2 error on the validation grid.
+        status: ``"ok"`` or ``"nan"`` (stopped on a non-finite loss).
+        message: a human-readable summary (the reason when ``status != "ok"``).
+        history: ``loss`` ([step, value] pairs), ``terms`` (name -> values), ``val``
+            ([step, relative L2] pairs), ``phase_start`` (phase -> first step).
+        times: seconds per phase and in all.
+        steps: Adam steps and L-BFGS iterations done.
+        net: the trained network.
+        checkpoint: the checkpoint path (None without checkpoints).
+    """
+
+    error: float
+    status: str
+    message: str
+    history: dict
+    times: dict
+    steps: dict
+    net: object = None
+    checkpoint: str | None = None
+
+
+# ---- progress bars -------------------------------------------------------------------------
+
+def _fmt_time(seconds):
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    seconds = int(round(seconds))
+    if seconds >= 3600:
+        return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+    return f"{seconds // 60:02d}:{seconds % 60:02d}"
+
+
+class Progress:
+    """A progress bar with a text postfix and ETA: tqdm or rich when installed (``kind=
+    "auto"``), else a plain one-line bar; ``kind=None`` prints nothing.
+
+    Example:
+        >>> import io
+        >>> from primflow.science.trainer import Progress
+        >>> bar = Progress(kind="text", stream=io.StringIO())
+        >>> bar.start("adam", 10); bar.update(10, "loss 1e-3"); bar.close()
+    """
+
+    def __init__(self, kind="auto", stream=None):
+        self.stream = stream if stream is not None else sys.stderr
+        if kind == "auto":
+            kind = "tqdm" if _importable("tqdm") else ("rich" if _importable("rich") else
+                                                        "text")
+        self.kind = kind
+        self._bar = None
+
+    def start(self, desc, total):
+        self.desc, self.total, self.n = desc, max(int(total), 0), 0
+        self.t0 = time.perf_counter()
+        self._last_draw = 0.0
+        self._last_pct = -1
+        if self.kind == "tqdm":
+            from tqdm import tqdm
+            self._bar = tqdm(total=self.total, desc=desc, file=self.stream, dynamic_ncols=True,
+                             leave=True)
+        elif self.kind == "rich":
+            from rich.progress import (BarColumn, Progress as RichProgress, TextColumn,
+                                       TimeElapsedColumn, TimeRemainingColumn)
+            self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(),
+                                     TextColumn("{task.completed}/{task.total}"),
+                                     TimeElapsedColumn(), TimeRemainingColumn(),
+                                     TextColumn("{task.fields[post]}"))
+            self._bar.start()
+            self._task = self._bar.add_task(desc, total=self.total, post="")
+
+    def update(self, n, postfix=""):
+        """Sets the count to ``n`` (absolute) with a postfix text."""
+        n = min(int(n), self.total) if self.total else int(n)
+        if self.kind == "tqdm":
+            self._bar.set_postfix_str(postfix, refresh=False)
+            self._bar.update(n - self._bar.n)
+        elif self.kind == "rich":
+            self._bar.update(self._task, completed=n, post=postfix)
+        elif self.kind == "text":
+            self.n = n
+            self._draw_text(postfix)
+        self.n = n
+
+    def _draw_text(self, postfix, final=False):
+        now = time.perf_counter()
+        elapsed = now - self.t0
+        frac = self.n / self.total if self.total else 1.0
+        eta = elapsed * (1 - frac) / frac if frac > 0 else None
+        width = 20
+        filled = int(width * frac)
+        line = (f"{self.desc:>5} {self.n:>6}/{self.total:<6} [{'#' * filled}"
+                f"{'.' * (width - filled)}] {postfix}  {_fmt_time(elapsed)}<{_fmt_time(eta)}")
+        tty = getattr(self.stream, "isatty", lambda: False)()
+        if tty:
+            if final or now - self._last_draw > 0.2:
+                self.stream.write("\r" + line[:160].ljust(100))
+                self.stream.flush()
+                self._last_draw = now
+        else:  # logs: a line per 10 %
+            pct = int(10 * frac)
+            if final or pct > self._last_pct:
+                self.stream.write(line + "\n")
+                self.stream.flush()
+                self._last_pct = pct
+
+    def close(self, postfix=""):
+        if self.kind == "tqdm" and self._bar is not None:
+            if postfix:
+                self._bar.set_postfix_str(postfix, refresh=False)
+            self._bar.close()
+        elif self.kind == "rich" and self._bar is not None:
+            self._bar.stop()
+        elif self.kind == "text":
+            tty = getattr(self.stream, "isatty", lambda: False)()
+            if tty:
+                self._draw_text(postfix, final=True)
+                self.stream.write("\n")
+                self.stream.flush()
+            elif self._last_pct < 10:
+                self._draw_text(postfix, final=True)
+        self._bar = None
+
+
+def _importable(name):
+    try:
+        __import__(name)
+        return True
+    except Exception:  # noqa: BLE001 - any failure means "not usable"
+        return False
+
+
+# ---- the trainer ---------------------------------------------------------------------------
+
+def _is_finite(x):
+    return isinstance(x, float) and math.isfinite(x)
+
+
+class Trainer:
+    """Trains a PINN for ``problem`` (see the module docstring).
+
+    Args:
+        problem: a :class:`~primflow.science.problems.Problem`.
+        settings: :class:`~primflow.science.problems.Settings` (default:
+            ``problem.settings(quick)``).
+        quick: use the problem's quick settings when ``settings`` is None.
+        seed: seeds the network's initialisation and the collocation points.
+        checkpoint: path of the checkpoint file (None: no checkpoints).
+        checkpoint_every: Adam steps between checkpoints (default: ``validate_every``).
+        resume: continue from ``checkpoint`` when it exists.
+        progress: ``"auto"`` (tqdm/rich/text), ``"text"``, ``True`` (= auto) or ``False``.
+        log: function taking a line of text (default: print to stderr; ``None`` silences).
+        stream: where progress bars go (default stderr).
+    """
+
+    def __init__(self, problem: Problem, settings: Settings | None = None, *, quick=False,
+                 seed=0, checkpoint=None, checkpoint_every=None, resume=False,
+                 progress="auto", log="stderr", stream=None):
+        if not isinstance(problem, Problem):
+            raise TypeError(f"problem must be a primflow.science Problem, got "
+                            f"{type(problem).__name__}")
+        self.problem = problem
+        self.settings = settings if settings is not None else problem.settings(quick)
+        self.seed = int(seed)
+        self.checkpoint = None if checkpoint is None else os.fspath(checkpoint)
+        self.checkpoint_every = checkpoint_every or self.settings.validate_every
+        self.resume = resume
+        self.stream = stream if stream is not None else sys.stderr
+        if progress is True:
+            progress = "auto"
+        self.progress_kind = progress if progress else None
+        if log == "stderr":
+            self.log = lambda line: print(line, file=self.stream, flush=True)
+        else:
+            self.log = log if log is not None else (lambda line: None)
+        self.net = None
+        self._check_settings()
+
+    def _check_settings(self):
+        s = self.settings
+        for name in ("hidden", "depth", "n_interior"):
+            v = getattr(s, name)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"settings.{name} must be a positive int, got {v!r}")
+        for name in ("adam_steps", "lbfgs_steps", "n_boundary", "resample_every"):
+            v = getattr(s, name)
+            if not isinstance(v, int) or v < 0:
+                raise ValueError(f"settings.{name} must be a non-negative int, got {v!r}")
+        if not (s.lr > 0 and s.lr_final > 0):
+            raise ValueError(f"learning rates must be positive, got lr={s.lr}, "
+                             f"lr_final={s.lr_final}")
+
+    # ---- pieces ----------------------------------------------------------------------------
+    def build_net(self):
+        pf.seed(self.seed)
+        s = self.settings
+        return _compat.make_mlp(self.problem.dim, 1, s.hidden, s.depth, s.activation,
+                                self.problem.dtype)
+
+    def batch(self, index):
+        """The collocation points of resampling round ``index`` (deterministic)."""
+        s = self.settings
+        return self.problem.sample(s.n_interior, s.n_boundary, s.sampling,
+                                   seed=self.seed * 100003 + index)
+
+    def loss_terms(self, net, batch):
+        problem = self.problem
+        return problem.losses(lambda X: problem.u(net, X), batch)
+
+    def total_loss(self, terms):
+        weights = self.settings.weights or {}
+        unknown = set(weights) - set(terms)
+        if unknown:
+            raise ValueError(f"loss weights name unknown terms {sorted(unknown)}; the problem's "
+                             f"terms are {sorted(terms)}")
+        total = None
+        for name, value in terms.items():
+            w = float(weights.get(name, 1.0))
+            term = value * w if w != 1.0 else value
+            total = term if total is None else total + term
+        return total
+
+    def lr_at(self, step):
+        s = self.settings
+        if s.adam_steps <= 1:
+            return s.lr
+        return s.lr * (s.lr_final / s.lr) ** (step / (s.adam_steps - 1))
+
+    # ---- checkpoints -----------------------------------------------------------------------
+    def _save(self, net, opt, phase, step, history):
+        if self.checkpoint is None:
+            return
+        state = {"format": "primflow.science.checkpoint/1", "problem": self.problem.name,
+                 "phase": phase, "step": int(step), "seed": self.seed,
+                 "model": net.state_dict(), "optimizer": opt.state_dict(),
+                 "history": _plain_history(history)}
+        folder = os.path.dirname(os.path.abspath(self.checkpoint))
+        os.makedirs(folder, exist_ok=True)
+        tmp = self.checkpoint + ".tmp"
+        _compat.save(state, tmp)
+        os.replace(tmp, self.checkpoint)
+        self._saved_step = (phase, step)
+
+    def _load(self):
+        try:
+            state = _compat.load(self.checkpoint)
+        except Exception as exc:
+            raise TrainingError(f"cannot resume from {self.checkpoint}: {exc}") from exc
+        if not isinstance(state, dict) or state.get("format") != \
+                "primflow.science.checkpoint/1":
+            raise TrainingError(f"{self.checkpoint} is not a primflow.science training "
+                                f"checkpoint")
+        if state.get("problem") != self.problem.name:
+            raise TrainingError(f"{self.checkpoint} was written for problem "
+                                f"{state.get('problem')!r}, not {self.problem.name!r}")
+        return state
+
+    # ---- the loop --------------------------------------------------------------------------
+    def fit(self) -> TrainResult:
+        s = self.settings
+        t_start = time.perf_counter()
+        net = self.build_net()
+        self.net = net
+        params = net.parameters()
+        history = {"loss": [], "terms": {}, "val": [], "phase_start": {}}
+        phase, start_step, state = "adam", 0, None
+        self._saved_step = None
+        if self.resume and self.checkpoint and os.path.exists(self.checkpoint):
+            state = self._load()
+            net.set_state_dict(state["model"])
+            phase, start_step = state["phase"], int(state["step"])
+            history = _restore_history(state["history"])
+            self._saved_step = (phase, start_step)
+            self.log(f"resuming from {self.checkpoint}: {phase} step {start_step}")
+        times = {"adam": 0.0, "lbfgs": 0.0}
+        status, message = "ok", ""
+        good = _snapshot(params)  # last parameters with a finite loss
+
+        # -- Adam ---------------------------------------------------------------------------
+        adam_done = start_step if phase == "adam" else s.adam_steps
+        if phase == "adam" and s.adam_steps > 0:
+            opt = _compat.adam(params, s.lr)
+            if state is not None and state["phase"] == "adam":
+                opt.set_state_dict(state["optimizer"])
+            history["phase_start"].setdefault("adam", 0)
+            t0 = time.perf_counter()
+            bar = self._bar("adam", s.adam_steps)
+            round_index = None
+            batch = None
+            val_text = ""
+            step = start_step
+            for step in range(start_step, s.adam_steps):
+                r = step // s.resample_every if s.resample_every else 0
+                if r != round_index:
+                    batch, round_index = self.batch(r), r
+                _compat.set_lr(opt, self.lr_at(step))
+                terms = self.loss_terms(net, batch)
+                loss = self.total_loss(terms)
+                value = float(loss)
+                if not _is_finite(value):
+                    status, message = "nan", self._nan_message("adam", step, value)
+                    _restore(params, good)
+                    break
+                good = _snapshot(params)
+                loss.backward()
+                opt.step()
+                opt.clear_grad()
+                self._record(history, step, value, terms)
+                done = step + 1
+                if done % s.validate_every == 0 or done == s.adam_steps:
+                    err = self.problem.relative_l2(net)
+                    history["val"].append([done, err])
+                    val_text = f" val {err:.2e}"
+                if self.checkpoint and (done % self.checkpoint_every == 0
+                                        or done == s.adam_steps):
+                    self._save(net, opt, "adam", done, history)
+                if bar:
+                    bar.update(done, f"loss {value:.3e}{val_text} lr {self.lr_at(step):.1e}")
+            else:
+                step = s.adam_steps
+            adam_done = step if status != "ok" else s.adam_steps
+            if bar:
+                bar.close()
+            times["adam"] = time.perf_counter() - t0
+            if status == "ok":
+                phase, start_step = "lbfgs", 0
+                state = None
+
+        # -- L-BFGS --------------------------------------------------------------------------
+        lbfgs_done = start_step if phase == "lbfgs" else 0
+        if status == "ok" and phase == "lbfgs" and s.lbfgs_steps > 0 and lbfgs_done < \
+                s.lbfgs_steps:
+            if s.resample_every and s.adam_steps:
+                batch = self.batch((s.adam_steps - 1) // s.resample_every)
+            else:
+                batch = self.batch(0)
+            history["phase_start"].setdefault("lbfgs", len(history["loss"]))
+            t0 = time.perf_counter()
+            chunk = max(1, min(s.lbfgs_chunk, s.lbfgs_steps))
+            opt = _compat.lbfgs(params, max_iter=chunk)
+            if state is not None and state["phase"] == "lbfgs":
+                try:
+                    opt.set_state_dict(state["optimizer"])
+                except Exception:  # noqa: BLE001 - history is an optimisation, not state
+                    pass
+            evals = [0]
+            last_terms = [None]
+
+            def closure():
+                opt.clear_grad()
+                terms = self.loss_terms(net, batch)
+                loss = self.total_loss(terms)
+                loss.backward()
+                evals[0] += 1
+                last_terms[0] = terms
+                return loss
+
+            bar = self._bar("lbfgs", s.lbfgs_steps)
+            base = s.adam_steps  # L-BFGS iterations continue the step count
+            prev = None
+            stalled = 0
+            while lbfgs_done < s.lbfgs_steps:
+                opt.step(closure)
+                with pf.no_grad():
+                    terms = self.loss_terms(net, batch)
+                value = float(self.total_loss(terms))
+                lbfgs_done += chunk
+                if not _is_finite(value):
+                    status, message = "nan", self._nan_message("lbfgs", lbfgs_done, value)
+                    _restore(params, good)
+                    break
+                good = _snapshot(params)
+                self._record(history, base + lbfgs_done, value, terms)
+                err = self.problem.relative_l2(net)
+                history["val"].append([base + lbfgs_done, err])
+                if self.checkpoint:
+                    self._save(net, opt, "lbfgs", lbfgs_done, history)
+                if bar:
+                    bar.update(lbfgs_done, f"loss {value:.3e} val {err:.2e} evals {evals[0]}")
+                # converged: the loss stopped moving over two chunks
+                if prev is not None and abs(prev - value) <= 1e-12 * max(abs(prev), 1e-300):
+                    stalled += 1
+                    if stalled >= 2:
+                        break
+                else:
+                    stalled = 0
+                prev = value
+            if bar:
+                bar.close()
+            times["lbfgs"] = time.perf_counter() - t0
+
+        error = self.problem.relative_l2(net)
+        times["total"] = time.perf_counter() - t_start
+        if status == "ok":
+            message = (f"relative L2 error {error:.3e} after {adam_done} Adam steps and "
+                       f"{lbfgs_done} L-BFGS iterations in {times['total']:.1f} s")
+        else:
+            self.log(message)
+        return TrainResult(error=error, status=status, message=message, history=history,
+                           times=times, steps={"adam": adam_done, "lbfgs": lbfgs_done},
+                           net=net, checkpoint=self.checkpoint)
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def _bar(self, desc, total):
+        if not self.progress_kind or total <= 0:
+            return None
+        bar = Progress(self.progress_kind, self.stream)
+        bar.start(desc, total)
+        return bar
+
+    def _record(self, history, step, value, terms):
+        history["loss"].append([int(step), value])
+        for name, t in terms.items():
+            history["terms"].setdefault(name, []).append(float(t))
+
+    def _nan_message(self, phase, step, value):
+        where = (f"the checkpoint {self.checkpoint} keeps the last good state "
+                 f"({self._saved_step[0]} step {self._saved_step[1]})"
+                 if self.checkpoint and self._saved_step else
+                 "no checkpoint was written" if self.checkpoint else
+                 "pass a checkpoint path to keep the last good state on disk")
+        return (f"training stopped: the loss became {value} at {phase} step {step}. The model "
+                f"was reset to its last finite-loss parameters; {where}. Try a smaller "
+                f"learning rate (--lr), fewer layers, or more collocation points")
+
+
+def _snapshot(params):
+    return [p.detach().clone() for p in params]
+
+
+def _restore(params, snapshot):
+    for p, v in zip(params, snapshot):
+        p.set_value(v)
+
+
+def _plain_history(history):
+    return {"loss": [[int(s), float(v)] for s, v in history["loss"]],
+            "terms": {k: [float(x) for x in v] for k, v in history["terms"].items()},
+            "val": [[int(s), float(v)] for s, v in history["val"]],
+            "phase_start": {k: int(v) for k, v in history["phase_start"].items()}}
+
+
+def _restore_history(h):
+    def num(x):
+        return float(x.item()) if isinstance(x, pf.Tensor) else float(x)
+    return {"loss": [[int(num(s)), num(v)] for s, v in h.get("loss", [])],
+            "terms": {k: [num(x) for x in v] for k, v in h.get("terms", {}).items()},
+            "val": [[int(num(s)), num(v)] for s, v in h.get("val", [])],
+            "phase_start": {k: int(num(v)) for k, v in h.get("phase_start", {}).items()}}
