@@ -28,9 +28,14 @@ from .ops import abs, all, any, max, min, pow, round, sum  # noqa: A004 - shadow
 from . import autodiff
 from . import autograd
 from .autodiff import grad, jvp, value_and_grad, vjp
+from .autodiff.taylor import jet
 from .transforms import hessian, jacfwd, jacrev, vmap
 from .core.pytree import tree_flatten, tree_map, tree_unflatten
 from . import nn
+from .nn import ParamAttr, create_parameter
+from . import optimizer
+from .optimizer import regularizer
+from .serialization import load, save
 
 bool = bool_  # noqa: A001 - pf.bool as in Paddle and PyTorch
 float = float32  # noqa: A001 - not exported by design; see below

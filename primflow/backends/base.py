@@ -48,3 +48,14 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def is_native(self, obj) -> bool:
         """Whether ``obj`` is this backend's array type."""
+
+    # ---- checkpoint I/O (pf.save / pf.load): not abstract, so compute-only backends work --
+    def save_arrays(self, file, arrays: dict, header: str) -> None:
+        """Writes native ``arrays`` (name -> array) and a text ``header`` to the open binary
+        ``file`` in a format that loads without executing code (never pickle)."""
+        raise NotImplementedError(f"backend {self.name!r} cannot write checkpoints")
+
+    def load_arrays(self, file):
+        """Reads what ``save_arrays`` wrote from the open binary ``file``: returns
+        ``(header or None, {name: native array})``. Raises on corrupt data."""
+        raise NotImplementedError(f"backend {self.name!r} cannot read checkpoints")

@@ -154,13 +154,17 @@ _full_cache = {}
 def _full(*, shape, value, dtype):
     # Small constants (scalars in `x * 1.0001`, ones in rules) repeat on every call; arrays
     # are never written in place in primflow, so a cached read-only copy is safe to share.
+    # Large ones are a read-only broadcast view of one element: O(1) to make.
     key = (shape, value, dtype)
     try:
         return _full_cache[key]
     except (KeyError, TypeError):
         pass
-    out = np.full(shape, value, dtype=_TO_NATIVE[dtype])
-    if out.size <= 4096 and value == value:  # NaN never hits: skip it
+    native = _TO_NATIVE[dtype]
+    if math.prod(shape) > 4096:
+        return np.broadcast_to(np.array(value, dtype=native), shape)
+    out = np.full(shape, value, dtype=native)
+    if value == value:  # NaN never hits: skip it
         if len(_full_cache) >= 512:
             _full_cache.clear()
         out.flags.writeable = False
@@ -255,3 +259,29 @@ class NumpyBackend(Backend):
 
     def is_native(self, obj):
         return isinstance(obj, np.ndarray)
+
+    # ---- checkpoint I/O: one .npz archive, arrays stored raw (never pickled) -------------
+    HEADER_KEY = "__primflow_header__"
+
+    def save_arrays(self, file, arrays, header):
+        payload = {}
+        for name, array in arrays.items():
+            array = np.asarray(array)
+            if array.dtype.hasobject:  # np.save would pickle these
+                raise TypeError(f"array {name!r} has dtype object, which cannot be saved "
+                                f"without pickle; convert it to a numeric dtype")
+            payload[name] = array
+        payload[self.HEADER_KEY] = np.frombuffer(header.encode("utf-8"), dtype=np.uint8)
+        np.savez(file, **payload)
+
+    def load_arrays(self, file):
+        arrays = {}
+        header = None
+        with np.load(file, allow_pickle=False) as archive:
+            for name in archive.files:
+                value = archive[name]  # reads and checks the member now (CRC, npy header)
+                if name == self.HEADER_KEY:
+                    header = value.tobytes().decode("utf-8")
+                else:
+                    arrays[name] = value
+        return header, arrays

@@ -146,6 +146,10 @@ class Tensor:
 
     __hash__ = object.__hash__  # elementwise __eq__ comes from ops; hash by identity
 
+    # NumPy operands on the left (`np_array * x`, `np.float64(2) * x`) must defer to our
+    # reflected operators instead of converting x through __array__ and dropping its graph
+    __array_ufunc__ = None
+
     # ---- graph ----------------------------------------------------------------------------
     def detach(self) -> "Tensor":
         """A tensor sharing this tensor's values but cut from the graph (stop_gradient=True).

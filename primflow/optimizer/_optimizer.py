@@ -341,11 +341,15 @@ class Optimizer:
                     entry[name] = value.item() if isinstance(value, Tensor) else value
             new[idx] = entry
         self._accumulators = new
-        if "LR_Scheduler" in state_dict and isinstance(self._learning_rate, LRScheduler):
-            self._learning_rate.set_state_dict(state_dict["LR_Scheduler"])
-        elif "learning_rate" in state_dict and not isinstance(self._learning_rate,
-                                                                LRScheduler):
-            self._learning_rate = _check_lr(state_dict["learning_rate"], who)
+        self._restore_lr(state_dict)
+
+    def _restore_lr(self, state_dict):
+        """The schedule's progress, or the float learning rate, from a state dict."""
+        if isinstance(self._learning_rate, LRScheduler):
+            if "LR_Scheduler" in state_dict:
+                self._learning_rate.set_state_dict(state_dict["LR_Scheduler"])
+        elif "learning_rate" in state_dict:
+            self._learning_rate = _check_lr(state_dict["learning_rate"], type(self).__name__)
 
     set_dict = set_state_dict
     load_state_dict = set_state_dict

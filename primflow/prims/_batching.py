@@ -8,8 +8,6 @@ batched. Most rules move the batch dim to the front and shift the params by one.
 
 from __future__ import annotations
 
-from . import shape as sh
-
 
 def move_to_front(x, bdim):
     """``x`` with dim ``bdim`` moved to position 0."""
@@ -64,3 +62,8 @@ def elementwise_batch(prim):
 
 def shift_axes(axes):
     return tuple(a + 1 for a in axes)
+
+
+# Imported last: shape.py's own rules import this module, and nothing above runs shape code
+# at import time (the functions look `sh` up when called).
+from . import shape as sh  # noqa: E402

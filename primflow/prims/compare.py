@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive, PrimitiveError
+from . import _taylor as tl
 from ._batching import elementwise_batch
 from ._util import binary_infer, zeros_like
 
@@ -96,3 +97,9 @@ convert_element_type = Primitive(
 for _prim in (eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_not, select,
               convert_element_type):
     _prim.batch = elementwise_batch(_prim)
+
+# Taylor rules: bool results carry no series; select and casts are linear in the values
+for _prim in (eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_not):
+    _prim.taylor = tl.no_series_rule(_prim)
+select.taylor = tl.linear_rule(select, static_inputs=(0,))
+convert_element_type.taylor = tl.linear_rule(convert_element_type)

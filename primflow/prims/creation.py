@@ -36,3 +36,16 @@ random_uniform = Primitive("random_uniform", family=_F, infer=_random_infer, jvp
                            doc="uniform draws in [0, 1), a pure function of `key`")
 random_normal = Primitive("random_normal", family=_F, infer=_random_infer, jvp=(), vjp=(),
                           doc="standard normal draws, a pure function of `key`")
+
+
+
+def _constant_taylor(prim):
+    # no tensor inputs: the output is a constant along any path (no series)
+    def rule(primals, series, out=None, **params):
+        return (prim.bind(**params) if out is None else out), None
+
+    return rule
+
+
+for _prim in (full, iota, random_uniform, random_normal):
+    _prim.taylor = _constant_taylor(_prim)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from ..core.primitive import Primitive
-from . import compare
+from . import _taylor as tl, compare
 from ._batching import elementwise_batch
 from ._util import binary_infer, float_unary_infer, full_like, same_aval, zeros_like
 
@@ -184,3 +184,151 @@ def _atan2_y_rule(g, out, x, y):
 
 
 atan2 = _binary("atan2", jvp=(_atan2_x_rule, _atan2_y_rule), vjp=(_atan2_x_rule, _atan2_y_rule))
+
+
+# ---- Taylor rules: truncated series through each primitive (builders in _taylor.py) --------
+
+def _sqrt_series(xs, z0, x0):
+    # z^2 = x: z[k] = (x[k] - sum_{j=1..k-1} z[j] z[k-j]) / (2 z[0])
+    zs = [z0]
+    two_z0 = tl.scale(z0, 2.0)
+    for k in range(1, len(xs)):
+        total = None
+        for j in range(1, k):
+            total = tl.add(total, tl.mul(zs[j], zs[k - j]))
+        zs.append(tl.divide(tl.sub(xs[k], total), two_z0))
+    return zs
+
+
+def _tanh_w(zs, m):  # tanh' = 1 - tanh^2, as a series in the output's coefficients
+    return sub(full_like(zs[0], 1.0), mul(zs[0], zs[0])) if m == 0 else tl.scale(
+        tl.square_coefficient(zs, m), -1.0)
+
+
+def _logistic_w(zs, m):  # logistic' = s - s^2
+    return tl.sub(zs[m], tl.square_coefficient(zs, m))
+
+
+def _erf_series(xs, z0, x0):
+    # erf' = 2/sqrt(pi) exp(-x^2): series of e = exp(-x^2), then z' = c e x'
+    q = [tl.scale(tl.square_coefficient(xs, m), -1.0) for m in range(len(xs))]
+    e = tl.exp_series(q, exp(q[0]))
+    zs = [z0]
+    for k in range(1, len(xs)):
+        total = None
+        for j in range(1, k + 1):
+            total = tl.add(total, tl.scale(tl.mul(xs[j], e[k - j]), j))
+        zs.append(tl.scale(total, tl.TWO_OVER_SQRT_PI / k))
+    return zs
+
+
+def _abs_series(xs, z0, x0):
+    negated = [None if c is None else neg(c) for c in xs]
+    return [z0] + tl.select_series(compare.ge(x0, zeros_like(x0)), xs, negated)[1:]
+
+
+neg.taylor = tl.linear_rule(neg)
+exp.taylor = tl.unary_rule(lambda xs, z0, x0: tl.exp_series(xs, z0))(exp)
+log.taylor = tl.unary_rule(lambda xs, z0, x0: tl.log_series(xs, z0))(log)
+log1p.taylor = tl.unary_rule(lambda xs, z0, x0: tl.log_series(
+    [add(x0, full_like(x0, 1.0))] + xs[1:], z0))(log1p)
+expm1.taylor = tl.unary_rule(lambda xs, z0, x0: [z0] + tl.exp_series(
+    xs, add(z0, full_like(z0, 1.0)))[1:])(expm1)
+sin.taylor = tl.unary_rule(lambda xs, z0, x0: tl.sincos_series(xs, z0, cos(x0))[0])(sin)
+cos.taylor = tl.unary_rule(lambda xs, z0, x0: tl.sincos_series(xs, sin(x0), z0)[1])(cos)
+tanh.taylor = tl.unary_rule(lambda xs, z0, x0: tl.derivative_product_series(
+    xs, z0, _tanh_w))(tanh)
+logistic.taylor = tl.unary_rule(lambda xs, z0, x0: tl.derivative_product_series(
+    xs, z0, _logistic_w))(logistic)
+sqrt.taylor = tl.unary_rule(_sqrt_series)(sqrt)
+rsqrt.taylor = tl.unary_rule(lambda xs, z0, x0: tl.power_series(xs, z0, -0.5))(rsqrt)
+erf.taylor = tl.unary_rule(_erf_series)(erf)
+abs.taylor = tl.unary_rule(_abs_series)(abs)
+for _prim in (sign, floor, ceil, round):
+    _prim.taylor = tl.nondifferentiable_rule(_prim)
+
+
+def _integer_pow_series(xs, z0, x0, *, y):
+    if y == 0:
+        return [z0] + [None] * (len(xs) - 1)
+    # x^|y| by repeated squaring of Cauchy products: exact, no division by x0 (x0 may be 0)
+    result, base, n = None, xs, -y if y < 0 else y
+    while n:
+        if n & 1:
+            result = base if result is None else tl.cauchy_series(result, base)
+        n >>= 1
+        if n:
+            base = tl.cauchy_series(base, base)
+    if y < 0:  # 1 / x^|y|
+        one = [full_like(x0, 1.0)] + [None] * (len(xs) - 1)
+        return tl.quotient_series(one, result, z0)
+    return [z0] + result[1:]
+
+
+integer_pow.taylor = tl.unary_rule(_integer_pow_series)(integer_pow)
+add.taylor = tl.linear_rule(add)
+sub.taylor = tl.linear_rule(sub)
+mul.taylor = tl.bilinear_rule(mul)
+
+
+def _div_taylor(primals, series, out=None):
+    order = tl.order_of(series)
+    out = div(*primals) if out is None else out
+    us = tl.full_series(series[0], primals[0], order)
+    ys = tl.full_series(series[1], primals[1], order)
+    return out, tl.quotient_series(us, ys, out)
+
+
+def _pow_taylor(primals, series, out=None):
+    order = tl.order_of(series)
+    (x0, y0) = primals
+    out = pow(x0, y0) if out is None else out
+    xs = tl.full_series(series[0], x0, order)
+    if series[1] is None:  # constant exponent: the power recurrence
+        return out, tl.power_series(xs, out, y0)
+    # x^y = exp(y log x)
+    logs = tl.log_series(xs, log(x0))
+    return out, tl.exp_series(tl.cauchy_series(series[1], logs), out)
+
+
+def _minmax_taylor(prim, winner):
+    def rule(primals, series, out=None):
+        order = tl.order_of(series)
+        x0, y0 = primals
+        out = prim(x0, y0) if out is None else out
+        xs = tl.full_series(series[0], x0, order)
+        ys = tl.full_series(series[1], y0, order)
+        # ties take the average, as the jvp rule does
+        halves = [None if a is None and b is None else tl.scale(tl.add(a, b), 0.5)
+                  for a, b in zip(xs, ys)]
+        tie_or_other = tl.select_series(compare.eq(x0, y0), halves, ys)
+        return out, [out] + tl.select_series(winner(x0, y0), xs, tie_or_other)[1:]
+
+    return rule
+
+
+def _atan2_taylor(primals, series, out=None):
+    # z' = (y x' - x y') / (x^2 + y^2): build that series to order K-1, z[k] = h[k-1] / k
+    order = tl.order_of(series)
+    x0, y0 = primals
+    out = atan2(x0, y0) if out is None else out
+    xs = tl.full_series(series[0], x0, order)
+    ys = tl.full_series(series[1], y0, order)
+
+    def derivative(s):  # coefficients of s'(t)
+        return [tl.scale(s[m + 1], m + 1) for m in range(order)]
+
+    numerator = [tl.sub(a, b) for a, b in zip(tl.cauchy_series(ys[:order], derivative(xs)),
+                                               tl.cauchy_series(xs[:order], derivative(ys)))]
+    denominator = [tl.add(a, b) for a, b in zip(tl.cauchy_series(xs[:order], xs[:order]),
+                                                 tl.cauchy_series(ys[:order], ys[:order]))]
+    h0 = numerator[0] if numerator[0] is not None else zeros_like(out)
+    h = tl.quotient_series(numerator, denominator, div(h0, denominator[0]))
+    return out, [out] + [tl.scale(h[k - 1], 1.0 / k) for k in range(1, order + 1)]
+
+
+div.taylor = _div_taylor
+pow.taylor = _pow_taylor
+maximum.taylor = _minmax_taylor(maximum, compare.gt)
+minimum.taylor = _minmax_taylor(minimum, compare.lt)
+atan2.taylor = _atan2_taylor

@@ -9,7 +9,7 @@ first ``k`` dims of the operand (gather_nd). ``gather(x, idx)`` has shape
 from __future__ import annotations
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
-from . import _batching as bt, creation, shape as sh
+from . import _batching as bt, _taylor as tl, creation, shape as sh
 
 _F = "index"
 
@@ -87,3 +87,7 @@ scatter_add = Primitive(
     vjp=(lambda g, out, operand, indices, updates: g, None,
          lambda g, out, operand, indices, updates: gather(g, indices)),
     saves_inputs=(1,), doc="a copy of operand with updates added at indices (repeats accumulate)")
+
+# Taylor rules: linear in the values, the indices stay fixed
+gather.taylor = tl.linear_rule(gather, static_inputs=(1,))
+scatter_add.taylor = tl.linear_rule(scatter_add, static_inputs=(1,))

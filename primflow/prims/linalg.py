@@ -8,7 +8,7 @@ are matched and kept. Output dims: batch, then x's remaining dims, then y's (JAX
 from __future__ import annotations
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
-from . import _batching as bt, shape as sh
+from . import _batching as bt, _taylor as tl, shape as sh
 
 _F = "linalg"
 
@@ -100,3 +100,5 @@ dot_general = Primitive(
          lambda g, out, x, y, **p: dot_general(x, g, **p)),
     vjp=(_dot_general_x_vjp, _dot_general_y_vjp),
     doc="generalised matrix product with contracting and batch dims")
+
+dot_general.taylor = tl.bilinear_rule(dot_general)  # Cauchy product of the coefficients

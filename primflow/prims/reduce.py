@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive
 from . import compare, elementwise as ew, shape as sh
-from . import _batching as bt
+from . import _batching as bt, _taylor as tl
 
 _F = "reduce"
 
@@ -105,3 +105,27 @@ for _prim in (argmax, argmin, cumsum):
     _prim.batch = _axis_batch(_prim)
 
 INDEX_DTYPE = dtypes.int64
+
+
+# ---- Taylor rules --------------------------------------------------------------------------
+
+def _extremum_taylor(prim):
+    # the coefficients at the positions attaining the extremum (averaged over ties)
+    def rule(primals, series, out=None, *, axes):
+        (x0,), (xs,) = primals, series
+        out = prim(x0, axes=axes) if out is None else out
+        hit = compare.convert_element_type(
+            compare.eq(x0, _expand_back(out, x0._shape, axes)), dtype=x0.dtype)
+        count = reduce_sum(hit, axes=axes)
+        return out, [out] + [None if c is None else ew.div(reduce_sum(ew.mul(c, hit), axes=axes),
+                                                           count) for c in xs[1:]]
+
+    return rule
+
+
+reduce_sum.taylor = tl.linear_rule(reduce_sum)
+cumsum.taylor = tl.linear_rule(cumsum)
+reduce_max.taylor = _extremum_taylor(reduce_max)
+reduce_min.taylor = _extremum_taylor(reduce_min)
+argmax.taylor = tl.no_series_rule(argmax)
+argmin.taylor = tl.no_series_rule(argmin)

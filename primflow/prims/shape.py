@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
-from . import _batching as bt, creation, elementwise as ew, reduce as rd
+from . import _batching as bt, _taylor as tl, creation, elementwise as ew, reduce as rd
 
 _F = "shape"
 
@@ -243,3 +243,7 @@ concatenate = Primitive("concatenate", family=_F, infer=_concatenate_infer,
                         batch=_concatenate_batch,
                         jvp=_concatenate_jvp, vjp=_concatenate_vjp, saves_inputs=(),
                         doc="join tensors along `axis`")
+
+# Taylor rules: every shape primitive is linear in its inputs
+for _prim in (reshape, broadcast_in_dim, transpose, slice, pad, concatenate):
+    _prim.taylor = tl.linear_rule(_prim)

@@ -1,0 +1,282 @@
+"""Taylor-mode rule builders, written in primitives.
+
+A truncated Taylor series of a value along a path is a list ``xs = [x0, x1, ..., xK]`` of
+*normalised* coefficients, ``x(t) = sum_k xs[k] t^k`` (``xs[k] = x_k / k!`` in the
+derivative form that ``pf.jet`` takes and returns). ``xs[0]`` is the primal; higher
+entries may be ``None`` for an exact zero, which the rules skip (directional derivatives
+start with ``[x, v, None, ..., None]``). A whole series is ``None`` for a constant input.
+
+A primitive's Taylor rule is ``rule(primals, series, out, **params) -> (out, out_series)``
+(``out``: the primal output when the caller already has it, else None);
+``out_series`` is a full list (``out_series[0] is out``) or ``None`` when the output does
+not depend on the varying inputs. The recurrences (see shared/notes/taylor-and-problems.md)
+cost O(K^2) per element; every one is linear in the top input coefficient, which is what
+the collapsed Taylor mode in ``autodiff/taylor.py`` relies on.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..core.primitive import NonDifferentiableError
+
+
+# ---- zero-aware arithmetic on coefficients -------------------------------------------------
+
+def add(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return ew.add(a, b)
+
+
+def sub(a, b):
+    if b is None:
+        return a
+    if a is None:
+        return ew.neg(b)
+    return ew.sub(a, b)
+
+
+def mul(a, b):
+    if a is None or b is None:
+        return None
+    return ew.mul(a, b)
+
+
+def scale(a, c):
+    """``c * a`` for a Python number ``c``."""
+    if a is None or c == 0:
+        return None
+    if c == 1:
+        return a
+    return ew.mul(a, creation.full(shape=tuple(a._shape), value=c, dtype=a.dtype))
+
+
+def divide(a, b):
+    return None if a is None else ew.div(a, b)
+
+
+def zeros_like(x):
+    return creation.full(shape=tuple(x._shape), value=0, dtype=x.dtype)
+
+
+def order_of(series):
+    for s in series:
+        if s is not None:
+            return len(s) - 1
+    raise ValueError("no input carries a series")
+
+
+def full_series(series_i, primal, order):
+    """The series of input i, or a constant's series ``[primal, None, ...]``."""
+    return series_i if series_i is not None else [primal] + [None] * order
+
+
+# ---- generic rules -------------------------------------------------------------------------
+
+def linear_rule(prim, static_inputs=()):
+    """Taylor rule of a primitive linear (jointly) in its non-static inputs: apply the
+    primitive to each coefficient. ``static_inputs`` (indices, predicates, ...) stay fixed."""
+
+    def rule(primals, series, out=None, **params):
+        order = order_of(series)
+        out = prim.bind(*primals, **params) if out is None else out
+        out_series = [out]
+        for k in range(1, order + 1):
+            coeffs = [None if i in static_inputs or s is None else s[k]
+                      for i, s in enumerate(series)]
+            if all(c is None for i, c in enumerate(coeffs) if i not in static_inputs):
+                out_series.append(None)
+                continue
+            args = [primals[i] if i in static_inputs else
+                    (c if c is not None else zeros_like(primals[i]))
+                    for i, c in enumerate(coeffs)]
+            out_series.append(prim.bind(*args, **params))
+        return out, out_series
+
+    return rule
+
+
+def bilinear_rule(prim):
+    """Taylor rule of a bilinear primitive (mul, dot_general): the Cauchy product
+    ``z[k] = sum_j prim(x[j], y[k-j])``."""
+
+    def rule(primals, series, out=None, **params):
+        order = order_of(series)
+        xs = full_series(series[0], primals[0], order)
+        ys = full_series(series[1], primals[1], order)
+        out = prim.bind(primals[0], primals[1], **params) if out is None else out
+        out_series = [out]
+        for k in range(1, order + 1):
+            total = None
+            for j in range(k + 1):
+                if xs[j] is not None and ys[k - j] is not None:
+                    total = add(total, prim.bind(xs[j], ys[k - j], **params))
+            out_series.append(total)
+        return out, out_series
+
+    return rule
+
+
+def no_series_rule(prim):
+    """Rule of a primitive whose output is integer or bool: nothing to propagate."""
+
+    def rule(primals, series, out=None, **params):
+        return (prim.bind(*primals, **params) if out is None else out), None
+
+    return rule
+
+
+def nondifferentiable_rule(prim):
+    def rule(primals, series, out=None, **params):
+        raise NonDifferentiableError(
+            f"primitive '{prim.name}' is not differentiable, so it has no Taylor series; "
+            f"detach its input if constant coefficients are meant")
+
+    return rule
+
+
+def unary_rule(recurrence):
+    """Wraps ``recurrence(xs, z0, x0) -> zs`` (a list from index 0) as a unary rule whose
+    primal is computed by ``prim``."""
+
+    def make(prim):
+        def rule(primals, series, out=None, **params):
+            (x0,), (xs,) = primals, series
+            z0 = prim.bind(x0, **params) if out is None else out
+            return z0, recurrence(xs, z0, x0, **params)
+
+        return rule
+
+    return make
+
+
+# ---- recurrences (each returns the full normalised series, zs[0] = z0) ---------------------
+
+def exp_series(xs, z0):
+    """z = exp(x): z[k] = (1/k) sum_{j=1..k} j x[j] z[k-j]."""
+    zs = [z0]
+    for k in range(1, len(xs)):
+        total = None
+        for j in range(1, k + 1):
+            total = add(total, scale(mul(xs[j], zs[k - j]), j))
+        zs.append(scale(total, 1.0 / k))
+    return zs
+
+
+def log_series(xs, z0):
+    """z = log(x): z[k] = (x[k] - (1/k) sum_{j=1..k-1} j z[j] x[k-j]) / x[0]."""
+    x0 = xs[0]
+    zs = [z0]
+    for k in range(1, len(xs)):
+        total = None
+        for j in range(1, k):
+            total = add(total, scale(mul(zs[j], xs[k - j]), j))
+        zs.append(divide(sub(xs[k], scale(total, 1.0 / k)), x0))
+    return zs
+
+
+def sincos_series(xs, s0, c0):
+    """s = sin(x), c = cos(x) together: s[k] = (1/k) sum j x[j] c[k-j],
+    c[k] = -(1/k) sum j x[j] s[k-j]."""
+    ss, cs = [s0], [c0]
+    for k in range(1, len(xs)):
+        s_total = c_total = None
+        for j in range(1, k + 1):
+            s_total = add(s_total, scale(mul(xs[j], cs[k - j]), j))
+            c_total = add(c_total, scale(mul(xs[j], ss[k - j]), j))
+        ss.append(scale(s_total, 1.0 / k))
+        cs.append(scale(c_total, -1.0 / k))
+    return ss, cs
+
+
+def derivative_product_series(xs, z0, w_of):
+    """z' = w x' where w is a known function of the z series (tanh: 1 - z^2, logistic:
+    z - z^2): z[k] = (1/k) sum_{j=1..k} j x[j] w[k-j], with w[m] = w_of(zs, m)."""
+    zs, ws = [z0], [w_of([z0], 0)]
+    for k in range(1, len(xs)):
+        total = None
+        for j in range(1, k + 1):
+            total = add(total, scale(mul(xs[j], ws[k - j]), j))
+        zs.append(scale(total, 1.0 / k))
+        if k < len(xs) - 1:
+            ws.append(w_of(zs, k))
+    return zs
+
+
+def square_coefficient(zs, m):
+    """The m-th coefficient of z^2: sum_{i=0..m} z[i] z[m-i]."""
+    total = None
+    for i in range(m + 1):
+        total = add(total, mul(zs[i], zs[m - i]))
+    return total
+
+
+def power_series(xs, z0, r):
+    """z = x^r for a constant exponent r (number or tensor):
+    z[k] = (1 / (k x[0])) sum_{j=1..k} ((r+1) j - k) x[j] z[k-j]."""
+    x0 = xs[0]
+    zs = [z0]
+    for k in range(1, len(xs)):
+        total = None
+        for j in range(1, k + 1):
+            term = mul(xs[j], zs[k - j])
+            if term is None:
+                continue
+            if isinstance(r, (int, float)):
+                term = scale(term, (r + 1) * j - k)
+            else:  # ((r + 1) j - k) = r j + (j - k), elementwise
+                factor = ew.add(ew.mul(r, creation.full(shape=tuple(r._shape), value=j,
+                                                          dtype=r.dtype)),
+                                creation.full(shape=tuple(r._shape), value=j - k,
+                                              dtype=r.dtype))
+                term = ew.mul(term, factor)
+            total = add(total, term)
+        zs.append(None if total is None else ew.div(total, scale(x0, k)))
+    return zs
+
+
+def cauchy_series(xs, ys):
+    """Coefficients of the product of two series."""
+    out = []
+    for k in range(len(xs)):
+        total = None
+        for j in range(k + 1):
+            total = add(total, mul(xs[j], ys[k - j]))
+        out.append(total)
+    return out
+
+
+def quotient_series(us, ys, z0):
+    """z = u / y: z[k] = (u[k] - sum_{j=1..k} y[j] z[k-j]) / y[0]."""
+    y0 = ys[0]
+    zs = [z0]
+    for k in range(1, len(us)):
+        total = None
+        for j in range(1, k + 1):
+            total = add(total, mul(ys[j], zs[k - j]))
+        zs.append(divide(sub(us[k], total), y0))
+    return zs
+
+
+def select_series(pred, a_series, b_series):
+    """Coefficients of the branch each element takes (piecewise functions)."""
+    out = []
+    for a, b in zip(a_series, b_series):
+        if a is None and b is None:
+            out.append(None)
+            continue
+        a = a if a is not None else zeros_like(b)
+        b = b if b is not None else zeros_like(a)
+        out.append(compare.select(pred, a, b))
+    return out
+
+
+TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+# Imported last: the primitive files import this module to build their rules, and nothing
+# above calls into them at import time.
+from . import compare, creation, elementwise as ew  # noqa: E402
