@@ -29,6 +29,8 @@ from . import autodiff
 from . import autograd
 from .autodiff import grad, jvp, value_and_grad, vjp
 from .autodiff.taylor import jet
+from .autodiff.custom import checkpoint, custom_jvp, custom_vjp, recompute
+from .core.state import decompose
 from .transforms import hessian, jacfwd, jacrev, vmap
 from .core.pytree import tree_flatten, tree_map, tree_unflatten
 from . import nn

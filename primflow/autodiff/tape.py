@@ -210,6 +210,8 @@ def _apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph):
                 raise NonDifferentiableError(
                     f"primitive '{prim.name}' has no derivative with respect to input {i}")
             x_bar = rule(g, out, *inputs, **params)
+        if x_bar is None:  # a custom rule with no cotangent for this input
+            continue
         if is_node:
             old = node_grads.get(e)
             node_grads[e] = x_bar if old is None else ew.add(old, x_bar)

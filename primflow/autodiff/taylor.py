@@ -15,6 +15,7 @@ import math
 
 from ..core.primitive import Aval, NonDifferentiableError
 from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.tensor import Tensor
 from ..core.trace import Trace, Tracer, new_trace
 from ..ops._helpers import as_tensor
 from ..ops.creation import zeros_like
@@ -134,7 +135,9 @@ def jet(f, primals, series):
             coeffs.append(multiply(c, 1.0 / math.factorial(k)))
         normalised.append(coeffs)
     out = taylor_series(f, primals, normalised, order)
-    leaves, treedef = tree_flatten(out, is_leaf=lambda v: isinstance(v, list))
+    # a series is a list [y0 (a Tensor), y1, ...]; f's own lists hold series, not tensors
+    leaves, treedef = tree_flatten(out, is_leaf=lambda v: isinstance(v, list) and len(
+        v) == order + 1 and isinstance(v[0], Tensor))
     primal_out, series_out = [], []
     for s in leaves:
         primal_out.append(s[0])

@@ -177,6 +177,37 @@ class Node:
         self.freed = True
 
 
+class CustomRule:
+    """Stands in for a primitive in a ``Node`` whose backward is a Python function: custom
+    vjp rules, recomputation (checkpoint) and fused composite kernels record these.
+
+    ``vjp(g, out, *inputs)`` returns one cotangent per input (None where there is none).
+    It runs like a primitive's rule: with recording on when the backward is recorded.
+    """
+
+    __slots__ = ("name", "vjp", "saves_out", "saves_inputs")
+
+    def __init__(self, name, vjp):
+        self.name = name
+        self.vjp = vjp
+        self.saves_out = False
+        self.saves_inputs = frozenset()  # the rule holds what it needs itself
+
+    def __repr__(self):
+        return f"CustomRule({self.name})"
+
+
+def record_custom(out, inputs, name, vjp):
+    """Makes ``out`` (a fresh tensor or tracer) the output of a recorded custom rule over
+    ``inputs``, if recording is on and an input requires grad. Returns ``out``."""
+    if not state.grad_enabled or not out.dtype.is_floating:
+        return out
+    if any(not a.stop_gradient for a in inputs):
+        out._node = Node(CustomRule(name, vjp), {}, tuple(inputs), None)
+        out.stop_gradient = False
+    return out
+
+
 def _record(prim, args, params, out_value):
     if _backend.is_floating(out_value):
         return Tensor._wrap(out_value, Node(prim, params, args, out_value))

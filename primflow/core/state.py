@@ -13,7 +13,7 @@ class _State(threading.local):
     def __init__(self):
         self.grad_enabled = True  # tape records ops whose inputs require grad
         self.trace_stack = []  # active transform traces, innermost last (see core/trace.py)
-        self.decompose = False  # force composites with fused kernels to decompose (later)
+        self.decompose = False  # composites skip their fused kernels (pf.decompose)
 
 
 state = _State()
@@ -107,3 +107,33 @@ class set_grad_enabled(contextlib.ContextDecorator):
 def is_grad_enabled() -> bool:
     """Whether the tape currently records operations."""
     return state.grad_enabled
+
+
+class decompose(contextlib.ContextDecorator):
+    """Forces composites with fused kernels (softmax, layer_norm, ...) to run as their
+    primitive decomposition, like Paddle's prim flags. Usable as a context manager or a
+    plain call: ``pf.decompose(True)`` switches it on until ``pf.decompose(False)``.
+
+    Example:
+        >>> import primflow as pf
+        >>> with pf.decompose():
+        ...     y = pf.nn.functional.softmax(pf.ones([2]))
+    """
+
+    def __init__(self, mode: bool = True):
+        self._prev = state.decompose
+        self.mode = bool(mode)
+        state.decompose = self.mode
+
+    def __enter__(self):
+        state.decompose = self.mode
+        return self
+
+    def __exit__(self, *exc):
+        state.decompose = self._prev
+        return False
+
+
+def is_decomposing() -> bool:
+    """Whether composites are forced to decompose into primitives."""
+    return state.decompose

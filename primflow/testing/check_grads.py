@@ -17,6 +17,12 @@ independent oracles:
   ``"fwd_over_rev"`` (``pf.jvp`` of a function that calls ``pf.grad(create_graph=True)``)
   ``"fwd"`` (nested ``pf.jvp``) and ``"rev_over_fwd"`` (``pf.grad`` of a ``pf.jvp``
   result); each is compared with the difference quotient and with the reverse-mode value.
+* ``check_jet``: Taylor mode (``pf.jet``) to any order against nested forward mode. Along
+  a random polynomial path ``x(t) = x0 + sum_k c_k t^k / k!`` the derivative-form output
+  coefficients ``y_1..y_K`` of a random weighting of the outputs are compared with the
+  derivatives of ``t -> f(x(t))`` at 0 by ``pf.jvp`` nested k times in the scalar ``t``
+  (forward mode is checked against differences up to order 4 by ``check_order``); AD
+  against AD, so the tolerance is tight and only grows with the order.
 
 Example:
     >>> import numpy as np, primflow as pf
@@ -25,6 +31,8 @@ Example:
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -41,7 +49,13 @@ DEFAULT_TOL = {
     "order3": (1e-13, 1e-5),
     "order4": (1e-13, 1e-5),
     "modes": (1e-14, 1e-9),  # one AD mode against another (no differencing error)
+    # jet vs nested jvp at order k: (atol, rtol * JET_GROWTH ** (k - 1)), relative to
+    # sum_j <|w_j|, |y_kj|> (the scale of the weighted sum's rounding error)
+    "jet": (1e-13, 1e-12),
 }
+
+#: per-order growth of the ``check_jet`` relative tolerance (order 6: 243x the base)
+JET_GROWTH = 3.0
 
 
 class GradCheckError(AssertionError):
@@ -327,6 +341,110 @@ def check_order(fn, primals, order, rng, modes=("rev",), eps=1e-5, atol=None, rt
             m_atol, m_rtol = DEFAULT_TOL["modes"]
             _check_scalar(f"order {order}: {mode} vs rev", value, rev, m_atol, m_rtol, scale,
                           detail)
+    return results
+
+
+# ---- Taylor mode --------------------------------------------------------------------------
+
+def nested_jvp(h, t, k):
+    """The k-th derivative of ``h`` (a function of one 0-d tensor) at ``t`` by ``pf.jvp``
+    nested k times (a tensor or a list of tensors, like ``h``'s output)."""
+    pf = _pf()
+    if k == 0:
+        return h(t)
+    one = pf.ones_like(t)
+    return pf.jvp(lambda s: nested_jvp(h, s, k - 1), (t,), (one,))[1]
+
+
+def check_jet(fn, primals, order, rng, vary=None, path="curved", atol=None, rtol=None,
+              growth=JET_GROWTH):
+    """``pf.jet`` of ``fn`` against nested ``pf.jvp`` at orders 1..``order``.
+
+    Args:
+        fn: function of float64 tensors returning a tensor or a list of tensors.
+        primals: list of float64 NumPy arrays.
+        order: the Taylor order K.
+        rng: a ``numpy.random.Generator`` (weights of the outputs and the path).
+        vary: positions of ``primals`` that move along the path (default: all); the
+            others are passed to ``jet`` without a series (constants).
+        path: ``"curved"``: every input coefficient c_1..c_K random, through ``pf.jet``
+            (derivative form, Faa di Bruno terms exercised); ``"line"``: ``x0 + t v``
+            through ``taylor_series`` with the coefficients 2..K given as ``None`` (the
+            exact-zero skipping of the rules).
+        atol, rtol, growth: the bound at order k is
+            ``atol + rtol * growth ** (k - 1) * sum_j <|w_j|, |y_kj|>``.
+
+    Returns:
+        ``[(jet value, nested jvp value)]`` per order.
+    """
+    pf = _pf()
+    from primflow.autodiff.taylor import taylor_series  # noqa: PLC0415 - test support
+
+    atol = DEFAULT_TOL["jet"][0] if atol is None else atol
+    rtol = DEFAULT_TOL["jet"][1] if rtol is None else rtol
+    if path not in ("curved", "line"):
+        raise ValueError(f"unknown path {path!r}")
+    primals = [np.asarray(p, dtype=np.float64) for p in primals]
+    vary = tuple(range(len(primals))) if vary is None else tuple(vary)
+    outs = evaluate(fn, primals)
+    weights = [rng.standard_normal(o.shape) for o in outs]
+    n_coeffs = order if path == "curved" else 1
+    coeffs = {i: [rng.standard_normal(primals[i].shape) for _ in range(n_coeffs)]
+              for i in vary}
+    x0 = leaves(primals, False)
+    fixed_args = {i: x for i, x in enumerate(x0) if i not in vary}
+
+    def call(moving):
+        it = iter(moving)
+        return fn(*[fixed_args[i] if i in fixed_args else next(it)
+                    for i in range(len(x0))])
+
+    moving0 = tuple(x0[i] for i in vary)
+    if path == "curved":
+        series = tuple([pf.to_tensor(c, dtype="float64") for c in coeffs[i]] for i in vary)
+        _, ys = pf.jet(lambda *m: call(m), moving0, series)
+        # pf.jet returns the output's structure with a list [y1..yK] at each tensor
+        per_output = ys if isinstance(as_list(outs and fn_output_kind(fn, x0)), list) else ys
+        ys = [ys] if not isinstance(outs_struct := fn(*x0), (list, tuple)) else list(ys)
+    else:
+        series = tuple([pf.to_tensor(coeffs[i][0], dtype="float64")] + [None] * (order - 1)
+                       for i in vary)
+        raw = taylor_series(lambda *m: call(m), moving0, series, order)
+        raw = [raw] if not isinstance(raw[0], list) else list(raw)
+        ys = [[None if s[k] is None else pf.multiply(s[k], float(math.factorial(k)))
+               for k in range(1, order + 1)] for s in raw]
+    t0 = pf.to_tensor(0.0, dtype="float64")
+
+    def moved(t):
+        moving = []
+        for i in vary:
+            x = x0[i]
+            for k, c in enumerate(coeffs[i], start=1):
+                step = t if k == 1 else pf.pow(t, k)
+                x = pf.add(x, pf.multiply(pf.to_tensor(c / math.factorial(k),
+                                                       dtype="float64"), step))
+            moving.append(x)
+        return call(moving)
+
+    results = []
+    for k in range(1, order + 1):
+        expected = [np.asarray(o.numpy(), dtype=np.float64)
+                    for o in as_list(nested_jvp(moved, t0, k))]
+        got, ref, scale = 0.0, 0.0, 0.0
+        for j, (w, o) in enumerate(zip(weights, outs)):
+            if o.dtype.kind != "f":
+                continue
+            y = ys[j][k - 1]
+            y = np.zeros(o.shape) if y is None else np.asarray(y.numpy(), dtype=np.float64)
+            if y.shape != o.shape:
+                raise GradCheckError(f"jet: coefficient {k} of output {j} has shape "
+                                     f"{y.shape}, the output has {o.shape}")
+            got += _vdot(w, y)
+            ref += _vdot(w, expected[j])
+            scale += float(np.sum(np.abs(w) * (np.abs(y) + np.abs(expected[j]))))
+        _check_scalar(f"jet ({path} path) order {k} vs nested jvp", got, ref, atol,
+                      rtol * growth ** (k - 1), scale)
+        results.append((got, ref))
     return results
 
 

@@ -1,0 +1,432 @@
+"""Custom derivative rules and recomputation: ``custom_vjp``, ``custom_jvp``, Paddle's
+``PyLayer``, and ``checkpoint`` (alias ``recompute``).
+
+All of them record one ``CustomRule`` node on the tape per output (core/primitive.py):
+its backward is a Python function. Rules written in primflow ops are themselves recorded
+when the backward is (``create_graph=True``), so custom rules can be differentiated again.
+A function with several outputs gets one node per output; the backward of output k runs
+the rule with zero cotangents for the others, which is exact because a vjp is linear in
+its cotangent.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+
+from ..core.primitive import record_custom
+from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.state import enable_grad, no_grad, state
+from ..core.tensor import Tensor
+from ..core.trace import Tracer
+from ..ops._helpers import as_tensor
+from ..ops.creation import zeros_like
+from .forward import JVPTrace, JVPTracer
+from .functional import _grad_handle
+from .tape import _run_backward
+
+
+def _detached(t):
+    """Same value, no graph (tracers keep their trace)."""
+    if isinstance(t, Tracer):
+        out = copy.copy(t)
+        out._node = None
+        out.stop_gradient = True
+        return out
+    return Tensor._wrap(t._value)
+
+
+def _tensor_outputs(out, rule_name):
+    leaves, tree = tree_flatten(out)
+    for i, leaf in enumerate(leaves):
+        if not isinstance(leaf, Tensor):
+            raise TypeError(f"{rule_name}: output {i} is a {type(leaf).__name__}, not a tensor; "
+                            f"custom rules need functions whose outputs are tensors")
+    return leaves, tree
+
+
+def _needs_tape(tensors):
+    return state.grad_enabled and any(not t.stop_gradient for t in tensors)
+
+
+def _check_cotangents(rule_name, got, expected_tensors, what):
+    """``got`` (a flat list) must match ``expected_tensors`` in count and shapes."""
+    if len(got) != len(expected_tensors):
+        raise ValueError(f"{rule_name}: {what} returned {len(got)} cotangents but the function "
+                         f"has {len(expected_tensors)} differentiable inputs; return one per "
+                         f"input (None for none)")
+    out = []
+    for i, (g, x) in enumerate(zip(got, expected_tensors)):
+        if g is None:
+            out.append(None)
+            continue
+        g = as_tensor(g)
+        if tuple(g._shape) != tuple(x._shape):
+            raise ValueError(f"{rule_name}: {what} returned a cotangent of shape {g.shape} for "
+                             f"input {i} of shape {x.shape}")
+        out.append(g)
+    return out
+
+
+def _attach(outputs, inputs, name, pullback):
+    """Records one custom node per output; ``pullback(cotangents) -> list per input``."""
+    result = []
+    for k, o in enumerate(outputs):
+        o = _detached(o)
+
+        def vjp(g, _out, *_inputs, k=k):
+            cts = [zeros_like(p) for p in outputs]
+            cts[k] = g
+            return tuple(pullback(cts))
+
+        result.append(record_custom(o, inputs, name, vjp))
+    return result
+
+
+# ---- custom_vjp ----------------------------------------------------------------------------
+
+class custom_vjp:
+    """A function with a hand-written reverse-mode rule (JAX's interface).
+
+    ``f = pf.custom_vjp(f); f.defvjp(fwd, bwd)`` where ``fwd(*args) -> (out, residuals)`` and
+    ``bwd(*nondiff_args, residuals, cotangent) -> tuple`` with one cotangent per
+    differentiable argument. The rule replaces differentiation of ``f`` on the tape and in
+    every reverse-mode transform; written in primflow ops it can be differentiated again.
+
+    Example:
+        >>> import primflow as pf
+        >>> @pf.custom_vjp
+        ... def clip_grad_identity(x):
+        ...     return x
+        >>> clip_grad_identity.defvjp(lambda x: (x, None),
+        ...                           lambda res, g: (pf.clip(g, -1.0, 1.0),))
+        <...>
+        >>> float(pf.grad(lambda x: 5.0 * clip_grad_identity(x))(2.0))
+        1.0
+    """
+
+    def __init__(self, fun, nondiff_argnums=()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.fwd = self.bwd = None
+        self._in_rule = False  # fwd may call the function itself: then run it plainly
+
+    def defvjp(self, fwd, bwd):
+        """Sets the forward (returning residuals) and backward rules; returns self."""
+        self.fwd, self.bwd = fwd, bwd
+        return self
+
+    def __call__(self, *args):
+        if self.fwd is None:
+            raise TypeError(f"custom_vjp function {self.__name__!r} has no rule yet: call "
+                            f".defvjp(fwd, bwd) first")
+        name = f"custom_vjp({self.__name__})"
+        static = [args[i] for i in self.nondiff_argnums]
+        dynamic = [a for i, a in enumerate(args) if i not in self.nondiff_argnums]
+        leaves, in_tree = tree_flatten(dynamic)
+        tensors = [x for x in leaves if isinstance(x, Tensor)]
+        if self._in_rule or not _needs_tape(tensors):
+            return self.fun(*args)
+        self._in_rule = True
+        try:
+            out, residuals = self.fwd(*args)
+        finally:
+            self._in_rule = False
+        out_leaves, out_tree = _tensor_outputs(out, name)
+
+        def pullback(cotangents):
+            ct = tree_unflatten(out_tree, cotangents)
+            got = self.bwd(*static, residuals, ct)
+            if not isinstance(got, (tuple, list)):
+                raise TypeError(f"{name}: bwd must return a tuple with one cotangent per "
+                                f"differentiable argument, got {type(got).__name__}")
+            got_leaves, got_tree = tree_flatten(list(got), is_leaf=lambda v: v is None)
+            expected_tree = tree_flatten(dynamic, is_leaf=lambda v: v is None)[1]
+            if got_tree != expected_tree:
+                raise ValueError(f"{name}: bwd returned the structure {got_tree!r}; expected "
+                                 f"{expected_tree!r} (one entry per differentiable argument)")
+            picked = [g for g, x in zip(got_leaves, leaves) if isinstance(x, Tensor)]
+            return _check_cotangents(name, picked, tensors, "bwd")
+
+        outs = _attach(out_leaves, tensors, name, pullback)
+        return tree_unflatten(out_tree, outs)
+
+
+# ---- custom_jvp ----------------------------------------------------------------------------
+
+class custom_jvp:
+    """A function with a hand-written forward-mode rule (JAX's interface).
+
+    ``f = pf.custom_jvp(f); f.defjvp(rule)`` with
+    ``rule(*nondiff_args, primals, tangents) -> (out, tangent_out)``. Forward mode uses the
+    rule directly; reverse mode transposes it (the tangent output is linear in the tangents,
+    so its gradient with respect to them is the vjp), so both modes honour it.
+
+    Example:
+        >>> import primflow as pf
+        >>> @pf.custom_jvp
+        ... def safe_log1pexp(x):
+        ...     return pf.log1p(pf.exp(x))
+        >>> @safe_log1pexp.defjvp
+        ... def _(primals, tangents):
+        ...     (x,), (t,) = primals, tangents
+        ...     return safe_log1pexp(x), t * pf.sigmoid(x)
+        >>> round(float(pf.grad(safe_log1pexp)(100.0)), 6)
+        1.0
+    """
+
+    def __init__(self, fun, nondiff_argnums=()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.jvp_rule = None
+        self._in_rule = False  # the rule may call the function itself: then run it plainly
+
+    def defjvp(self, rule):
+        """Sets the jvp rule; returns it (so it works as a decorator)."""
+        self.jvp_rule = rule
+        return rule
+
+    def __call__(self, *args):
+        if self.jvp_rule is None:
+            raise TypeError(f"custom_jvp function {self.__name__!r} has no rule yet: call "
+                            f".defjvp(rule) first")
+        name = f"custom_jvp({self.__name__})"
+        if self._in_rule:
+            return self.fun(*args)
+        static = [args[i] for i in self.nondiff_argnums]
+        primals = [a for i, a in enumerate(args) if i not in self.nondiff_argnums]
+        trace = _innermost_jvp_trace(primals)
+        if trace is not None:
+            return self._forward_mode(trace, static, primals, name)
+        tensors = [p for p in primals if isinstance(p, Tensor)]
+        if not _needs_tape(tensors):
+            return self.fun(*args)
+        return self._reverse_mode(static, primals, tensors, name)
+
+    def _call_rule(self, *args):
+        self._in_rule = True
+        try:
+            return self.jvp_rule(*args)
+        finally:
+            self._in_rule = False
+
+    def _forward_mode(self, trace, static, primals, name):
+        inner, tangents = [], []
+        for p in primals:
+            if isinstance(p, JVPTracer) and p._trace is trace:
+                inner.append(p.primal)
+                tangents.append(p.tangent if p.tangent is not None else zeros_like(p.primal))
+            else:
+                inner.append(p)
+                tangents.append(zeros_like(as_tensor(p)))
+        out, tangent_out = self._call_rule(*static, tuple(inner), tuple(tangents))
+        outs, out_tree = _tensor_outputs(out, name)
+        touts = tree_flatten(tangent_out)[0]
+        if len(touts) != len(outs):
+            raise ValueError(f"{name}: the rule returned {len(touts)} tangents for {len(outs)} "
+                             f"outputs")
+        wrapped = [JVPTracer(trace, o, _check_cotangents(name, [t], [o], "the jvp rule")[0])
+                   for o, t in zip(outs, touts)]
+        return tree_unflatten(out_tree, wrapped)
+
+    def _reverse_mode(self, static, primals, tensors, name):
+        # tangent_out is linear in the tangents: its gradient with respect to them is J^T g
+        with enable_grad():
+            t_leaves = []
+            for p in primals:
+                t = zeros_like(as_tensor(p))
+                t.stop_gradient = False
+                t_leaves.append(t)
+            out, tangent_out = self._call_rule(*static, tuple(primals), tuple(t_leaves))
+        outs, out_tree = _tensor_outputs(out, name)
+        touts = tree_flatten(tangent_out)[0]
+        picked = [t for t, p in zip(t_leaves, primals) if isinstance(p, Tensor)]
+
+        def pullback(cotangents):
+            seeds = [(t, g) for t, g in zip(touts, cotangents) if not t.stop_gradient]
+            if not seeds:
+                return [None] * len(tensors)
+            grads = _run_backward(seeds, picked, create_graph=state.grad_enabled,
+                                  retain_graph=True)
+            return grads
+
+        outs = _attach(outs, tensors, name, pullback)
+        return tree_unflatten(out_tree, outs)
+
+
+def _innermost_jvp_trace(values):
+    best = None
+    for v in tree_flatten(values)[0]:
+        if isinstance(v, Tracer) and (best is None or v._trace.level > best.level):
+            best = v._trace
+    return best if isinstance(best, JVPTrace) else None
+
+
+# ---- PyLayer (Paddle) ----------------------------------------------------------------------
+
+class PyLayerContext:
+    """The ``ctx`` of a PyLayer: keeps tensors for backward and any attributes you set."""
+
+    def __init__(self):
+        self._saved = ()
+
+    def save_for_backward(self, *tensors):
+        """Keeps tensors for ``backward`` (read them back with ``ctx.saved_tensor()``)."""
+        self._saved = tensors
+
+    def saved_tensor(self):
+        return self._saved
+
+    saved_tensors = property(saved_tensor)
+
+
+class PyLayer:
+    """Paddle's custom-operator class: subclass with static ``forward(ctx, *args)`` and
+    ``backward(ctx, *output_grads)``, call with ``MyLayer.apply(*args)``. ``forward`` runs
+    without recording; ``backward`` returns one gradient per tensor argument.
+
+    Example:
+        >>> import primflow as pf
+        >>> class Cube(pf.autograd.PyLayer):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         ctx.save_for_backward(x)
+        ...         return x ** 3
+        ...     @staticmethod
+        ...     def backward(ctx, dy):
+        ...         (x,) = ctx.saved_tensor()
+        ...         return 3 * x ** 2 * dy
+        >>> x = pf.to_tensor(2.0, stop_gradient=False)
+        >>> Cube.apply(x).backward(); float(x.grad)
+        12.0
+    """
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise TypeError("a PyLayer subclass must define a static forward(ctx, ...)")
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise TypeError("a PyLayer subclass must define a static backward(ctx, *grads)")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        name = f"PyLayer({cls.__name__})"
+        ctx = PyLayerContext()
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        with no_grad():
+            out = cls.forward(ctx, *args, **kwargs)
+        outs, out_tree = _tensor_outputs(out, name)
+        if not _needs_tape(tensors):
+            return out
+
+        def pullback(cotangents):
+            got = cls.backward(ctx, *cotangents)
+            got = list(got) if isinstance(got, (tuple, list)) else [got]
+            return _check_cotangents(name, got, tensors, "backward")
+
+        wrapped = _attach(outs, tensors, name, pullback)
+        return tree_unflatten(out_tree, wrapped)
+
+
+# ---- checkpoint ----------------------------------------------------------------------------
+
+def _external_leaves(outputs, handles):
+    """Leaf tensors requiring grad that the recorded graph of ``outputs`` reads, other than
+    the inputs' ``handles`` (the parameters a function closes over). The walk stops at the
+    handles: what lies beyond them computed the inputs, outside the function."""
+    inside = {id(h) for h in handles}
+    stop = {h._node for h in handles if h._node is not None}
+    found, seen = {}, set()
+    stack = [o._node for o in outputs if o._node is not None]
+    while stack:
+        node = stack.pop()
+        if node in seen or node in stop:
+            continue
+        seen.add(node)
+        for e in node.edges:
+            if e is None:
+                continue
+            if isinstance(e, Tensor):
+                if id(e) not in inside:
+                    found[id(e)] = e
+            else:
+                stack.append(e)
+    return list(found.values())
+
+
+def checkpoint(f):
+    """Recomputation: ``checkpoint(f)`` keeps only ``f``'s inputs for the backward pass and
+    runs ``f`` again during backward, trading compute for memory. Works nested, under
+    transforms and for higher-order derivatives; parameters that ``f`` closes over (leaf
+    tensors, e.g. a layer's weights) receive their gradients too.
+
+    Example:
+        >>> import primflow as pf
+        >>> w = pf.to_tensor([2.0], stop_gradient=False)
+        >>> block = pf.checkpoint(lambda x: pf.tanh(x * w))
+        >>> x = pf.to_tensor([0.5], stop_gradient=False)
+        >>> block(x).sum().backward()
+        >>> round(float(x.grad), 6), round(float(w.grad), 6)
+        (0.839949, 0.209987)
+    """
+
+    @functools.wraps(f)
+    def wrapped(*args):
+        if not state.grad_enabled:
+            return f(*args)
+        name = f"checkpoint({getattr(f, '__name__', 'f')})"
+        leaves, in_tree = tree_flatten(args)
+        positions = [i for i, x in enumerate(leaves)
+                     if isinstance(x, Tensor) and x.dtype.is_floating]
+        inputs = [leaves[i] for i in positions]
+        versions = [x._version for x in inputs]
+
+        def run(handles):
+            full = list(leaves)
+            for i, h in zip(positions, handles):
+                full[i] = h
+            return f(*tree_unflatten(in_tree, full))
+
+        with enable_grad():  # a recorded pass, only to find closed-over parameters
+            handles = [_grad_handle(x) for x in inputs]
+            out = run(handles)
+        outs, out_tree = _tensor_outputs(out, name)
+        for x, v in zip(inputs, versions):
+            if x._version != v:
+                raise RuntimeError(f"{name}: the function modified an input in place; a "
+                                   f"checkpointed function must be free of side effects on "
+                                   f"tensors, because backward runs it again")
+        params = _external_leaves(outs, handles)
+        originals = inputs + params
+        if not any(not t.stop_gradient for t in originals):
+            return tree_unflatten(out_tree, [_detached(o) for o in outs])
+        param_versions = [p._version for p in params]
+        del handles, out
+
+        def pullback(cotangents):
+            for p, v in zip(params, param_versions):
+                if p._version != v:
+                    raise RuntimeError(f"{name}: a tensor the function reads was modified in "
+                                       f"place between forward and backward")
+            create_graph = state.grad_enabled
+            with enable_grad():
+                again = [_grad_handle(x) for x in inputs]
+                recomputed = tree_flatten(run(again))[0]
+            seeds = [(o, g) for o, g in zip(recomputed, cotangents) if not o.stop_gradient]
+            if not seeds:
+                return [None] * len(originals)
+            return _run_backward(seeds, again + params, create_graph=create_graph,
+                                 retain_graph=create_graph)
+
+        results = _attach(outs, originals, name, pullback)
+        return tree_unflatten(out_tree, results)
+
+    return wrapped
+
+
+recompute = checkpoint
+
+__all__ = ["PyLayer", "PyLayerContext", "checkpoint", "custom_jvp", "custom_vjp", "recompute"]

@@ -1,0 +1,115 @@
+"""PNG plots of a trained PINN: prediction, reference, absolute error and the loss curve.
+
+Needs matplotlib (``pip install matplotlib`` or ``primflow[plot]``); :func:`have_matplotlib`
+tells whether it is there, and :func:`save_plots` raises a clear ``ImportError`` when it is
+not. Figures are drawn with matplotlib's object API on the Agg canvas, so the user's
+pyplot backend is left alone.
+
+Example:
+    >>> from primflow.science import plotting
+    >>> isinstance(plotting.have_matplotlib(), bool)
+    True
+"""
+
+from __future__ import annotations
+
+import os
+
+import primflow as pf
+
+__all__ = ["have_matplotlib", "save_plots", "plot_field", "plot_loss"]
+
+_MISSING = ("plots need matplotlib, which is not installed; install it with "
+            "`pip install matplotlib` (or `pip install primflow[plot]`)")
+
+
+def have_matplotlib():
+    """Whether matplotlib can be imported."""
+    try:
+        import matplotlib  # noqa: F401
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _figure(size=(5.0, 4.0)):
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise ImportError(_MISSING) from exc
+    fig = Figure(figsize=size, dpi=110)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def plot_field(path, X, values, counts, names, title, cmap="viridis"):
+    """Saves a 2-D field on a grid (``X`` ``[n1*n2, 2]`` "ij" ordered) or a 1-D curve."""
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    V = pf.reshape(values, [-1])
+    if len(counts) == 1:
+        ax.plot(pf.reshape(X[:, 0], [-1]).numpy(), V.numpy(), lw=1.5)
+        ax.set_xlabel(names[0][0])
+        ax.set_ylabel(names[1])
+        ax.grid(alpha=0.3)
+    else:
+        n1, n2 = counts
+        A = pf.reshape(X[:, 0], [n1, n2]).numpy()
+        B = pf.reshape(X[:, 1], [n1, n2]).numpy()
+        mesh = ax.pcolormesh(A, B, pf.reshape(V, [n1, n2]).numpy(), shading="auto", cmap=cmap)
+        fig.colorbar(mesh, ax=ax)
+        ax.set_xlabel(names[0][0])
+        ax.set_ylabel(names[0][1])
+        ax.set_aspect("auto")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def plot_loss(path, history, title="training loss"):
+    """Saves the loss curve (log scale) with the validation error on a second axis."""
+    fig = _figure((6.0, 4.0))
+    ax = fig.add_subplot(1, 1, 1)
+    if history["loss"]:
+        steps = [s for s, _ in history["loss"]]
+        values = [v for _, v in history["loss"]]
+        ax.semilogy(steps, values, lw=1.0, label="loss")
+    ax.set_xlabel("step (Adam steps, then L-BFGS iterations)")
+    ax.set_ylabel("loss")
+    start = history.get("phase_start", {}).get("lbfgs")
+    if start is not None and start < len(history["loss"]):
+        ax.axvline(history["loss"][start][0], color="gray", ls="--", lw=0.8)
+    if history["val"]:
+        ax2 = ax.twinx()
+        ax2.semilogy([s for s, _ in history["val"]], [v for _, v in history["val"]],
+                     color="tab:red", marker=".", lw=1.0, label="relative L2 error")
+        ax2.set_ylabel("relative L2 error", color="tab:red")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def save_plots(problem, net, history, out_dir):
+    """Writes ``prediction.png``, ``reference.png``, ``error.png`` and ``loss.png`` into
+    ``out_dir`` (physical units) and returns their paths."""
+    if not have_matplotlib():
+        raise ImportError(_MISSING)
+    X, U, counts = problem.validation_set()
+    P = problem.predict(net, X)
+    Xp, Up = problem.to_physical(X, U)
+    _, Pp = problem.to_physical(X, P)
+    names = problem.physical_names
+    name = problem.output_name
+    paths = {}
+    for key, values, title, cmap in (
+            ("prediction", Pp, f"PINN prediction of {name}", "viridis"),
+            ("reference", Up, f"reference {name}", "viridis"),
+            ("error", pf.abs(Pp - Up), f"|prediction - reference|", "magma")):
+        path = os.path.join(out_dir, f"{key}.png")
+        plot_field(path, Xp, values, counts, names, f"{problem.name}: {title}", cmap)
+        paths[key] = path
+    paths["loss"] = os.path.join(out_dir, "loss.png")
+    plot_loss(paths["loss"], history, f"{problem.name}: training")
+    return paths
