@@ -392,10 +392,12 @@ def checkpoint(f):
 
         with enable_grad():  # a recorded pass, only to find closed-over parameters
             handles = [_grad_handle(x) for x in inputs]
+            handle_versions = [h._version for h in handles]
             out = run(handles)
         outs, out_tree = _tensor_outputs(out, name)
-        for x, v in zip(inputs, versions):
-            if x._version != v:
+        changed = [h._version != v for h, v in zip(handles, handle_versions)]
+        for x, v, c in zip(inputs, versions, changed):
+            if c or x._version != v:
                 raise RuntimeError(f"{name}: the function modified an input in place; a "
                                    f"checkpointed function must be free of side effects on "
                                    f"tensors, because backward runs it again")
