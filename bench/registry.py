@@ -14,9 +14,9 @@ WORKLOADS: dict[str, str] = {
     # "W1": "bench.workloads.w1_tanh_derivatives",
     # "W2": "bench.workloads.w2_biharmonic",
     # "W3": "bench.workloads.w3_pinn_step",
-    # "W4": "bench.workloads.w4_hessian_jacobian",
+    "W4": "bench.workloads.w4_hessian_jacobian",
     "W5": "bench.workloads.w5_eager_overhead",
-    # "W6": "bench.workloads.w6_matmul",
+    "W6": "bench.workloads.w6_matmul",
 }
 
 
