@@ -4,8 +4,9 @@ For every differentiable entry: forward vs NumPy/SciPy, jvp vs central differenc
 dot-product test (vjp vs jvp), derivatives of orders 1..max_order in four modes (reverse
 over reverse, forward over reverse, forward over forward, reverse over forward), each
 against one central difference of the AD function one order below, and vmap against a
-Python loop. Non-differentiable, integer/bool, creation and random entries get the checks
-of what they claim instead. Coverage tests make sure every primitive and every public op
+Python loop; Taylor mode (pf.jet to order 6 against nested pf.jvp, collapsed Taylor mode
+against summed jets). Non-differentiable, integer/bool, creation and random entries get the
+checks of what they claim instead. Coverage tests make sure every primitive and every public op
 has an entry, and that an entry really binds the primitives it claims.
 """
 
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 
 import primflow as pf
-from primflow.core.primitive import Primitive
+from primflow.core.primitive import Primitive, get_primitive
 from primflow.testing import check_grads as cg
 from primflow.testing.opinfo import OP_DB, OPS_BY_NAME, SampleInput, public_ops
 
@@ -232,6 +233,137 @@ def test_functional_transforms_match_the_tape(info, order):
             np.testing.assert_allclose(rev, functional[0].numpy(), rtol=1e-12, atol=1e-12)
 
 
+# ---- Taylor mode (pf.jet) against nested forward mode --------------------------------------
+
+JET_ORDER = 6  # on the first sample; the others go to JET_ORDER_REST
+JET_ORDER_REST = 4
+
+
+@pytest.mark.parametrize("info,order", _params(("diff",), "jet"))
+def test_jet_matches_nested_jvp(info, order):
+    """pf.jet's derivative-form coefficients y_1..y_6 of a random weighting of the outputs,
+    along a random polynomial path of every input, equal the derivatives of t -> f(x(t))
+    by pf.jvp nested k times (first sample; order 3 on the others). The first sample also
+    goes along a straight line with exact-zero higher coefficients (``None``, skipped by the
+    rules) and, for several inputs, with only the first input moving (the others constant
+    in the rules)."""
+    atol, rtol = info.tolerance("jet")
+    rng = _rng(info, "jet")
+    for n, sample in enumerate(info.samples()):
+        fn, primals = sample.bind(info.op)
+        if not primals:
+            continue
+        with _about(info, sample):
+            k = JET_ORDER if n == 0 else JET_ORDER_REST
+            cg.check_jet(fn, primals, k, rng, atol=atol, rtol=rtol)
+            if n == 0:
+                cg.check_jet(fn, primals, k, rng, path="line", atol=atol, rtol=rtol)
+                if len(primals) > 1:
+                    cg.check_jet(fn, primals, JET_ORDER_REST, rng, vary=(0,), atol=atol,
+                                 rtol=rtol)
+
+
+@pytest.mark.parametrize("info,order", _params(("diff",), "collapsed"))
+def test_collapsed_taylor_matches_summed_jets(info, order):
+    """Collapsed Taylor mode (the default engine of pf.autograd.laplacian / biharmonic /
+    linear_operator) at orders 1..4 on two samples: each output's collapsed top coefficient
+    equals the weighted sum over 3 directions of pf.jet's K-th coefficient. This checks that
+    every rule is linear in its top input coefficient, runs under vmap, and accepts the
+    precomputed primal ``out``."""
+    atol, rtol = info.tolerance("jet")
+    rng = _rng(info, "collapsed")
+    for sample in info.samples()[:2]:
+        fn, primals = sample.bind(info.op)
+        if not primals:
+            continue
+        with _about(info, sample):
+            for k in range(1, 5):
+                cg.check_collapsed(fn, primals, k, rng, atol=atol,
+                                   rtol=rtol * cg.JET_GROWTH ** (k - 1))
+
+
+@pytest.mark.parametrize("info,order", _params(("nondiff",), "jet"))
+def test_jet_nondifferentiable_raises(info, order):
+    """Step functions have no Taylor series: pf.jet raises NonDifferentiableError when their
+    input varies; detached inputs (a constant meant) give zero coefficients, no error."""
+    for sample in info.samples():
+        fn, primals = sample.bind(info.op)
+        x0 = tuple(cg.leaves(primals, False))
+        series = tuple([pf.ones_like(x), pf.ones_like(x)] for x in x0)
+        with _about(info, sample):
+            with pytest.raises(pf.NonDifferentiableError, match="not differentiable"):
+                pf.jet(fn, x0, series)
+            out, ys = pf.jet(lambda *xs: fn(*[x.detach() for x in xs]), x0, series)
+            np.testing.assert_array_equal(out.numpy(), fn(*x0).numpy())
+            assert len(ys) == 2 and not any(np.any(y.numpy()) for y in ys)
+
+
+@pytest.mark.parametrize("info,order", _params(("nograd",), "jet"))
+def test_jet_integer_results_have_no_series(info, order):
+    """Bool/int results carry no Taylor series: every coefficient is an exact zero (None in
+    taylor_series; zeros of the result's dtype from pf.jet)."""
+    from primflow.autodiff.taylor import taylor_series
+
+    for sample in info.samples():
+        fn, primals = sample.bind(info.op)
+        if not primals:
+            continue
+        x0 = tuple(cg.leaves(primals, False))
+        with _about(info, sample):
+            raw = taylor_series(fn, x0, tuple([pf.ones_like(x), None, pf.ones_like(x)]
+                                              for x in x0), 3)
+            for s in (raw if isinstance(raw, (list, tuple)) and isinstance(raw[0], list)
+                      else [raw]):
+                assert len(s) == 4 and all(c is None for c in s[1:]), s
+            out, ys = pf.jet(fn, x0, tuple([pf.ones_like(x)] * 3 for x in x0))
+            for o, y in zip(cg.as_list(out), [ys] if not isinstance(out, (list, tuple))
+                            else ys):
+                assert not o.dtype.is_floating
+                assert len(y) == 3 and all(c.dtype == o.dtype and c.shape == o.shape
+                                           and not np.any(c.numpy()) for c in y)
+
+
+def test_every_primitive_has_a_taylor_rule():
+    missing = sorted(name for name in pf.primitives()
+                     if not callable(get_primitive(name).taylor))
+    assert not missing, f"primitives without a Taylor rule: {missing}"
+
+
+# rules never needed along a path: constant outputs (no tensor inputs), and the logical
+# primitives, whose inputs are bool (the public ops cast first), which carries no series
+_CONSTANT_PRIMS = {"full", "iota", "random_uniform", "random_normal", "logical_and",
+                   "logical_or", "logical_not"}
+
+
+def test_jet_exercises_every_taylor_rule(monkeypatch):
+    """The jet tests above reach the Taylor rule of every primitive that can lie on a path
+    (a spy on each rule while pf.jet runs the first sample of every entry)."""
+    called = set()
+
+    def spy(name, rule):
+        def wrapped(*args, **kwargs):
+            called.add(name)
+            return rule(*args, **kwargs)
+
+        return wrapped
+
+    for name in pf.primitives():
+        prim = get_primitive(name)
+        monkeypatch.setattr(prim, "taylor", spy(name, prim.taylor))
+    for info in OP_DB:
+        if info.kind not in ("diff", "nondiff", "nograd"):
+            continue
+        for sample in info.samples()[:2]:
+            fn, primals = sample.bind(info.op)
+            if not primals:
+                continue
+            x0 = tuple(cg.leaves(primals, False))
+            with contextlib.suppress(pf.NonDifferentiableError):
+                pf.jet(fn, x0, tuple([pf.ones_like(x)] * 2 for x in x0))
+    missing = sorted(set(pf.primitives()) - _CONSTANT_PRIMS - called)
+    assert not missing, f"Taylor rules no OpInfo entry reaches under pf.jet: {missing}"
+
+
 # ---- negative claims -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("info,order", _params(("nondiff",), "claims"))
@@ -313,7 +445,9 @@ def test_random(info, order):
 # ---- the table itself ----------------------------------------------------------------------
 
 def _bound_prims(info, monkeypatch):
-    """Names of the primitives an entry's op binds on its samples (a spy on bind)."""
+    """Names of the primitives an entry's op binds on its samples (a spy on bind). The
+    claims are about the decomposition, so composites with fused eager kernels (softmax,
+    layer_norm, ...) run decomposed here (pf.decompose)."""
     names = set()
     original = Primitive.bind
 
@@ -321,7 +455,7 @@ def _bound_prims(info, monkeypatch):
         names.add(self.name)
         return original(self, *args, **params)
 
-    with monkeypatch.context() as m:
+    with monkeypatch.context() as m, pf.decompose():
         m.setattr(Primitive, "bind", spy)
         m.setattr(Primitive, "__call__", spy)
         for sample in info.samples():

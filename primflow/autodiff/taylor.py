@@ -78,6 +78,10 @@ def taylor_series(f, primals, series, order):
     """Runs ``f`` on truncated series given in normalised form; returns the outputs'
     normalised series (lists of K + 1, ``None`` for zeros) as a pytree like f's output."""
     _check_order(order)
+    for i, s in enumerate(series):
+        if s is not None and len(s) != order:
+            raise ValueError(f"taylor_series: input {i} has {len(s)} coefficients, the order "
+                             f"is {order}")
     with new_trace(TaylorTrace, order) as trace:
         wrapped = [TaylorTracer(trace, [p] + list(s)) if s is not None else p
                    for p, s in zip(primals, series)]
@@ -118,6 +122,10 @@ def jet(f, primals, series):
         raise ValueError(f"jet: series must be a tuple with one list per primal "
                          f"({len(primals)}), got {type(series).__name__} of length "
                          f"{len(series) if hasattr(series, '__len__') else '?'}")
+    for i, s in enumerate(series):
+        if not isinstance(s, (tuple, list)):
+            raise TypeError(f"jet: series[{i}] must be a list of coefficients [x1, ..., xK], "
+                            f"got {type(s).__name__}")
     orders = {len(s) for s in series}
     if len(orders) != 1:
         raise ValueError(f"jet: every primal needs a series of the same length, got lengths "

@@ -23,6 +23,10 @@ independent oracles:
   derivatives of ``t -> f(x(t))`` at 0 by ``pf.jvp`` nested k times in the scalar ``t``
   (forward mode is checked against differences up to order 4 by ``check_order``); AD
   against AD, so the tolerance is tight and only grows with the order.
+* ``check_collapsed``: collapsed Taylor mode (``pf.autograd``'s default operator engine:
+  coefficients below K per direction, the top one summed over directions) against the
+  weighted sum of one ``pf.jet`` per direction; it relies on every Taylor rule being linear
+  in its top input coefficient and on the rules running under vmap.
 
 Example:
     >>> import numpy as np, primflow as pf
@@ -400,17 +404,23 @@ def check_jet(fn, primals, order, rng, vary=None, path="curved", atol=None, rtol
                     for i in range(len(x0))])
 
     moving0 = tuple(x0[i] for i in vary)
+    with pf.no_grad():
+        multi = isinstance(fn(*x0), (list, tuple))
     if path == "curved":
         series = tuple([pf.to_tensor(c, dtype="float64") for c in coeffs[i]] for i in vary)
-        _, ys = pf.jet(lambda *m: call(m), moving0, series)
-        # pf.jet returns the output's structure with a list [y1..yK] at each tensor
-        per_output = ys if isinstance(as_list(outs and fn_output_kind(fn, x0)), list) else ys
-        ys = [ys] if not isinstance(outs_struct := fn(*x0), (list, tuple)) else list(ys)
+        y0, ys = pf.jet(lambda *m: call(m), moving0, series)
+        for j, (a, b) in enumerate(zip(as_list(y0), outs)):
+            a = a.numpy()
+            if a.shape != b.shape or not np.allclose(a, b, rtol=1e-12, atol=1e-13,
+                                                     equal_nan=True):
+                raise GradCheckError(f"jet: primal output {j} differs from a direct call")
+        # the output's structure with a list [y1..yK] in place of each tensor
+        ys = list(ys) if multi else [ys]
     else:
         series = tuple([pf.to_tensor(coeffs[i][0], dtype="float64")] + [None] * (order - 1)
                        for i in vary)
         raw = taylor_series(lambda *m: call(m), moving0, series, order)
-        raw = [raw] if not isinstance(raw[0], list) else list(raw)
+        raw = list(raw) if multi else [raw]
         ys = [[None if s[k] is None else pf.multiply(s[k], float(math.factorial(k)))
                for k in range(1, order + 1)] for s in raw]
     t0 = pf.to_tensor(0.0, dtype="float64")
@@ -446,6 +456,62 @@ def check_jet(fn, primals, order, rng, vary=None, path="curved", atol=None, rtol
                       rtol * growth ** (k - 1), scale)
         results.append((got, ref))
     return results
+
+
+def check_collapsed(fn, primals, order, rng, directions=3, atol=None, rtol=None):
+    """``sum_r w_r y_K(v_r)`` by collapsed Taylor mode against ``pf.jet`` per direction.
+
+    Every input moves along its own R random directions (``x + t v_r``), with random
+    weights ``w_r``; each output's collapsed top coefficient (times K!) must equal the
+    weighted sum of the K-th jet coefficients. Bound: ``atol + rtol * sum_r |w_r| |y_K|``.
+    """
+    pf = _pf()
+    from primflow.core.trace import new_trace  # noqa: PLC0415 - test support
+    from primflow.transforms.differential import (  # noqa: PLC0415
+        CollapsedTaylorTrace, CollapsedTracer)
+
+    atol = DEFAULT_TOL["jet"][0] if atol is None else atol
+    rtol = DEFAULT_TOL["jet"][1] * JET_GROWTH ** (order - 1) if rtol is None else rtol
+    primals = [np.asarray(p, dtype=np.float64) for p in primals]
+    dirs = [rng.standard_normal((directions,) + p.shape) for p in primals]
+    weights = rng.standard_normal(directions)
+    x0 = leaves(primals, False)
+    with new_trace(CollapsedTaylorTrace, order, pf.to_tensor(weights, dtype="float64")) as tr:
+        xs = []
+        for x, v in zip(x0, dirs):
+            if order == 1:
+                top = pf.to_tensor(np.tensordot(weights, v, axes=1), dtype="float64")
+                xs.append(CollapsedTracer(tr, x, [], top))
+            else:
+                xs.append(CollapsedTracer(tr, x, [pf.to_tensor(v, dtype="float64")]
+                                          + [None] * (order - 2), None))
+        got = []
+        for o in as_list(fn(*xs)):
+            mine = isinstance(o, CollapsedTracer) and o._trace is tr and o.top is not None
+            got.append(o.top.numpy() * math.factorial(order) if mine else
+                       np.zeros(o.shape))
+    ref = [np.zeros(g.shape) for g in got]
+    scale = [np.zeros(g.shape) for g in got]
+    for r in range(directions):
+        series = tuple([pf.to_tensor(v[r], dtype="float64")]
+                       + [pf.zeros_like(x)] * (order - 1) for v, x in zip(dirs, x0))
+        out, ys = pf.jet(fn, tuple(x0), series)
+        ys = list(ys) if isinstance(out, (list, tuple)) else [ys]
+        for j, y in enumerate(ys):
+            y = np.asarray(y[order - 1].numpy(), dtype=np.float64)
+            ref[j] = ref[j] + weights[r] * y
+            scale[j] = scale[j] + abs(weights[r]) * np.abs(y)
+    for j, (g, e, sc) in enumerate(zip(got, ref, scale)):
+        if g.shape != e.shape:
+            raise GradCheckError(f"collapsed: output {j} top coefficient has shape {g.shape}, "
+                                 f"the jets give {e.shape}")
+        err = np.abs(g - e)
+        bound = atol + rtol * sc
+        if not np.all(np.isfinite(g)) or np.any(err > bound):
+            raise GradCheckError(
+                f"collapsed order {order}: output {j} differs from the weighted jets by "
+                f"{float(np.max(err, initial=0.0)):.3e} (allowed "
+                f"{float(np.min(bound, initial=0.0)):.3e} and up)\ncollapsed:\n{g}\njets:\n{e}")
 
 
 ALL_MODES = ("rev", "fwd_over_rev", "fwd", "rev_over_fwd")

@@ -28,6 +28,7 @@ from .. import prims
 from ..autodiff.tape import grad as tape_grad
 from ..autodiff.taylor import TaylorTrace, taylor_series
 from ..core.primitive import Aval
+from ..core.random import next_key
 from ..core.trace import Tracer, new_trace
 from ..ops import creation, manipulation
 from ..ops._helpers import as_tensor
@@ -187,13 +188,12 @@ def _check(f, X, method, allowed=METHODS):
 
 
 def _gaussian_directions(samples, X, seed):
+    """Standard normal directions [samples, N, d]. ``seed`` picks the draw without touching
+    the global generator (None: the next key of the global generator)."""
     if not isinstance(samples, int) or samples < 1:
         raise ValueError(f"samples must be a positive int, got {samples!r}")
-    if seed is not None:
-        from ..core.random import seed as set_seed  # noqa: PLC0415 - only for a seeded draw
-
-        set_seed(seed)
-    return creation.randn([samples] + X.shape, dtype=X.dtype)
+    key = next_key() if seed is None else int(seed)
+    return prims.random_normal(shape=(samples, *X._shape), dtype=X.dtype, key=key)
 
 
 # ---- nested reverse mode -------------------------------------------------------------------
@@ -245,6 +245,9 @@ def directional_derivative(f, X, v, order=1, method="collapsed"):
     if not isinstance(order, int) or order < 1:
         raise ValueError(f"order must be a positive int, got {order!r}")
     v = as_tensor(v, dtype=X.dtype)
+    if v.shape not in ([X.shape[1]], X.shape):
+        raise ValueError(f"direction of shape {v.shape} for points of shape {X.shape}; pass "
+                         f"[d] or [N, d]")
     v = manipulation.unsqueeze(v, 0)
     return _weighted_top(f, X, v, creation.ones([1], dtype=X.dtype), order, method)
 
@@ -257,7 +260,7 @@ def laplacian(f, X, method="collapsed", samples=16, seed=None):
         >>> X = pf.to_tensor([[0.25, 0.5]], dtype="float64")
         >>> u = lambda p: pf.sin(math.pi * p[:, 0]) * pf.sin(math.pi * p[:, 1])
         >>> round(float(pf.autograd.laplacian(u, X)[0]), 6)  # -2 pi^2 u
-        -13.957727
+        -13.957728
     """
     X = _check(f, X, method)
     d = X.shape[1]
@@ -327,6 +330,8 @@ def interpolation_weights(terms, d):
         >>> dirs, [round(x, 6) for x in w]
         ([[0.0, 2.0], [1.0, 1.0], [2.0, 0.0]], [0.5, 0.0, 0.5])
     """
+    if any(len(a) != d for a in terms):
+        raise ValueError(f"interpolation_weights: every multi-index needs {d} entries")
     orders = {sum(a) for a in terms}
     if len(orders) != 1:
         raise ValueError("interpolation_weights needs terms of a single order")
@@ -373,14 +378,16 @@ def partial(f, X, index, method="collapsed"):
         12.0
     """
     X = _check(f, X, method, ("collapsed", "taylor", "nested"))
-    if method == "nested":
-        return _nested_partial(f, X, tuple(index))
     d = X.shape[1]
     alpha = [0] * d
     for i in index:
         if not 0 <= i < d:
             raise ValueError(f"partial: dim {i} is out of range for points with {d} dims")
         alpha[i] += 1
+    if not index:
+        raise ValueError("partial: index must name at least one dim (order >= 1)")
+    if method == "nested":
+        return _nested_partial(f, X, tuple(index))
     return linear_operator(f, X, {tuple(alpha): 1.0}, method=method)
 
 
@@ -398,6 +405,8 @@ def linear_operator(f, X, terms, method="collapsed"):
     """
     X = _check(f, X, method, ("collapsed", "taylor"))
     d = X.shape[1]
+    if not terms:
+        raise ValueError("linear_operator: terms must name at least one multi-index")
     by_order = {}
     for alpha, c in terms.items():
         alpha = tuple(int(a) for a in alpha)
