@@ -136,8 +136,10 @@ def main(argv=None) -> int:
             mod = registry.load(wid)
             print(f"{wid}: {mod.TITLE}")
             for c in mod.CONFIGS:
+                note = "; not with --quick" if not c.quick else ""
                 print(f"    python -m bench.run_one {wid} {c.framework} {c.name}"
-                      + (f"    # {c.description}" if c.description else ""))
+                      + (f"    # {(c.description + note).lstrip('; ')}"
+                         if c.description or note else ""))
         return 0
     try:
         ids = ([registry.normalize_id(x) for o in a.only for x in o.split(",") if x.strip()]
@@ -181,7 +183,8 @@ def main(argv=None) -> int:
     rounds = max(1, a.rounds)
     for wid in ids:
         mod = registry.load(wid)
-        configs = [c for c in mod.CONFIGS if c.framework in frameworks]
+        configs = [c for c in mod.CONFIGS
+                   if c.framework in frameworks and (c.quick or not a.quick)]
         per_round = {}  # (framework, config) -> list of results, one per round
         t_w = time.perf_counter()
         for rnd in range(rounds):

@@ -11,12 +11,14 @@ from dataclasses import dataclass
 
 # id -> module implementing it. Order is the order of the printed tables.
 WORKLOADS: dict[str, str] = {
-    # "W1": "bench.workloads.w1_tanh_derivatives",
-    # "W2": "bench.workloads.w2_biharmonic",
-    # "W3": "bench.workloads.w3_pinn_step",
+    "W1": "bench.workloads.w1_tanh_derivatives",
+    "W2": "bench.workloads.w2_biharmonic",
+    "W3": "bench.workloads.w3_plate_step",
     "W4": "bench.workloads.w4_hessian_jacobian",
     "W5": "bench.workloads.w5_eager_overhead",
     "W6": "bench.workloads.w6_matmul",
+    "W7": "bench.workloads.w7_fused",
+    "W8": "bench.workloads.w8_jit",
 }
 
 
@@ -47,6 +49,7 @@ class Config:
     name: str
     description: str = ""
     repeat: bool = True  # False: run once even with --rounds (e.g. a long memory check)
+    quick: bool = True  # False: skipped with --quick (e.g. the larger sizes of a sweep)
 
 
 def normalize_id(workload_id: str) -> str:

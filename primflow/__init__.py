@@ -32,6 +32,7 @@ from .autodiff.taylor import jet
 from .autodiff.custom import checkpoint, custom_jvp, custom_vjp, recompute
 from .core.state import decompose
 from .transforms import hessian, jacfwd, jacrev, vmap
+from .transforms import TracerConversionError, jit, to_static
 from .core.pytree import tree_flatten, tree_map, tree_unflatten
 from . import nn
 from .nn import ParamAttr, create_parameter

@@ -32,7 +32,6 @@ import importlib.util
 import json
 import os
 import sys
-import time
 
 EXTRAS = ("scipy", "matplotlib", "tqdm", "rich", "numba", "mpi4py")
 DEMOS = ("plate", "beam", "poisson", "burgers", "heat")
@@ -51,15 +50,17 @@ def _package_version(name):
         return "installed"
 
 
-def cmd_info(args, out=sys.stdout):
+def cmd_info(args, out=None):
     import primflow as pf
+
+    out = out if out is not None else sys.stdout
     backend = pf.backends.get_backend()
     lines = [
         f"primflow {pf.__version__}",
         f"python {sys.version.split()[0]}",
         f"backend: {type(backend).__name__}"
         + (f" (numpy {_package_version('numpy')})" if _package_version("numpy") else ""),
-        f"default dtype: {pf.get_default_dtype().name}",
+        f"default dtype: {pf.get_default_dtype()}",
         f"dtypes: {', '.join(d.name for d in pf.dtypes.ALL_DTYPES)}",
         f"primitives: {len(pf.primitives())}",
         "optional extras:",
@@ -88,10 +89,11 @@ def _check_out_dir(path):
     return path
 
 
-def cmd_demo(args, out=sys.stdout, err=sys.stderr):
+def cmd_demo(args, out=None, err=None):
     import primflow as pf
-    from primflow import science
 
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
     if args.config is not None and args.name != "plate":
         raise CLIError(f"--config applies to the plate demo only (got it for {args.name!r})")
     for flag in ("steps", "lbfgs_steps", "points"):
@@ -103,7 +105,17 @@ def cmd_demo(args, out=sys.stdout, err=sys.stderr):
         raise CLIError(f"--lr must be positive, got {args.lr}")
     out_dir = _check_out_dir(args.out or f"primflow-demo-{args.name}")
 
+    previous = pf.get_default_dtype()
     pf.set_default_dtype("float64")
+    try:
+        return _run_demo(args, out_dir, out, err)
+    finally:
+        pf.set_default_dtype(previous)
+
+
+def _run_demo(args, out_dir, out, err):
+    from primflow import science
+
     options = {"config": args.config} if args.config else {}
     problem = science.make_problem(args.name, **options)
     settings = problem.settings(quick=args.quick)
@@ -222,10 +234,6 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("primflow: interrupted", file=sys.stderr)
         return 130
-
-
-def entry():  # pragma: no cover - console script wrapper
-    sys.exit(main())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -3,7 +3,8 @@
 The recorded graph is walked from ``y._node`` along ``node.edges``; every node's ``prim``
 must be a registered primitive (composites have no nodes, hence no rules, of their own).
 The same walk over the graph of a gradient taken with ``create_graph=True`` shows that
-derivatives are built from primitives too.
+derivatives are built from primitives too. Everything here runs under ``pf.decompose()``:
+without it, composites with fused eager kernels record one fused node (tests/test_fused.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,14 @@ import primflow as pf
 from primflow.core.primitive import Node, get_primitive
 
 F = pf.nn.functional
+
+
+@pytest.fixture(autouse=True)
+def _decomposed():
+    """Composites with fused eager kernels record one fused node instead (see
+    tests/test_fused.py); this file is about their decomposition, so force it."""
+    with pf.decompose():
+        yield
 
 
 def recorded_prims(*outputs) -> list:

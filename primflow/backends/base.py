@@ -16,10 +16,15 @@ class Backend(abc.ABC):
     Attributes:
         name: short name, e.g. ``"numpy"``.
         kernels: dict from primitive name to a callable on native arrays.
+        fused_kernels: optional dict from composite name (``"softmax"``, ``"layer_norm"``,
+            ...) to a ``(forward, backward)`` pair of fused kernels for eager first-order use
+            (see ``numpy_fused.py`` for the calling convention). Empty by default: then
+            every composite runs as its primitive decomposition, which is always correct.
     """
 
     name = "abstract"
     kernels: dict = {}
+    fused_kernels: dict = {}
 
     @abc.abstractmethod
     def asarray(self, data, dtype):

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..core import dtypes
 from .base import Backend
+from .numpy_fused import FUSED
 
 try:  # SciPy's erf is vectorised C; without SciPy fall back to the exact math.erf per element
     from scipy.special import erf as _scipy_erf
@@ -231,6 +232,7 @@ class NumpyBackend(Backend):
 
     name = "numpy"
     kernels = KERNELS
+    fused_kernels = FUSED  # composites' fused eager kernels (numpy_fused.py)
 
     def asarray(self, data, dtype=None):
         if dtype is None:

@@ -99,7 +99,7 @@ class Primitive:
         """Applies the primitive to tensors (or tracers) with static ``params``."""
         if departures.count:  # a transform is active or recording is off somewhere
             if state.trace_stack:
-                trace = _innermost_trace(args)
+                trace = _innermost_trace(args) or _staging_trace(args)
                 if trace is not None:
                     return self._bind_traced(trace, args, params)
             recording = state.grad_enabled
@@ -212,6 +212,19 @@ def _record(prim, args, params, out_value):
     if _backend.is_floating(out_value):
         return Tensor._wrap(out_value, Node(prim, params, args, out_value))
     return Tensor._wrap(out_value)
+
+
+def _staging_trace(args):
+    """The innermost staging trace (jit's), for primitives with no tracer among their inputs
+    that it must still record: creation primitives (full, iota, random draws) and
+    operations on tensors that require grad (parameters a jitted function reads must be
+    program inputs, so that later updates to them are seen)."""
+    if args and all(a.stop_gradient for a in args):
+        return None
+    for t in reversed(state.trace_stack):
+        if t.stages_creation:
+            return t
+    return None
 
 
 def _innermost_trace(args):

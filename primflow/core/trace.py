@@ -19,6 +19,11 @@ from .tensor import Tensor
 class Trace(abc.ABC):
     """One active transform. ``level`` orders nested transforms (innermost is highest)."""
 
+    # whether this trace also records primitives that have none of its tracers among their
+    # inputs: creation primitives (full, iota, random) and operations on tensors requiring
+    # grad. True for staging traces (jit), which must see constants and parameters.
+    stages_creation = False
+
     def __init__(self, level: int):
         self.level = level
 

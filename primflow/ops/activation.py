@@ -1,6 +1,13 @@
 """Neural-network composites: activations, normalisations and losses (the ops behind
 ``pf.nn.functional``), each written only in primitives so every derivative order comes
-from the primitives' rules."""
+from the primitives' rules.
+
+The common ones (softmax, log_softmax, layer_norm, rms_norm, gelu, silu, softplus, mse_loss,
+cross_entropy with integer labels) also have fused eager kernels in the backend: the public
+function checks its arguments and hands the decomposition (``_softmax`` etc.) to
+``_fused.call``, which runs either (see ``ops/_fused.py``; ``pf.decompose()`` forces the
+decomposition).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,7 @@ import math as _math
 from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
+from . import _fused
 from ._helpers import as_tensor, broadcast_to, cast, float_operand, full, normalize_axis
 from .creation import rand
 from .reduction import _broadcast_back, mean, norm, sum as _sum
@@ -70,7 +78,10 @@ def softplus(x, beta=1.0, threshold=20.0) -> Tensor:
         0.693147
     """
     del threshold
-    x = float_operand(x)
+    return _fused.call("softplus", _softplus, (float_operand(x),), beta=float(beta))
+
+
+def _softplus(x, *, beta):
     z = prims.mul(x, _const(x, beta)) if beta != 1.0 else x
     zero = _const(z, 0)
     out = prims.add(prims.maximum(z, zero), prims.log1p(prims.exp(prims.neg(prims.abs(z)))))
@@ -79,7 +90,10 @@ def softplus(x, beta=1.0, threshold=20.0) -> Tensor:
 
 def silu(x) -> Tensor:
     """``x * sigmoid(x)`` (swish). Example: ``F.silu(x)``."""
-    x = float_operand(x)
+    return _fused.call("silu", _silu, (float_operand(x),))
+
+
+def _silu(x):
     return prims.mul(x, prims.logistic(x))
 
 
@@ -95,7 +109,10 @@ def gelu(x, approximate=False) -> Tensor:
         >>> float(pf.nn.functional.gelu(pf.to_tensor(0.0)))
         0.0
     """
-    x = float_operand(x)
+    return _fused.call("gelu", _gelu, (float_operand(x),), approximate=bool(approximate))
+
+
+def _gelu(x, *, approximate):
     half = _const(x, 0.5)
     one = _const(x, 1.0)
     if approximate:
@@ -142,7 +159,10 @@ def softmax(x, axis=-1, dtype=None) -> Tensor:
         array([0.5, 0.5], dtype=float32)
     """
     x = float_operand(x) if dtype is None else cast(as_tensor(x), dtype)
-    axes = normalize_axis(axis, x.ndim)
+    return _fused.call("softmax", _softmax, (x,), axes=normalize_axis(axis, x.ndim))
+
+
+def _softmax(x, *, axes):
     e = prims.exp(_shifted(x, axes))
     return prims.div(e, _broadcast_back(prims.reduce_sum(e, axes=axes), x._shape, axes))
 
@@ -156,7 +176,10 @@ def log_softmax(x, axis=-1, dtype=None) -> Tensor:
         array([-0.6931, -0.6931], dtype=float32)
     """
     x = float_operand(x) if dtype is None else cast(as_tensor(x), dtype)
-    axes = normalize_axis(axis, x.ndim)
+    return _fused.call("log_softmax", _log_softmax, (x,), axes=normalize_axis(axis, x.ndim))
+
+
+def _log_softmax(x, *, axes):
     s = _shifted(x, axes)
     lse = prims.log(prims.reduce_sum(prims.exp(s), axes=axes))
     return prims.sub(s, _broadcast_back(lse, x._shape, axes))
@@ -174,6 +197,20 @@ def _norm_axes(x, normalized_shape):
         raise ValueError(f"normalized_shape {list(normalized_shape)} does not match the last "
                          f"dims of the input shape {x.shape}")
     return tuple(range(x.ndim - k, x.ndim))
+
+
+def _affine_operand(w, x, axes):
+    """A layer_norm / rms_norm weight or bias as a tensor of ``x``'s dtype (None stays)."""
+    if w is None:
+        return None
+    w = cast(as_tensor(w), x.dtype)
+    want = tuple(x._shape[a] for a in axes)
+    if tuple(w._shape) == want:
+        return w
+    if w.ndim != len(want) or any(d not in (1, n) for d, n in zip(w._shape, want)):
+        raise ValueError(f"weight/bias shape {w.shape} must equal the normalized shape "
+                         f"{list(want)} (the last dims of the input shape {x.shape})")
+    return broadcast_to(w, want)  # size-1 dims broadcast, as broadcast_in_dim allows
 
 
 def _affine(y, weight, bias, axes):
@@ -201,6 +238,12 @@ def layer_norm(x, normalized_shape=None, weight=None, bias=None, epsilon=1e-05) 
     """
     x = float_operand(x)
     axes = _norm_axes(x, normalized_shape)
+    weight, bias = _affine_operand(weight, x, axes), _affine_operand(bias, x, axes)
+    return _fused.call("layer_norm", _layer_norm, (x, weight, bias), axes=axes,
+                       epsilon=float(epsilon))
+
+
+def _layer_norm(x, weight, bias, *, axes, epsilon):
     n = float(_math.prod(x._shape[a] for a in axes))
     mu = prims.div(prims.reduce_sum(x, axes=axes), full(
         [d for i, d in enumerate(x._shape) if i not in axes], n, x.dtype))
@@ -222,6 +265,11 @@ def rms_norm(x, normalized_shape=None, weight=None, epsilon=1e-06) -> Tensor:
     """
     x = float_operand(x)
     axes = _norm_axes(x, normalized_shape)
+    return _fused.call("rms_norm", _rms_norm, (x, _affine_operand(weight, x, axes)), axes=axes,
+                       epsilon=float(epsilon))
+
+
+def _rms_norm(x, weight, *, axes, epsilon):
     n = float(_math.prod(x._shape[a] for a in axes))
     ms = prims.reduce_sum(prims.integer_pow(x, y=2), axes=axes)
     ms = prims.div(ms, _const(ms, n))
@@ -255,6 +303,9 @@ def dropout(x, p=0.5, training=True) -> Tensor:
 
 # ---- losses --------------------------------------------------------------------------------
 
+_REDUCTIONS = ("mean", "sum", "none")
+
+
 def _reduce_loss(loss, reduction):
     if reduction == "mean":
         return mean(loss)
@@ -278,6 +329,12 @@ def mse_loss(input, label, reduction="mean") -> Tensor:  # noqa: A002 - Paddle's
         raise ValueError(f"mse_loss: input shape {input.shape} and label shape {label.shape} "
                          f"differ")
     label = cast(label, input.dtype)
+    if reduction not in _REDUCTIONS:
+        return _mse_loss(input, label, reduction=reduction)  # raises the clear error
+    return _fused.call("mse_loss", _mse_loss, (input, label), reduction=reduction)
+
+
+def _mse_loss(input, label, *, reduction):  # noqa: A002
     return _reduce_loss(prims.integer_pow(prims.sub(input, label), y=2), reduction)
 
 
@@ -303,9 +360,8 @@ def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean"
     """
     logits = float_operand(input)
     (axis,) = normalize_axis(axis, logits.ndim)
-    logp = log_softmax(logits, axis=axis)
-    num_classes = logits._shape[axis]
     if soft_label:
+        logp = log_softmax(logits, axis=axis)
         target = cast(as_tensor(label), logits.dtype)
         if target._shape != logits._shape:
             raise ValueError(f"cross_entropy with soft labels: label shape {target.shape} must "
@@ -324,6 +380,25 @@ def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean"
         raise ValueError(f"cross_entropy: label shape {label.shape} does not match input shape "
                          f"{logits.shape} (expected {list(expected)} or with a trailing 1)")
     label = cast(label, dtypes.int64)
+    if weight is not None:
+        weight = cast(as_tensor(weight), logits.dtype)
+    params = dict(axis=axis, ignore_index=ignore_index, reduction=reduction,
+                  label_smoothing=float(label_smoothing))
+    if (weight is None and not label_smoothing and axis == logits.ndim - 1
+            and reduction in _REDUCTIONS):
+        # the common case has a fused kernel (integer labels over the last axis)
+        return _fused.call("cross_entropy", _cross_entropy_labels, (logits, label), **params)
+    return _cross_entropy_labels(logits, label, weight, fused_log_softmax=True, **params)
+
+
+def _cross_entropy_labels(logits, label, weight=None, *, axis, ignore_index, reduction,
+                          label_smoothing, fused_log_softmax=False):
+    """The decomposition of cross_entropy for integer ``label`` (int64, without the class
+    axis) against the logits' ``axis`` (its log-softmax may be the fused one when called
+    outside a fused node's recomputation)."""
+    logp = (log_softmax(logits, axis=axis) if fused_log_softmax
+            else _log_softmax(logits, axes=(axis,)))
+    num_classes = logits._shape[axis]
     # one-hot selection (a select over an iota) keeps the gather out of the graph
     classes = prims.iota(shape=tuple(logits._shape), dtype=dtypes.int64, dimension=axis)
     kept = tuple(i for i in range(logits.ndim) if i != axis)
@@ -340,8 +415,7 @@ def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean"
     w = cast(valid, logits.dtype)
     if weight is not None:
         class_w = prims.reduce_sum(prims.select(
-            onehot, prims.broadcast_in_dim(cast(as_tensor(weight), logits.dtype),
-                                           shape=tuple(logits._shape),
+            onehot, prims.broadcast_in_dim(weight, shape=tuple(logits._shape),
                                            broadcast_dimensions=(axis,)),
             _const(logp, 0.0)), axes=(axis,))
         w = prims.mul(w, class_w)

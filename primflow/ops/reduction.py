@@ -9,6 +9,7 @@ import math as _math
 from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
+from . import _fused
 from ._helpers import as_tensor, cast, float_operand, full, normalize_axis
 
 
@@ -167,6 +168,7 @@ def logsumexp(x, axis=None, keepdim=False) -> Tensor:
     """``log(sum(exp(x)))`` over ``axis``, computed stably by shifting with the maximum.
 
     The shift's own derivative cancels exactly, so every order of derivative is right.
+    Eager calls may run the backend's fused kernel instead (see ``ops/_fused.py``).
 
     Example:
         >>> import primflow as pf
@@ -174,7 +176,11 @@ def logsumexp(x, axis=None, keepdim=False) -> Tensor:
         0.693147
     """
     x = float_operand(x)
-    axes = normalize_axis(axis, x.ndim)
+    return _fused.call("logsumexp", _logsumexp, (x,), axes=normalize_axis(axis, x.ndim),
+                       keepdim=bool(keepdim))
+
+
+def _logsumexp(x, *, axes, keepdim):
     m = prims.reduce_max(x, axes=axes)
     shifted = prims.exp(prims.sub(x, _broadcast_back(m, x._shape, axes)))
     out = prims.add(m, prims.log(prims.reduce_sum(shifted, axes=axes)))

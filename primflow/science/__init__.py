@@ -9,7 +9,7 @@ Example:
     [16, 2]
 """
 
-from . import geometry, operators
+from . import geometry, networks, operators
 from .geometry import (SAMPLING_METHODS, Box, Disk, Geometry, Interval, Polygon, Rectangle,
                        unit_samples)
 from .operators import (Derivatives, biharmonic, directional, divergence, gradient,
@@ -18,3 +18,4 @@ from . import problems
 from .problems import (PROBLEMS, Beam, Burgers, Heat1D, Plate, Poisson2D, Problem, Settings,
                        make_problem, relative_l2)
 from .trainer import Progress, Trainer, TrainingError, TrainResult
+from . import plotting

@@ -9,21 +9,25 @@ what PINN training needs (the loss backpropagates through the operator).
 
 Methods (``method=``):
 
-* ``"reverse"`` (default) - nested reverse mode: ``pf.grad(u.sum(), X, create_graph=True)``
+* ``"reverse"`` - nested reverse mode: ``pf.grad(u.sum(), X, create_graph=True)``
   gives every first partial at every point at once (rows are independent), and repeating
   it gives higher ones. :class:`Derivatives` memoises the partials so a residual that
-  needs ``u_x``, ``u_xx`` and ``u_t`` computes each once.
+  needs ``u_x``, ``u_xx`` and ``u_t`` computes each once; the biharmonic differentiates
+  the Laplacian twice more.
 * ``"forward"`` - nested forward mode (``pf.jvp``): ``k`` nested jvps along ``v`` give the
   directional derivative ``D_v^k f``; the Laplacian is ``sum_i D_{e_i}^2 f`` and the
   biharmonic the exact interpolation formula
   ``(1 - (d-1)/3) sum_i D_{e_i}^4 f + (1/6) sum_{i<j} (D_{e_i+e_j}^4 f + D_{e_i-e_j}^4 f)``.
-* ``"taylor"`` - the same directional derivatives from one Taylor-mode pass
-  (``pf.jet``); available once primflow has Taylor mode.
+* ``"taylor"`` - the same directional derivatives, each from one Taylor-mode pass
+  (``pf.autograd.laplacian(..., method="taylor")`` and friends).
+* ``"collapsed"`` - collapsed Taylor mode (Dangel et al. 2025): one Taylor pass whose top
+  coefficient is already summed over the directions (``pf.autograd``'s default).
+* ``"stochastic"`` (``laplacian`` and ``biharmonic`` only) - unbiased randomised estimates
+  from Gaussian directions (STDE), with ``samples`` and ``seed``.
 
-Measured on a 2-64-64-64-1 tanh MLP at 1,024 points (eager, float64), the biharmonic plus
-the backward pass to the parameters takes about 3x longer with ``"forward"`` than with
-``"reverse"`` (nested jvps repeat the primal work 2^k times per direction), so
-``"reverse"`` is the default.
+``DEFAULT_METHOD`` gives the default of each operator, chosen by timing value plus
+backward pass to the parameters (the PINN training step) on this eager backend; see
+``bench_operators`` for the measurement.
 
 Example:
     >>> import math
@@ -38,14 +42,41 @@ Example:
 
 from __future__ import annotations
 
-import itertools
+import functools
 
 import primflow as pf
+from primflow.transforms import differential as _taylor
 
 __all__ = ["Derivatives", "gradient", "divergence", "laplacian", "biharmonic", "partial",
-           "directional", "METHODS"]
+           "directional", "METHODS", "DEFAULT_METHOD"]
 
-METHODS = ("reverse", "forward", "taylor")
+METHODS = ("reverse", "forward", "taylor", "collapsed")
+_RANDOMISED = ("stochastic",)
+
+# The default method of each operator (see the module docstring and bench_operators).
+DEFAULT_METHOD = {"gradient": "reverse", "divergence": "reverse", "partial": "reverse",
+                  "laplacian": "reverse", "biharmonic": "collapsed",
+                  "directional": "collapsed"}
+
+
+def _recording(fn):
+    """Runs ``fn`` with grad recording on: the operators build derivatives on the tape even
+    inside ``pf.no_grad()`` (where a derivative of a derivative would otherwise be lost)."""
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with pf.enable_grad():
+            return fn(*args, **kwargs)
+    return wrapped
+
+
+def _method(op, method, extra=()):
+    if method is None:
+        return DEFAULT_METHOD[op]
+    allowed = METHODS + tuple(extra)
+    if method not in allowed:
+        raise ValueError(f"unknown method {method!r} for {op}; choose one of "
+                         f"{', '.join(allowed)}")
+    return method
 
 
 def _points(X):
@@ -68,15 +99,6 @@ def _watched(X):
     return Xw
 
 
-def _check_method(method):
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-    if method == "taylor" and not hasattr(pf, "jet"):
-        raise NotImplementedError(
-            "method='taylor' needs Taylor mode (pf.jet), which this primflow does not have "
-            "yet; use method='reverse' or 'forward'")
-
-
 def _column(u, n):
     """``u`` as an ``[N, 1]`` column plus a function restoring the caller's layout."""
     if u.ndim == 2 and u.shape[1] == 1:
@@ -87,8 +109,17 @@ def _column(u, n):
                      f"{u.shape} for N = {n}")
 
 
+def _check_index(index, d):
+    index = tuple(index) if isinstance(index, (tuple, list)) else (index,)
+    for i in index:
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < d:
+            raise ValueError(f"partial index {i!r} is out of range for points of dimension {d}")
+    return index
+
+
 class Derivatives:
-    """Partial derivatives of ``u = f(X)`` at the points ``X``, each computed once.
+    """Partial derivatives of ``u = f(X)`` at the points ``X``, each computed once
+    (nested reverse mode).
 
     ``D = Derivatives(f, X)``; ``D.u`` is ``f(X)``; ``D(0)`` is du/dx_0, ``D(0, 0)`` is
     d2u/dx_0^2, ``D(0, 1, 1)`` is d3u/dx_0 dx_1^2 (the order of indices does not matter).
@@ -106,12 +137,12 @@ class Derivatives:
         (12.0, 3.0)
     """
 
+    @_recording
     def __init__(self, f, X):
         X = _points(X)
         self.X = _watched(X)
         self.n, self.d = X.shape
-        with pf.enable_grad():
-            u = f(self.X)
+        u = f(self.X)
         if not isinstance(u, pf.Tensor):
             raise TypeError(f"f must return a Tensor, got {type(u).__name__}")
         self._u, self._restore = _column(u, self.n)
@@ -125,6 +156,7 @@ class Derivatives:
     def _zeros(self):
         return pf.zeros([self.n, 1], dtype=self._u.dtype)
 
+    @_recording
     def _get(self, key):
         if key in self._memo:
             return self._memo[key]
@@ -143,8 +175,7 @@ class Derivatives:
             for j in range(self.d):
                 self._memo.setdefault(tuple(sorted(parent + (j,))), self._zeros())
         else:
-            with pf.enable_grad():
-                g, = pf.grad(base.sum(), self.X, create_graph=True, allow_unused=True)
+            g, = pf.grad(base.sum(), self.X, create_graph=True, allow_unused=True)
             for j in range(self.d):
                 child = tuple(sorted(parent + (j,)))
                 if child not in self._memo:
@@ -154,16 +185,15 @@ class Derivatives:
     def __call__(self, *index):
         if len(index) == 1 and isinstance(index[0], (tuple, list)):
             index = tuple(index[0])
-        for i in index:
-            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.d:
-                raise ValueError(f"partial index {i!r} is out of range for points of "
-                                 f"dimension {self.d}")
+        index = _check_index(index, self.d)
         return self._restore(self._get(tuple(sorted(index))))
 
+    @_recording
     def gradient(self):
         """``[N, d]``: all first partials."""
         return pf.concat([self._get((i,)) for i in range(self.d)], axis=1)
 
+    @_recording
     def laplacian(self):
         """The Laplacian, ``sum_i d2u/dx_i^2``."""
         out = self._get((0, 0))
@@ -171,6 +201,7 @@ class Derivatives:
             out = out + self._get((i, i))
         return self._restore(out)
 
+    @_recording
     def biharmonic(self):
         """``sum_{i,j} d4u/dx_i^2 dx_j^2`` from the memoised partials (for a biharmonic
         alone, :func:`biharmonic` is cheaper: it differentiates the Laplacian)."""
@@ -184,7 +215,28 @@ class Derivatives:
 
 # ---- forward mode: directional derivatives --------------------------------------------
 
-def directional(f, X, v, order, method="forward"):
+def _direction(X, v):
+    n, d = X.shape
+    V = v if isinstance(v, pf.Tensor) else pf.to_tensor(v, dtype=X.dtype)
+    if V.shape not in ([d], [n, d]):
+        raise ValueError(f"direction must have length {d} or shape [{n}, {d}], got {V.shape}")
+    return V
+
+
+def _nested_jvp(f, X, directions):
+    """``d/dt_1 ... d/dt_k f(X + t_1 v_1 + ... + t_k v_k)`` at 0 by nested jvps."""
+    n, d = X.shape
+    g = f
+    for v in directions:
+        V = pf.zeros([n, d], dtype=X.dtype) + v
+
+        def g(x, inner=g, V=V):
+            return pf.jvp(inner, (x,), (V,))[1]
+    return g(X)
+
+
+@_recording
+def directional(f, X, v, order, method=None):
     """``D_v^k f``: the k-th derivative of ``t -> f(X + t v)`` at ``t = 0`` at every point.
 
     ``v`` is a direction of length d (the same for every point) or an ``[N, d]`` tensor.
@@ -197,36 +249,21 @@ def directional(f, X, v, order, method="forward"):
         8.0
     """
     X = _points(X)
-    n, d = X.shape
-    V = v if isinstance(v, pf.Tensor) else pf.to_tensor(v, dtype=X.dtype)
-    if V.ndim == 1:
-        V = pf.zeros([n, d], dtype=X.dtype) + V
-    if V.shape != [n, d]:
-        raise ValueError(f"direction must have length {d} or shape [{n}, {d}], got {V.shape}")
+    method = _method("directional", method)
+    if method == "reverse":
+        raise ValueError("directional derivatives use method 'forward', 'taylor' or "
+                         "'collapsed'")
     if isinstance(order, bool) or not isinstance(order, int) or order < 0:
         raise ValueError(f"order must be a non-negative int, got {order!r}")
-    if method == "taylor":
-        _check_method(method)
-        zeros = [pf.zeros_like(X) for _ in range(order - 1)]
-        _, series = pf.jet(f, (X,), ([V] + zeros,))
-        out = series[order - 1] if order else f(X)
-        return out
-    if method != "forward":
-        raise ValueError(f"directional derivatives use method 'forward' or 'taylor', got "
-                         f"{method!r}")
-    g = f
-    for _ in range(order):
-        g = _jvp_along(g, V)
-    return g(X)
+    V = _direction(X, v)
+    if order == 0:
+        return f(X)
+    if method == "forward":
+        return _nested_jvp(f, X, [V] * order)
+    return _taylor.directional_derivative(f, X, V, order=order, method=method)
 
 
-def _jvp_along(g, V):
-    def dg(x):
-        return pf.jvp(g, (x,), (V,))[1]
-    return dg
-
-
-def _unit(d, i, dtype):
+def _unit(d, i):
     e = [0.0] * d
     e[i] = 1.0
     return e
@@ -234,7 +271,8 @@ def _unit(d, i, dtype):
 
 # ---- the operators ---------------------------------------------------------------------
 
-def gradient(f, X, method="reverse"):
+@_recording
+def gradient(f, X, method=None):
     """``[N, d]``: the gradient of ``f`` at every point.
 
     Example:
@@ -244,17 +282,17 @@ def gradient(f, X, method="reverse"):
         >>> gradient(lambda X: (X * X).sum(axis=1), X).numpy().tolist()
         [[2.0, 4.0]]
     """
-    _check_method(method)
     X = _points(X)
+    method = _method("gradient", method)
     if method == "reverse":
         return Derivatives(f, X).gradient()
-    d = X.shape[1]
-    cols = [directional(f, X, _unit(d, i, X.dtype), 1, method) for i in range(d)]
-    cols = [pf.reshape(c, [X.shape[0], 1]) for c in cols]
+    n, d = X.shape
+    cols = [pf.reshape(directional(f, X, _unit(d, i), 1, method), [n, 1]) for i in range(d)]
     return pf.concat(cols, axis=1)
 
 
-def divergence(F, X, method="reverse"):
+@_recording
+def divergence(F, X, method=None):
     """``[N, 1]``: ``sum_i dF_i/dx_i`` of a vector field ``F: [N, d] -> [N, d]``.
 
     Example:
@@ -264,33 +302,31 @@ def divergence(F, X, method="reverse"):
         >>> float(divergence(lambda X: X * X, X))
         6.0
     """
-    _check_method(method)
     X = _points(X)
+    method = _method("divergence", method)
     n, d = X.shape
     if method == "reverse":
         Xw = _watched(X)
-        with pf.enable_grad():
-            V = F(Xw)
+        V = F(Xw)
         if V.shape != [n, d]:
             raise ValueError(f"divergence: F must return [N, d] = [{n}, {d}], got {V.shape}")
         out = None
         for i in range(d):
-            if V.stop_gradient:
-                term = pf.zeros([n, 1], dtype=V.dtype)
-            else:
-                with pf.enable_grad():
-                    g, = pf.grad(V[:, i].sum(), Xw, create_graph=True, allow_unused=True)
-                term = pf.zeros([n, 1], dtype=V.dtype) if g is None else g[:, i:i + 1]
+            g = None
+            if not V.stop_gradient:
+                g, = pf.grad(V[:, i].sum(), Xw, create_graph=True, allow_unused=True)
+            term = pf.zeros([n, 1], dtype=V.dtype) if g is None else g[:, i:i + 1]
             out = term if out is None else out + term
         return out
     out = None
     for i in range(d):
-        term = directional(lambda Y, i=i: F(Y)[:, i:i + 1], X, _unit(d, i, X.dtype), 1, method)
+        term = directional(lambda Y, i=i: F(Y)[:, i:i + 1], X, _unit(d, i), 1, method)
         out = term if out is None else out + term
     return out
 
 
-def partial(f, X, index, method="reverse"):
+@_recording
+def partial(f, X, index, method=None):
     """A mixed partial derivative: ``partial(f, X, (0, 1, 1))`` is d3f/dx_0 dx_1^2.
 
     Example:
@@ -300,26 +336,24 @@ def partial(f, X, index, method="reverse"):
         >>> float(partial(lambda X: X[:, 0:1] ** 2 * X[:, 1:2] ** 3, X, (0, 1, 1)))
         24.0
     """
-    _check_method(method)
     X = _points(X)
-    index = tuple(index) if isinstance(index, (tuple, list)) else (index,)
-    d = X.shape[1]
-    for i in index:
-        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < d:
-            raise ValueError(f"partial index {i!r} is out of range for points of dimension {d}")
+    method = _method("partial", method)
+    n, d = X.shape
+    index = _check_index(index, d)
+    if not index:
+        return f(X)
     if method == "reverse":
         return Derivatives(f, X)(*index)
-    # forward: one jvp per index, each along its own coordinate direction
-    n = X.shape[0]
-    g = f
-    for i in index:
-        V = pf.zeros([n, d], dtype=X.dtype) + pf.to_tensor(_unit(d, i, X.dtype), dtype=X.dtype)
-        g = _jvp_along(g, V)
-    return g(X)
+    if method == "forward":
+        units = [pf.to_tensor(_unit(d, i), dtype=X.dtype) for i in index]
+        return _nested_jvp(f, X, units)
+    return _taylor.partial(f, X, index, method=method)
 
 
-def laplacian(f, X, method="reverse"):
-    """The Laplacian ``sum_i d2f/dx_i^2`` at every point.
+@_recording
+def laplacian(f, X, method=None, samples=16, seed=None):
+    """The Laplacian ``sum_i d2f/dx_i^2`` at every point (``samples``/``seed``: for
+    ``method="stochastic"``).
 
     Example:
         >>> import primflow as pf
@@ -328,23 +362,28 @@ def laplacian(f, X, method="reverse"):
         >>> float(laplacian(lambda X: (X ** 3).sum(axis=1, keepdim=True), X))
         18.0
     """
-    _check_method(method)
     X = _points(X)
+    method = _method("laplacian", method, _RANDOMISED)
     if method == "reverse":
         return Derivatives(f, X).laplacian()
-    d = X.shape[1]
-    out = None
-    for i in range(d):
-        term = directional(f, X, _unit(d, i, X.dtype), 2, method)
-        out = term if out is None else out + term
-    return out
+    n, d = X.shape
+    if method == "forward":
+        out = None
+        for i in range(d):
+            e = pf.to_tensor(_unit(d, i), dtype=X.dtype)
+            term = _nested_jvp(f, X, [e, e])
+            out = term if out is None else out + term
+        return out
+    return _taylor.laplacian(f, X, method=method, samples=samples, seed=seed)
 
 
-def biharmonic(f, X, method="reverse"):
+@_recording
+def biharmonic(f, X, method=None, samples=16, seed=None):
     """The biharmonic ``Δ²f = sum_{i,j} d4f/dx_i^2 dx_j^2`` at every point.
 
     ``"reverse"`` differentiates the Laplacian twice more (for d = 2: 6 backward passes in
-    all); ``"forward"``/``"taylor"`` use d^2 fourth-order directional derivatives.
+    all); the other methods use d^2 fourth-order directional derivatives (``samples`` and
+    ``seed`` are for ``method="stochastic"``).
 
     Example:
         >>> import primflow as pf
@@ -353,23 +392,22 @@ def biharmonic(f, X, method="reverse"):
         >>> float(biharmonic(lambda X: (X[:, 0:1] * X[:, 1:2]) ** 2, X))
         8.0
     """
-    _check_method(method)
     X = _points(X)
+    method = _method("biharmonic", method, _RANDOMISED)
     n, d = X.shape
     if method == "reverse":
         Xw = _watched(X)
         lap = Derivatives(f, Xw).laplacian()
         lap_col, restore = _column(lap, n)
         return restore(Derivatives(lambda _: lap_col, Xw).laplacian())
-    units = [_unit(d, i, X.dtype) for i in range(d)]
-    out = None
-    w_axis = 1.0 - (d - 1) / 3.0
-    for e in units:
-        term = directional(f, X, e, 4, method) * w_axis
-        out = term if out is None else out + term
-    for i, j in itertools.combinations(range(d), 2):
-        plus = [a + b for a, b in zip(units[i], units[j])]
-        minus = [a - b for a, b in zip(units[i], units[j])]
-        out = out + (directional(f, X, plus, 4, method)
-                     + directional(f, X, minus, 4, method)) * (1.0 / 6.0)
-    return out
+    if method == "forward":
+        dirs, weights = _taylor.biharmonic_directions(d)
+        out = None
+        for v, w in zip(dirs, weights):
+            if w == 0.0:
+                continue
+            V = pf.to_tensor(v, dtype=X.dtype)
+            term = _nested_jvp(f, X, [V] * 4) * w
+            out = term if out is None else out + term
+        return out
+    return _taylor.biharmonic(f, X, method=method, samples=samples, seed=seed)

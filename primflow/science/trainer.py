@@ -39,7 +39,7 @@ import time
 
 import primflow as pf
 
-from . import _compat
+from . import networks
 from .problems.base import Problem, Settings
 
 __all__ = ["Trainer", "TrainResult", "Progress", "TrainingError"]
@@ -55,7 +55,8 @@ class TrainResult:
 
     Attributes:
         error: final relative L2 error on the validation grid.
-        status: ``"ok"`` or ``"nan"`` (stopped on a non-finite loss).
+        status: ``"ok"``, ``"nan"`` (stopped on a non-finite loss) or ``"stopped"`` (by
+            the callback).
         message: a human-readable summary (the reason when ``status != "ok"``).
         history: ``loss`` ([step, value] pairs), ``terms`` (name -> values), ``val``
             ([step, relative L2] pairs), ``phase_start`` (phase -> first step).
@@ -206,11 +207,14 @@ class Trainer:
         progress: ``"auto"`` (tqdm/rich/text), ``"text"``, ``True`` (= auto) or ``False``.
         log: function taking a line of text (default: print to stderr; ``None`` silences).
         stream: where progress bars go (default stderr).
+        callback: called after every Adam step and every L-BFGS chunk with a dict
+            (``phase``, ``step``, ``loss``, ``val``: the latest validation error or None);
+            returning True stops training (status ``"stopped"``), e.g. to train in pieces.
     """
 
     def __init__(self, problem: Problem, settings: Settings | None = None, *, quick=False,
                  seed=0, checkpoint=None, checkpoint_every=None, resume=False,
-                 progress="auto", log="stderr", stream=None):
+                 progress="auto", log="stderr", stream=None, callback=None):
         if not isinstance(problem, Problem):
             raise TypeError(f"problem must be a primflow.science Problem, got "
                             f"{type(problem).__name__}")
@@ -229,6 +233,7 @@ class Trainer:
         else:
             self.log = log if log is not None else (lambda line: None)
         self.net = None
+        self.callback = callback
         self._check_settings()
 
     def _check_settings(self):
@@ -249,7 +254,7 @@ class Trainer:
     def build_net(self):
         pf.seed(self.seed)
         s = self.settings
-        return _compat.make_mlp(self.problem.dim, 1, s.hidden, s.depth, s.activation,
+        return networks.make_mlp(self.problem.dim, 1, s.hidden, s.depth, s.activation,
                                 self.problem.dtype)
 
     def batch(self, index):
@@ -292,13 +297,13 @@ class Trainer:
         folder = os.path.dirname(os.path.abspath(self.checkpoint))
         os.makedirs(folder, exist_ok=True)
         tmp = self.checkpoint + ".tmp"
-        _compat.save(state, tmp)
+        pf.save(state, tmp)
         os.replace(tmp, self.checkpoint)
         self._saved_step = (phase, step)
 
     def _load(self):
         try:
-            state = _compat.load(self.checkpoint)
+            state = pf.load(self.checkpoint)
         except Exception as exc:
             raise TrainingError(f"cannot resume from {self.checkpoint}: {exc}") from exc
         if not isinstance(state, dict) or state.get("format") != \
@@ -334,7 +339,7 @@ class Trainer:
         # -- Adam ---------------------------------------------------------------------------
         adam_done = start_step if phase == "adam" else s.adam_steps
         if phase == "adam" and s.adam_steps > 0:
-            opt = _compat.adam(params, s.lr)
+            opt = networks.adam(params, s.lr)
             if state is not None and state["phase"] == "adam":
                 opt.set_state_dict(state["optimizer"])
             history["phase_start"].setdefault("adam", 0)
@@ -348,7 +353,7 @@ class Trainer:
                 r = step // s.resample_every if s.resample_every else 0
                 if r != round_index:
                     batch, round_index = self.batch(r), r
-                _compat.set_lr(opt, self.lr_at(step))
+                opt.set_lr(self.lr_at(step))
                 terms = self.loss_terms(net, batch)
                 loss = self.total_loss(terms)
                 value = float(loss)
@@ -371,15 +376,18 @@ class Trainer:
                     self._save(net, opt, "adam", done, history)
                 if bar:
                     bar.update(done, f"loss {value:.3e}{val_text} lr {self.lr_at(step):.1e}")
+                if self._stop("adam", done, value, history):
+                    status, message = "stopped", f"stopped by the callback at adam step {done}"
+                    step = done
+                    break
             else:
                 step = s.adam_steps
             adam_done = step if status != "ok" else s.adam_steps
             if bar:
                 bar.close()
             times["adam"] = time.perf_counter() - t0
-            if status == "ok":
-                phase, start_step = "lbfgs", 0
-                state = None
+        if status == "ok" and phase == "adam":
+            phase, start_step, state = "lbfgs", 0, None
 
         # -- L-BFGS --------------------------------------------------------------------------
         lbfgs_done = start_step if phase == "lbfgs" else 0
@@ -392,7 +400,7 @@ class Trainer:
             history["phase_start"].setdefault("lbfgs", len(history["loss"]))
             t0 = time.perf_counter()
             chunk = max(1, min(s.lbfgs_chunk, s.lbfgs_steps))
-            opt = _compat.lbfgs(params, max_iter=chunk)
+            opt = networks.lbfgs(params, max_iter=chunk)
             if state is not None and state["phase"] == "lbfgs":
                 try:
                     opt.set_state_dict(state["optimizer"])
@@ -432,6 +440,10 @@ class Trainer:
                     self._save(net, opt, "lbfgs", lbfgs_done, history)
                 if bar:
                     bar.update(lbfgs_done, f"loss {value:.3e} val {err:.2e} evals {evals[0]}")
+                if self._stop("lbfgs", lbfgs_done, value, history):
+                    status = "stopped"
+                    message = f"stopped by the callback at L-BFGS iteration {lbfgs_done}"
+                    break
                 # converged: the loss stopped moving over two chunks
                 if prev is not None and abs(prev - value) <= 1e-12 * max(abs(prev), 1e-300):
                     stalled += 1
@@ -449,7 +461,7 @@ class Trainer:
         if status == "ok":
             message = (f"relative L2 error {error:.3e} after {adam_done} Adam steps and "
                        f"{lbfgs_done} L-BFGS iterations in {times['total']:.1f} s")
-        else:
+        elif status == "nan":
             self.log(message)
         return TrainResult(error=error, status=status, message=message, history=history,
                            times=times, steps={"adam": adam_done, "lbfgs": lbfgs_done},
@@ -462,6 +474,12 @@ class Trainer:
         bar = Progress(self.progress_kind, self.stream)
         bar.start(desc, total)
         return bar
+
+    def _stop(self, phase, step, value, history):
+        if self.callback is None:
+            return False
+        val = history["val"][-1][1] if history["val"] else None
+        return bool(self.callback({"phase": phase, "step": step, "loss": value, "val": val}))
 
     def _record(self, history, step, value, terms):
         history["loss"].append([int(step), value])

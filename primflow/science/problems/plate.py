@@ -47,7 +47,7 @@ class Plate(Problem):
     output_name = "w"
     dim = 2
 
-    def __init__(self, config="unit", dtype="float64", method="reverse", **overrides):
+    def __init__(self, config="unit", dtype="float64", method=None, **overrides):
         super().__init__(dtype)
         if config not in CONFIGS:
             raise ValueError(f"unknown plate configuration {config!r}; choose one of "
@@ -77,11 +77,11 @@ class Plate(Problem):
 
     def settings(self, quick=False):
         if quick:
-            return Settings(hidden=16, depth=2, n_interior=256, n_boundary=64, adam_steps=150,
-                            lr=5e-3, lr_final=1e-3, lbfgs_steps=60, validate_every=50,
-                            target=5e-2)
-        return Settings(hidden=20, depth=3, n_interior=1024, n_boundary=256, adam_steps=800,
-                        lr=5e-3, lr_final=5e-4, lbfgs_steps=500, validate_every=100,
+            return Settings(hidden=16, depth=2, n_interior=256, n_boundary=64, adam_steps=100,
+                            lr=5e-3, lr_final=1e-3, lbfgs_steps=50, validate_every=25,
+                            lbfgs_chunk=10, target=5e-2)
+        return Settings(hidden=20, depth=3, n_interior=1024, n_boundary=256, adam_steps=300,
+                        lr=5e-3, lr_final=5e-4, lbfgs_steps=300, validate_every=50,
                         target=1e-2)
 
     # internal (non-dimensional) formulation

@@ -1,0 +1,319 @@
+"""W3: one training step of a plate (biharmonic) PINN.
+
+The MLP 2-64-64-64-1 (tanh, float64; the same fixed-seed weights as W2, trainable), N = 1,024
+interior points uniform in [0, 1]^2 (W2's points), 256 boundary points (64 per edge of the
+unit square, fixed seed), f = 4 pi^4 sin(pi x) sin(pi y). One step:
+
+    loss = mean((Δ²u(X_int) - f)^2) + mean(u(X_bnd)^2),
+    gradient with respect to all parameters, Adam(lr=1e-3) update.
+
+    primflow collapsed  ``pf.autograd.biharmonic(net, X, method="collapsed")`` in the loss,
+                        ``loss.backward(); opt.step(); opt.clear_grad()`` (pf.nn.MLP,
+                        pf.optimizer.Adam)
+    primflow nested     the same with ``method="nested"`` (for reference)
+    PyTorch             torch.nn + nested ``torch.autograd.grad`` (create_graph=True, the W2
+                        operator) + torch.optim.Adam
+    JAX jit             ``jax.jit`` of value_and_grad of the loss (W2's nested scalar grads
+                        under vmap) plus a hand-written Adam update (same formula as
+                        torch/primflow), after compilation
+
+Milliseconds per step (the parameters keep changing from step to step, as in training).
+
+Correctness: each cell also builds a fresh model and returns the loss and the norm of every
+parameter's gradient at the initial weights, and the losses of the first three steps (which
+check the Adam updates); the report compares them across frameworks (relative difference
+< 1e-8).
+"""
+
+from __future__ import annotations
+
+from ..registry import Config
+from .. import report as rp
+from . import w2_biharmonic as w2
+
+ID = "W3"
+TITLE = ("one plate PINN training step: N=1,024 interior + 256 boundary points, MLP 2-64-64-64-1 "
+         "tanh float64, biharmonic residual, gradient + Adam(lr=1e-3), ms per step")
+
+N_INT = 1024
+N_BND = 256
+LR = 1e-3
+BETA1, BETA2, EPS = 0.9, 0.999, 1e-8
+CHECK_STEPS = 3
+TOL = 1e-8
+
+CONFIGS = [
+    Config("primflow", "collapsed", "pf.autograd.biharmonic(method='collapsed') + backward + Adam"),
+    Config("torch", "nested", "nested torch.autograd.grad + backward + torch.optim.Adam"),
+    Config("jax_jit", "nested", "jax.jit(value_and_grad + Adam), after compile"),
+    Config("primflow", "nested", "method='nested' (reference)", quick=False),
+]
+
+REF_MS = {"jax_jit": 160.0, "torch": 146.0}  # reference machine (workload notes)
+
+
+def _data():
+    """(params, interior [N, 2], boundary [256, 2], f at interior [N]) as NumPy float64."""
+    import numpy as np
+
+    xi = w2.interior_points(N_INT)
+    rng = np.random.default_rng(w2.SEED + 2)
+    per = N_BND // 4
+    t = rng.uniform(0.0, 1.0, (4, per))
+    z, o = np.zeros(per), np.ones(per)
+    xb = np.concatenate([np.stack([t[0], z], 1), np.stack([t[1], o], 1),
+                         np.stack([z, t[2]], 1), np.stack([o, t[3]], 1)])
+    f = 4.0 * np.pi ** 4 * np.sin(np.pi * xi[:, 0]) * np.sin(np.pi * xi[:, 1])
+    return w2.mlp_params(), xi, xb, f
+
+
+# --- one framework each: build() -> (step, initial_grads) -------------------------------------
+# step(): one training step, returns the loss (before the update) as a float-convertible value;
+# initial_grads(): (loss, [gradient norm per parameter]) at the current weights, no update.
+
+def _primflow(method):
+    import primflow as pf
+
+    pf.set_default_dtype("float64")
+    params, xi, xb, f = _data()
+    Xi, Xb = pf.to_tensor(xi), pf.to_tensor(xb)
+    F = pf.to_tensor(f[:, None])
+
+    def build():
+        net = pf.nn.MLP(list(w2.DIMS), activation="tanh")
+        for p, a in zip(net.parameters(), params):
+            p.set_value(a)
+        opt = pf.optimizer.Adam(learning_rate=LR, beta1=BETA1, beta2=BETA2, epsilon=EPS,
+                                parameters=net.parameters())
+
+        def loss_fn():
+            res = pf.autograd.biharmonic(net, Xi, method=method)
+            return ((res - F) ** 2).mean() + (net(Xb) ** 2).mean()
+
+        def step():
+            loss = loss_fn()
+            loss.backward()
+            opt.step()
+            opt.clear_grad()
+            return loss
+
+        def initial_grads():
+            loss = loss_fn()
+            loss.backward()
+            norms = [float((p.grad ** 2).sum().item()) ** 0.5 for p in net.parameters()]
+            opt.clear_grad()
+            return float(loss.item()), norms
+
+        return step, initial_grads
+    return build
+
+
+def _torch():
+    import torch
+
+    from ..timing import torch_single_thread
+
+    torch_single_thread(torch)
+    params, xi, xb, f = _data()
+    Xi = torch.from_numpy(xi).requires_grad_(True)
+    Xb, F = torch.from_numpy(xb), torch.from_numpy(f)
+
+    def build():
+        layers = []
+        for i, (n_in, n_out) in enumerate(zip(w2.DIMS[:-1], w2.DIMS[1:])):
+            lin = torch.nn.Linear(n_in, n_out, dtype=torch.float64)
+            with torch.no_grad():
+                lin.weight.copy_(torch.from_numpy(params[2 * i].T.copy()))
+                lin.bias.copy_(torch.from_numpy(params[2 * i + 1]))
+            layers.append(lin)
+            if i < len(w2.DIMS) - 2:
+                layers.append(torch.nn.Tanh())
+        net = torch.nn.Sequential(*layers)
+        opt = torch.optim.Adam(net.parameters(), lr=LR, betas=(BETA1, BETA2), eps=EPS)
+
+        def loss_fn():
+            res = w2.torch_biharmonic(net, Xi)
+            return ((res - F) ** 2).mean() + (net(Xb) ** 2).mean()
+
+        def step():
+            opt.zero_grad()
+            loss = loss_fn()
+            loss.backward()
+            opt.step()
+            return loss.detach()
+
+        def initial_grads():
+            opt.zero_grad()
+            loss = loss_fn()
+            loss.backward()
+            norms = [float(p.grad.norm()) for p in net.parameters()]
+            opt.zero_grad()
+            return loss.item(), norms
+
+        return step, initial_grads
+    return build
+
+
+def _jax():
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    params, xi, xb, f = _data()
+    Xi, Xb, F = jnp.asarray(xi), jnp.asarray(xb), jnp.asarray(f)
+
+    def loss_fn(p):
+        def u(x):
+            return w2.mlp(x[None, :], p, jnp.tanh)[0, 0]
+        res = jax.vmap(w2.jax_biharmonic(u))(Xi)
+        return jnp.mean((res - F) ** 2) + jnp.mean(w2.mlp(Xb, p, jnp.tanh) ** 2)
+
+    vg = jax.value_and_grad(loss_fn)
+
+    @jax.jit
+    def update(p, m, v, t):
+        loss, g = vg(p)
+        t = t + 1
+        m = [BETA1 * a + (1 - BETA1) * b for a, b in zip(m, g)]
+        v = [BETA2 * a + (1 - BETA2) * b * b for a, b in zip(v, g)]
+        c1, c2 = 1 - BETA1 ** t, 1 - BETA2 ** t
+        p = [a - LR * (mi / c1) / (jnp.sqrt(vi / c2) + EPS) for a, mi, vi in zip(p, m, v)]
+        return p, m, v, t, loss
+
+    grads_jit = jax.jit(vg)
+
+    def build():
+        p = [jnp.asarray(a) for a in params]
+        state = [p, [jnp.zeros_like(a) for a in p], [jnp.zeros_like(a) for a in p],
+                 jnp.asarray(0.0)]
+
+        def step():
+            *new, loss = update(*state)
+            state[:] = new
+            return loss.block_until_ready()
+
+        def initial_grads():
+            loss, g = grads_jit(state[0])
+            return float(loss), [float(jnp.sqrt(jnp.sum(a * a))) for a in g]
+
+        return step, initial_grads
+    return build
+
+
+def _builder(framework, config):
+    if framework == "primflow":
+        return _primflow(config)
+    if framework == "torch":
+        return _torch()
+    return _jax()
+
+
+def make_step(framework: str, config: str):
+    """(step, check): one training step, and the initial loss/gradient check of a fresh model.
+    Also used by ``python -m bench.profile_one`` and ``bench.profile_prims``."""
+    build = _builder(framework, config)
+    step, _ = build()
+
+    def check():
+        fresh_step, initial_grads = build()
+        loss0, norms = initial_grads()
+        losses = [float(fresh_step()) for _ in range(CHECK_STEPS)]
+        return {"loss0": loss0, "grad_norms": norms, "losses": losses}
+    return step, check
+
+
+def run(framework: str, config: str, quick: bool) -> dict:
+    import time
+
+    from ..timing import FULL, QUICK, measure, pin_to_one_core
+
+    if framework.startswith("jax"):
+        pin_to_one_core()
+    step, check = make_step(framework, config)
+    t0 = time.perf_counter()
+    step()  # for JAX jit: trace + compile + first run
+    first = time.perf_counter() - t0
+    m = measure(step, **(QUICK if quick else FULL))
+    res = {"value": m["median_s"] * 1e3, "unit": "ms", "min": m["min_s"] * 1e3,
+           "reps_ms": [t * 1e3 for t in m["times_s"]], "reps": m["reps"], "inner": m["inner"],
+           "first_call_ms": first * 1e3, **check()}
+    if framework == "jax_jit":
+        res["compile_ms"] = (first - m["median_s"]) * 1e3
+    return res
+
+
+# --- the table --------------------------------------------------------------------------------
+
+def _rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-300)
+
+
+def _check_diff(a, b):
+    """Max relative difference of loss0, gradient norms and the first losses of two cells."""
+    if not (rp.ok(a) and rp.ok(b)) or "loss0" not in a or "loss0" not in b:
+        return None
+    pairs = [(a["loss0"], b["loss0"])] + list(zip(a["grad_norms"], b["grad_norms"])) \
+        + list(zip(a["losses"], b["losses"]))
+    if len(a["grad_norms"]) != len(b["grad_norms"]):
+        return float("inf")
+    return max(_rel(x, y) for x, y in pairs)
+
+
+def report(results) -> str:
+    def r(fw, cfg):
+        return results.get((fw, cfg))
+
+    def v(fw, cfg):
+        return rp.value(r(fw, cfg))
+
+    pc, pn = v("primflow", "collapsed"), v("primflow", "nested")
+    to, jx = v("torch", "nested"), v("jax_jit", "nested")
+    jit = r("jax_jit", "nested")
+    compile_ms = (f"{jit['compile_ms']:.0f}" if rp.ok(jit) and "compile_ms" in jit else rp.NA)
+    rows = [["step", rp.cell(r("primflow", "collapsed"), "{:.1f}"),
+             rp.cell(r("primflow", "nested"), "{:.1f}"), rp.cell(r("torch", "nested"), "{:.1f}"),
+             rp.cell(jit, "{:.1f}"), compile_ms, rp.ratio(pc, to), rp.ratio(pc, jx),
+             rp.ratio(pn, to)]]
+    reps = next((res.get("reps") for res in results.values() if rp.ok(res) and "reps" in res), None)
+    how = f"median of {reps} reps, " if reps else ""
+    out = [f"{ID}  {TITLE}  ({how}one process per cell)", ""]
+    out.append(rp.table(["", "pf collapsed", "pf nested", "PyTorch", "JAX jit", "JAX compile ms",
+                         "collapsed/torch", "collapsed/jax", "pf nested/torch"], rows))
+    out.append("  pf: eager, pf.nn.MLP + pf.autograd.biharmonic + backward + pf.optimizer.Adam; "
+               "PyTorch: eager, nested autograd.grad (create_graph) + torch.optim.Adam; JAX: "
+               "jit(value_and_grad + Adam), after compile.")
+    # correctness
+    out.append("")
+    cells = [("primflow", "collapsed"), ("primflow", "nested"), ("torch", "nested"),
+             ("jax_jit", "nested")]
+    present = [c for c in cells if rp.ok(r(*c)) and "loss0" in r(*c)]
+    bad, worst = [], None
+    for i, a in enumerate(present):
+        for b in present[i + 1:]:
+            d = _check_diff(r(*a), r(*b))
+            if d is not None:
+                worst = d if worst is None else max(worst, d)
+                if not d <= TOL:
+                    bad.append(f"{a[0]}/{a[1]} vs {b[0]}/{b[1]}: {d:.2e}")
+    if present:
+        loss0 = r(*present[0])["loss0"]
+        out.append(f"  initial loss {loss0:.6e}; check: loss, 8 gradient norms and the first "
+                   f"{CHECK_STEPS} step losses compared across {len(present)} cells"
+                   + (f", max relative difference {worst:.1e}" if worst is not None else ""))
+    if bad:
+        out.append("  CHECK FAILED: " + "; ".join(bad))
+    elif worst is not None:
+        out.append(f"  check: all cells agree (tolerance {TOL:g})")
+    # ratios the issue cares about
+    for label, peer in (("PyTorch eager", ("torch", "nested")), ("JAX jit", ("jax_jit", "nested"))):
+        a, b = r("primflow", "collapsed"), r(*peer)
+        if rp.ok(a) and rp.ok(b):
+            extra = ""
+            if "rounds_values" in a and "rounds_values" in b:
+                extra = " (per round: " + ", ".join(
+                    f"{x / y:.2f}" for x, y in zip(a["rounds_values"], b["rounds_values"])) + ")"
+            out.append(f"  pf collapsed / {label}: {a['value'] / b['value']:.2f}x{extra}")
+    out.append("  reference machine (workload notes): JAX jit 160 ms (compile 5.8 s), PyTorch "
+               "eager 146 ms")
+    return "\n".join(out)

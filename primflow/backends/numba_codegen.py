@@ -1,0 +1,279 @@
+"""numba kernels for fused arithmetic groups (optional: used only when numba imports).
+
+A fusion group whose operations are arithmetic, comparisons, selects, casts, ``sqrt`` and
+at most one final reduction (no transcendental functions: without SVML numba calls scalar
+libm for those, slower than NumPy's vectorised ufuncs) becomes one loop nest: every
+element is loaded once, the chain runs in registers, the values the rest of the program
+needs are stored, and the reduction accumulates as it goes.
+
+Settings follow the measurements in shared/notes/deps-measured.md:
+``error_model="numpy"`` (inf/nan instead of ZeroDivisionError, and vectorised division),
+the "safe" fastmath flags (reassociation for reductions, NaN/Inf semantics kept),
+serial loops, and ``cache=True`` with each kernel written to ``k_<sha>.py`` in a cache
+directory and imported with importlib, so a new process loads it instead of compiling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import os
+import sys
+import threading
+
+import numpy as np
+
+from .numpy_backend import _TO_NATIVE
+
+AUTO_MIN_ELEMENTS = 1 << 14  # below this NumPy's per-call cost is already small
+FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
+
+_BINARY = {"add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}",
+           "maximum": "max({0}, {1})", "minimum": "min({0}, {1})",
+           "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}",
+           "gt": "{0} > {1}", "ge": "{0} >= {1}", "logical_and": "{0} and {1}",
+           "logical_or": "{0} or {1}"}
+_UNARY = {"neg": "-{0}", "abs": "abs({0})", "sqrt": "np.sqrt({0})",
+          "rsqrt": "{one} / np.sqrt({0})", "logical_not": "not {0}",
+          "floor": "np.floor({0})", "ceil": "np.ceil({0})"}
+SUPPORTED = frozenset(_BINARY) | frozenset(_UNARY) | {"select", "integer_pow",
+                                                       "convert_element_type", "reduce_sum",
+                                                       "reduce_max", "reduce_min"}
+
+_state = {"numba": None, "checked": False}
+_lock = threading.Lock()
+_kernels = {}  # sha -> compiled dispatcher
+
+
+def available() -> bool:
+    """Whether numba can be imported (checked once; ``PRIMFLOW_NO_NUMBA=1`` disables it)."""
+    if not _state["checked"]:
+        _state["checked"] = True
+        if os.environ.get("PRIMFLOW_NO_NUMBA"):
+            return False
+        try:
+            import numba
+        except Exception:  # noqa: BLE001 - any import failure means: no numba
+            numba = None
+        _state["numba"] = numba
+    return _state["numba"] is not None
+
+
+def cache_dir() -> str:
+    """Where kernel sources and numba's cache files go (``PRIMFLOW_CACHE_DIR`` overrides)."""
+    base = os.environ.get("PRIMFLOW_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "primflow")
+    return os.path.join(base, "numba")
+
+
+def supports(group, min_elements=0) -> bool:
+    """Whether ``group`` can become a numba kernel worth compiling (with ``min_elements``,
+    the automatic choice, a bare ``sum(a * b)`` stays with NumPy's einsum)."""
+    if any(op.prim not in SUPPORTED for op in group.ops):
+        return False
+    if min_elements and [op.prim for op in group.ops] == ["mul", "reduce_sum"]:
+        return False
+    if math.prod(group.shape) < max(min_elements, 1):
+        return False
+    for op in group.ops:
+        for v in list(op.inputs) + [op.out]:
+            if v.aval.dtype.name not in ("float32", "float64", "bool"):
+                return False
+    for v in group.inputs:
+        if v.op is not None and v.op.prim == "full":
+            continue
+        if v.aval.shape not in (group.shape, ()):
+            return False
+    return True
+
+
+def _literal(value, dtype):
+    if dtype.is_bool:
+        return repr(bool(value))
+    v = float(value)
+    if math.isnan(v):
+        text = "np.nan"
+    elif math.isinf(v):
+        text = "np.inf" if v > 0 else "-np.inf"
+    else:
+        text = repr(v)
+    return f"np.{dtype.name}({text})"
+
+
+def kernel_source(group):
+    """The Python source of the kernel for ``group`` (a function ``kernel``)."""
+    shape = group.shape
+    ndim = len(shape)
+    red = group.reduction
+    names = {}
+    lines_pre = []
+    params = []
+    for k, v in enumerate(group.inputs):
+        if v.op is not None and v.op.prim == "full":
+            names[v] = f"c{k}"
+            lines_pre.append(f"    c{k} = {_literal(v.op.params['value'], v.aval.dtype)}")
+        elif v.aval.shape == () and shape != ():
+            params.append(f"x{k}")
+            lines_pre.append(f"    s{k} = x{k}[()]")
+            names[v] = f"s{k}"
+        else:
+            params.append(f"x{k}")
+            names[v] = f"x{k}[{_index(ndim)}]" if ndim else f"x{k}[()]"
+    outs = [v for v in group.outputs if red is None or v is not red.out]
+    out_params = [f"o{k}" for k in range(len(outs))]
+    red_param = "r" if red is not None else None
+    sig = params + out_params + ([red_param] if red_param else [])
+    body = []
+    for i, op in enumerate(group.ops):
+        if op is red:
+            continue
+        tmp = f"t{i}"
+        args = [names[v] for v in op.inputs]
+        dtype = op.out.aval.dtype
+        if op.prim in _BINARY:
+            expr = _BINARY[op.prim].format(*args)
+        elif op.prim in _UNARY:
+            expr = _UNARY[op.prim].format(*args, one=_literal(1.0, dtype))
+        elif op.prim == "select":
+            expr = f"{args[1]} if {args[0]} else {args[2]}"
+        elif op.prim == "integer_pow":
+            y = op.params["y"]
+            if y == 0:
+                expr = _literal(1.0, dtype)
+            else:
+                expr = " * ".join([args[0]] * abs(y))
+                if y < 0:
+                    expr = f"{_literal(1.0, dtype)} / ({expr})"
+        elif op.prim == "convert_element_type":
+            expr = f"np.{dtype.name}({args[0]})" if not dtype.is_bool else f"{args[0]} != 0"
+        else:  # pragma: no cover - filtered by supports()
+            raise NotImplementedError(op.prim)
+        if dtype.is_floating and op.prim in _BINARY and op.prim not in (
+                "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"):
+            expr = f"np.{dtype.name}({expr})"
+        body.append(f"{tmp} = {expr}")
+        names[op.out] = tmp
+    for k, v in enumerate(outs):
+        body.append(f"o{k}[{_index(ndim) if ndim else '()'}] = {names[v]}")
+    lines = [f"def kernel({', '.join(sig)}):"] + lines_pre
+    if red is None:
+        lines += _loops(shape, body, 1)
+    else:
+        lines += _reduction_loops(shape, red, names, body)
+    returned = out_params + ([red_param] if red_param else [])
+    lines.append(f"    return {', '.join(returned)}{',' if len(returned) == 1 else ''}")
+    header = ("import numpy as np\nimport numba\n\n\n"
+              "@numba.njit(cache=True, error_model='numpy', fastmath={"
+              + ", ".join(repr(f) for f in sorted(FASTMATH)) + "})\n")
+    return header + "\n".join(lines) + "\n"
+
+
+def _index(ndim):
+    return ", ".join(f"i{d}" for d in range(ndim))
+
+
+def _loops(shape, body, depth):
+    lines = []
+    ind = "    " * depth
+    for d, n in enumerate(shape):
+        lines.append(f"{ind}for i{d} in range({n}):")
+        ind += "    "
+    lines += [ind + b for b in body]
+    return lines
+
+
+def _reduction_loops(shape, red, names, body):
+    axes = tuple(red.params["axes"])
+    kept = [d for d in range(len(shape)) if d not in axes]
+    dtype = red.out.aval.dtype
+    combine = {"reduce_sum": "acc + {v}", "reduce_max": "max(acc, {v})",
+               "reduce_min": "min(acc, {v})"}[red.prim]
+    init = {"reduce_sum": _literal(0.0, dtype), "reduce_max": _literal(float("-inf"), dtype),
+            "reduce_min": _literal(float("inf"), dtype)}[red.prim]
+    value = names[red.inputs[0]]
+    out_index = ", ".join(f"i{d}" for d in kept) if kept else "()"
+    trailing = axes == tuple(range(len(kept), len(shape)))
+    lines = []
+    if trailing:  # kept dims outside, a register accumulator over the reduced ones inside
+        ind = "    "
+        for d in kept:
+            lines.append(f"{ind}for i{d} in range({shape[d]}):")
+            ind += "    "
+        lines.append(f"{ind}acc = {init}")
+        for d in axes:
+            lines.append(f"{ind}for i{d} in range({shape[d]}):")
+            ind += "    "
+        lines += [ind + b for b in body]
+        lines.append(f"{ind}acc = {combine.format(v=value)}")
+        ind = "    " * (1 + len(kept))
+        lines.append(f"{ind}r[{out_index}] = acc")
+        return lines
+    # any other axes: accumulate into the output in natural loop order
+    lines.append(f"    r[...] = {init}")
+    acc_body = body + [f"acc = r[{out_index}]",
+                       f"r[{out_index}] = {combine.format(v=value)}"]
+    return lines + _loops(shape, acc_body, 1)
+
+
+def compile_group(group):
+    """The numba dispatcher for ``group``: ``kernel(*inputs, *outputs) -> outputs``, where
+    ``full`` inputs are inlined constants and are not passed."""
+    source = kernel_source(group)
+    sha = hashlib.sha1(source.encode()).hexdigest()[:16]
+    kernel = _kernels.get(sha)
+    if kernel is not None:
+        return _Launcher(kernel, group, source)
+    with _lock:
+        kernel = _kernels.get(sha)
+        if kernel is None:
+            kernel = _load(source, sha)
+            _kernels[sha] = kernel
+    return _Launcher(kernel, group, source)
+
+
+def _load(source, sha):
+    folder = cache_dir()
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"k_{sha}.py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    name = f"primflow_numba_k_{sha}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module.kernel
+
+
+class _Launcher:
+    """Calls a kernel with the group's non-constant inputs and fresh or given outputs."""
+
+    def __init__(self, kernel, group, source):
+        self.kernel = kernel
+        self.source = source
+        self.n_consts = sum(1 for v in group.inputs if v.op is not None and v.op.prim == "full")
+        self.skip = [v.op is not None and v.op.prim == "full" for v in group.inputs]
+
+    def __call__(self, *arrays):
+        n_in = len(self.skip)
+        ins = [a if isinstance(a, np.ndarray) else np.asarray(a)  # 0-d results may be scalars
+               for a, s in zip(arrays[:n_in], self.skip) if not s]
+        return self.kernel(*ins, *arrays[n_in:])
+
+
+def native(dtype):
+    return _TO_NATIVE[dtype]
+
+
+__all__ = [
+    "AUTO_MIN_ELEMENTS",
+    "available",
+    "compile_group",
+    "kernel_source",
+    "np",
+    "supports",
+]

@@ -1,0 +1,162 @@
+"""How the compiler writes each primitive as NumPy source (the NumPy backend's lowering).
+
+``emit(op, args, out)`` returns the source of an expression computing ``op`` on the operand
+expressions ``args``; ``out`` names a preallocated buffer to write into (``out=``), or is
+None when the result must be a fresh array. Primitives without a specialised form call
+the backend kernel (``K_<name>``) with their params, so every primitive compiles.
+
+``can_write(op)`` says which operations can write into a buffer: floating elementwise
+ufuncs, reductions and 2-d matrix products (BLAS ``matmul`` into ``out``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .numpy_backend import _TO_NATIVE, KERNELS
+
+try:  # SciPy's erf is a ufunc (it accepts out=)
+    from scipy.special import erf as _erf_ufunc
+except ImportError:  # pragma: no cover
+    _erf_ufunc = None
+
+UNARY_UFUNCS = {
+    "neg": "np.negative", "exp": "np.exp", "log": "np.log", "log1p": "np.log1p",
+    "expm1": "np.expm1", "sin": "np.sin", "cos": "np.cos", "tanh": "np.tanh",
+    "sqrt": "np.sqrt", "abs": "np.absolute", "sign": "np.sign", "floor": "np.floor",
+    "ceil": "np.ceil", "round": "np.rint", "logical_not": "np.logical_not",
+}
+BINARY_UFUNCS = {
+    "add": "np.add", "sub": "np.subtract", "mul": "np.multiply", "div": "np.divide",
+    "pow": "np.power", "maximum": "np.maximum", "minimum": "np.minimum",
+    "atan2": "np.arctan2", "eq": "np.equal", "ne": "np.not_equal", "lt": "np.less",
+    "le": "np.less_equal", "gt": "np.greater", "ge": "np.greater_equal",
+    "logical_and": "np.logical_and", "logical_or": "np.logical_or",
+}
+if _erf_ufunc is not None:
+    UNARY_UFUNCS["erf"] = "erf_ufunc"
+
+_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not"}
+
+
+def namespace():
+    """Globals of generated code: numpy, the kernels (``K_<prim>``) and helpers."""
+    ns = {"np": np, "erf_ufunc": _erf_ufunc, "matmul": np.matmul, "copy_into": copy_into,
+          "empty": np.empty}
+    for name, kernel in KERNELS.items():
+        ns[f"K_{name}"] = kernel
+    return ns
+
+
+def native_dtype(dtype):
+    return _TO_NATIVE[dtype]
+
+
+def scalar(value, dtype):
+    """``value`` as a NumPy scalar of ``dtype`` (keeps ufuncs in that dtype)."""
+    return _TO_NATIVE[dtype].type(value)
+
+
+def allocate(shape, dtype):
+    return np.empty(shape, dtype=_TO_NATIVE[dtype])
+
+
+def can_write(op) -> bool:
+    """Whether ``emit`` can compute ``op`` into a preallocated buffer."""
+    aval = op.out.aval
+    prim = op.prim
+    if prim in _COMPARE:
+        return True
+    if not aval.dtype.is_floating:
+        return False
+    if prim in UNARY_UFUNCS or prim in BINARY_UFUNCS:
+        return True
+    if prim in ("rsqrt", "integer_pow", "convert_element_type", "reduce_sum", "reduce_max",
+                "reduce_min", "mul_reduce_sum"):
+        return True
+    if prim == "dot_general":
+        return _matmul_form(op) is not None
+    return False
+
+
+def _matmul_form(op):
+    """``(transpose_x, transpose_y)`` when the dot_general is a plain (possibly batched)
+    matrix product ``matmul`` computes directly, else None."""
+    x, y = op.inputs
+    (lc, rc), (lb, rb) = op.params["contracting"], op.params["batch"]
+    nx, ny = len(x.aval.shape), len(y.aval.shape)
+    if len(lc) != 1 or nx != ny or nx not in (2, 3):
+        return None
+    nb = nx - 2
+    if tuple(lb) != tuple(range(nb)) or tuple(rb) != tuple(range(nb)):
+        return None
+    lc, rc = lc[0], rc[0]
+    if lc not in (nb, nb + 1) or rc not in (nb, nb + 1):
+        return None
+    return (lc == nb, rc == nb + 1)
+
+
+def _out(out):
+    return "" if out is None else f", out={out}"
+
+
+def emit(op, args, out, params_name):
+    """The source of one expression computing ``op``. ``params_name`` names a dict of the
+    operation's params in the namespace (for kernel calls)."""
+    prim = op.prim
+    aval = op.out.aval
+    floating = aval.dtype.is_floating
+    if prim in UNARY_UFUNCS and (floating or prim in _COMPARE):
+        return f"{UNARY_UFUNCS[prim]}({args[0]}{_out(out)})"
+    if prim in BINARY_UFUNCS and (floating or prim in _COMPARE):
+        return f"{BINARY_UFUNCS[prim]}({args[0]}, {args[1]}{_out(out)})"
+    if prim == "rsqrt" and out is not None:
+        return f"np.reciprocal(np.sqrt({args[0]}, out={out}), out={out})"
+    if prim == "integer_pow" and floating:
+        y = op.params["y"]
+        if y == 2:
+            return f"np.multiply({args[0]}, {args[0]}{_out(out)})"
+        if y == 3 and out is not None:
+            return (f"np.multiply(np.multiply({args[0]}, {args[0]}, out={out}), {args[0]}, "
+                    f"out={out})")
+        return f"np.power({args[0]}, {y}{_out(out)})"
+    if prim == "convert_element_type" and out is not None:
+        return f"copy_into({out}, {args[0]})"
+    if prim in ("reduce_sum", "reduce_max", "reduce_min") and out is not None:
+        fn = {"reduce_sum": "np.add.reduce", "reduce_max": "np.maximum.reduce",
+              "reduce_min": "np.minimum.reduce"}[prim]
+        return f"{fn}({args[0]}, axis={tuple(op.params['axes'])!r}, out={out})"
+    if prim == "mul_reduce_sum":  # the compiler's fusion of reduce_sum(mul(a, b))
+        ndim = len(op.inputs[0].aval.shape)
+        letters = "abcdefghijklmnopqrstuvwxyz"[:ndim]
+        axes = op.params["axes"]
+        kept = "".join(c for d, c in enumerate(letters) if d not in axes)
+        return f"np.einsum('{letters},{letters}->{kept}', {args[0]}, {args[1]}{_out(out)})"
+    if prim == "dot_general" and _matmul_form(op) is not None:
+        tx, ty = _matmul_form(op)
+        a = f"{args[0]}{_swap(len(op.inputs[0].aval.shape)) if tx else ''}"
+        b = f"{args[1]}{_swap(len(op.inputs[1].aval.shape)) if ty else ''}"
+        return f"matmul({a}, {b}{_out(out)})"
+    if args:
+        return f"K_{prim}({', '.join(args)}, **{params_name})"
+    return f"K_{prim}(**{params_name})"
+
+
+def _swap(ndim):
+    return ".T" if ndim == 2 else ".swapaxes(-1, -2)"
+
+
+def copy_into(out, x):
+    np.copyto(out, x, casting="unsafe")
+    return out
+
+
+def uniform_scalar(array):
+    """The Python scalar all elements share, or None (used to inline constants)."""
+    a = np.asarray(array)
+    if a.size == 0:
+        return None
+    first = a.reshape(-1)[0]
+    if a.size == 1 or all(s == 0 for s in a.strides):
+        return first.item()
+    return None

@@ -1,0 +1,626 @@
+"""Static graphs: ``pf.jit(f)`` and ``pf.to_static(f_or_layer)``.
+
+The first call with a new input signature (shapes, dtypes and grad flags of the tensor
+leaves, the values of static arguments and Python scalars, the pytree structure) runs ``f``
+once on ``JitTracer`` values. Each primitive applied to them is recorded, with the type
+that ``Primitive.abstract_eval`` gives, into an SSA program (``primflow.ir``); nothing is
+computed. The program is optimized (``primflow.ir.passes``) and compiled
+(``primflow.compiler``), and cached under the signature; later calls with that signature
+run the compiled program.
+
+* Tensors ``f`` closes over (a layer's parameters, data) become extra program inputs read
+  at every call, so updates to them are seen; constants created inside ``f`` are recorded
+  as ``full``/``iota`` operations and folded.
+* ``pf.grad``, ``backward``, ``pf.vmap``, ``pf.jvp`` inside ``f`` work as in eager code:
+  their traces nest inside the jit trace and what they compute is recorded too.
+* Differentiating *through* a jitted function (its inputs or the parameters it reads
+  require grad) works: the outputs get a tape node whose backward re-runs the program
+  with the tape on (as ``pf.checkpoint`` does), so every order of derivative is available.
+* Called inside another transform (vmap, jvp, Taylor mode, or another jit's trace), ``f``
+  is simply traced by that transform (inlined).
+* Python control flow on traced values cannot be recorded: ``bool()``, ``float()``,
+  ``.item()`` or ``.numpy()`` of a traced value raise ``TracerConversionError``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ..core import dtypes
+from ..core import random as _random
+from ..core.primitive import Aval, PrimitiveError, record_custom
+from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.state import enable_grad, state
+from ..core.tensor import Tensor
+from ..core.trace import Trace, Tracer, new_trace
+from ..ir import Builder, evaluate_bound
+from ..ir._program import IMPURE, normalize_params
+
+__all__ = ["JitTrace", "JitTracer", "Jitted", "Lowered", "TracerConversionError", "jit",
+           "to_static"]
+
+
+class TracerConversionError(TypeError):
+    """A concrete value was asked of a traced value inside ``pf.jit``."""
+
+
+def _conversion_message(tracer, what):
+    return (f"{what} needs the concrete value of a traced tensor ({tracer.aval}) inside "
+            f"pf.jit, but tracing records operations without computing them. Python control "
+            f"flow on traced values cannot be compiled: use pf.where(cond, a, b) to choose "
+            f"elementwise, or make the argument static (pf.jit(f, static_argnums=...)) so its "
+            f"value is known while tracing; return values from the function to inspect them")
+
+
+class JitTracer(Tracer):
+    """A traced tensor inside ``pf.jit``: an SSA value of the program being recorded."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, trace, value):
+        self._trace = trace
+        self.value = value
+        self.aval = value.aval
+        self.stop_gradient = True
+        self._node = None
+        self.grad = None
+        self._version = 0
+        self.name = None
+
+    @property
+    def _value(self):
+        # AttributeError (not TypeError) so hasattr(x, "_value") answers False for tracers
+        raise AttributeError(
+            f"a traced tensor ({self.aval}) has no concrete array: it is a value of a program "
+            f"that pf.jit is recording{self._escaped()}. Compute with it using primflow ops, "
+            f"and return it from the jitted function to get its value. In-place updates of "
+            f"tensors outside the function (optimizer.step(), set_value) cannot be compiled: "
+            f"write the step functionally and return the new values")
+
+    @_value.setter
+    def _value(self, new):
+        raise TypeError(f"a traced tensor ({self.aval}) cannot be modified in place inside "
+                        f"pf.jit; build a new tensor instead (e.g. with pf.where)")
+
+    def _escaped(self):
+        if self._trace.finished:
+            return (" (this tracer escaped from a finished trace: a jitted function stored "
+                    "it outside, e.g. in a global, an optimizer's state or a tensor's .grad)")
+        return ""
+
+    def detach(self):
+        """The same value, cut from the tape."""
+        return JitTracer(self._trace, self.value)
+
+    def numpy(self):
+        raise TracerConversionError(_conversion_message(self, ".numpy()"))
+
+    def item(self):
+        raise TracerConversionError(_conversion_message(self, ".item()"))
+
+    def tolist(self):
+        raise TracerConversionError(_conversion_message(self, ".tolist()"))
+
+    def __array__(self, dtype=None, copy=None):
+        raise TracerConversionError(_conversion_message(self, "conversion to a NumPy array"))
+
+    def __bool__(self):
+        raise TracerConversionError(_conversion_message(
+            self, "bool() (an `if`, `while`, `and`/`or` or `assert` on a tensor)"))
+
+    def __float__(self):
+        raise TracerConversionError(_conversion_message(self, "float()"))
+
+    def __int__(self):
+        raise TracerConversionError(_conversion_message(self, "int()"))
+
+    def __index__(self):
+        raise TracerConversionError(_conversion_message(self, "using a tensor as an index"))
+
+
+class JitTrace(Trace):
+    """Records every primitive applied to its tracers into ``builder``'s program."""
+
+    stages_creation = True
+
+    def __init__(self, level, builder):
+        super().__init__(level)
+        self.builder = builder
+        self.captured = {}  # id(tensor) -> (tensor, Value, grad before capture)
+        self.finished = False
+
+    def lift(self, a):
+        if isinstance(a, JitTracer):
+            if a._trace is self:
+                return a.value
+            raise ValueError(
+                f"a traced value ({a.aval}) from another pf.jit trace was used here{a._escaped()}"
+                f"; pass values between jitted functions as arguments and results")
+        if isinstance(a, Tracer):
+            raise ValueError(
+                f"a jitted function used a value ({a.aval}) traced by an enclosing transform "
+                f"({type(a._trace).__name__}) that it closes over; pass that value to the "
+                f"jitted function as an argument instead")
+        entry = self.captured.get(id(a))
+        if entry is None:
+            v = self.builder.add_input(Aval(a._shape, a.dtype))
+            entry = self.captured[id(a)] = (a, v, a.grad)
+        return entry[1]
+
+    def process_primitive(self, prim, args, params):
+        params = normalize_params(params)
+        ins = [self.lift(a) for a in args]
+        try:
+            aval = prim.abstract_eval(*[v.aval for v in ins], **params)
+        except PrimitiveError:
+            raise
+        except Exception as e:  # name the primitive and types, as eager errors do
+            described = ", ".join(str(v.aval) for v in ins) or "()"
+            raise type(e)(f"primitive {prim.name!r} on {described} with params {params}: "
+                          f"{e}") from e
+        return JitTracer(self, self.builder.add_op(prim.name, ins, params, aval))
+
+
+# ---- the traced program and its cache ------------------------------------------------------
+
+class _Entry:
+    """One cached trace: the programs, the executable and how to map values in and out."""
+
+    __slots__ = (
+        "any_requires_grad",
+        "capture_avals",
+        "captures",
+        "executable",
+        "impure",
+        "n_args",
+        "name",
+        "out_requires_grad",
+        "out_slots",
+        "out_tree",
+        "program",
+        "random",
+        "reseed",
+        "single",
+        "traced",
+    )
+
+    def __init__(self, **kw):
+        for k, v in kw.items():
+            setattr(self, k, v)
+
+
+class Lowered:
+    """What ``jitted.lower(*args)`` returns: the traced and optimized programs.
+
+    ``as_text()`` prints the optimized program (``stage="traced"`` the program as
+    recorded, ``stage="compiled"`` the generated code).
+    """
+
+    def __init__(self, entry):
+        self._entry = entry
+        self.traced = entry.traced
+        self.program = entry.program
+
+    def as_text(self, stage="optimized") -> str:
+        if stage == "traced":
+            return self.traced.as_text()
+        if stage == "optimized":
+            return self.program.as_text()
+        if stage == "compiled":
+            source = getattr(self._entry.executable, "source", None)
+            return source if source is not None else self.program.as_text()
+        raise ValueError(f"stage must be 'traced', 'optimized' or 'compiled', got {stage!r}")
+
+    def __str__(self):
+        return self.as_text()
+
+    def compile(self):
+        """The executable: ``executable(list of native arrays) -> list of native arrays``."""
+        return self._entry.executable
+
+
+def _is_array_like(x):
+    return hasattr(x, "__array__") and hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+class Jitted:
+    """A function compiled per input signature. See ``jit``."""
+
+    def __init__(self, fun, static_argnums=(), static_argnames=(), optimize=True,
+                 backend=None, extra_key=None, name=None):
+        if not callable(fun):
+            raise TypeError(f"pf.jit needs a callable, got {type(fun).__name__}")
+        functools.update_wrapper(self, fun, updated=())
+        self.fun = fun
+        self.static_argnums = ((static_argnums,) if isinstance(static_argnums, int)
+                               else tuple(static_argnums))
+        self.static_argnames = ((static_argnames,) if isinstance(static_argnames, str)
+                                else tuple(static_argnames))
+        self.optimize = optimize
+        self.backend = backend
+        self._extra_key = extra_key
+        self._name = name or getattr(fun, "__name__", "f")
+        if not self._name.isidentifier():
+            self._name = "f"
+        self._cache = {}
+        self._fast = {}  # native-type signature of positional tensors -> entry
+        self.traces = 0  # how many times f was traced (cache misses)
+        self.hits = 0
+
+    def __get__(self, obj, objtype=None):  # decorating a method binds self as usual
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    def __repr__(self):
+        return f"<pf.jit of {self._name}: {len(self._cache)} cached signatures>"
+
+    # ---- signature -------------------------------------------------------------------------
+    def _split(self, args, kwargs):
+        n = len(args)
+        static_pos = set()
+        for i in self.static_argnums:
+            if not -n <= i < n:
+                raise ValueError(f"pf.jit: static_argnums {self.static_argnums} is out of "
+                                 f"range for a call with {n} positional arguments")
+            static_pos.add(i % n)
+        dyn_args = tuple(None if i in static_pos else a for i, a in enumerate(args))
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        static = tuple((i, args[i]) for i in sorted(static_pos)) + tuple(
+            sorted(((k, v) for k, v in kwargs.items() if k in self.static_argnames),
+                   key=lambda kv: kv[0]))
+        return dyn_args, dyn_kwargs, static, static_pos
+
+    def _signature(self, leaves, treedef, static):
+        parts = []
+        for leaf in leaves:
+            if isinstance(leaf, Tensor):
+                parts.append((leaf._shape, leaf.dtype, leaf.stop_gradient))
+            else:
+                parts.append((type(leaf), leaf))
+        key = (treedef, tuple(parts), static, _layer_key(treedef), state.grad_enabled,
+               state.decompose, dtypes.default_float())
+        if self._extra_key is not None:
+            key += (self._extra_key(),)
+        try:
+            hash(key)
+        except TypeError as e:
+            raise TypeError(
+                f"pf.jit: an argument is neither a tensor nor a hashable Python value ({e}); "
+                f"pass tensors for data and mark configuration arguments static with "
+                f"static_argnums / static_argnames (their values must be hashable)") from None
+        return key
+
+    # ---- calling ---------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        if state.trace_stack:  # inside a transform (or another jit's trace): be traced by it
+            return self.fun(*args, **kwargs)
+        if not kwargs and not self.static_argnums:
+            # fast path: positional tensors only (the common case), keyed on native types
+            sig = []
+            for a in args:
+                if not isinstance(a, Tensor) or isinstance(a, Tracer):
+                    break
+                v = a._value
+                sig.append((v.shape, v.dtype, a.stop_gradient))
+            else:
+                key = (tuple(sig), state.grad_enabled, state.decompose, dtypes.default_float())
+                if self._extra_key is not None:
+                    key += (self._extra_key(),)
+                entry = self._fast.get(key)
+                if entry is not None and _captures_fit(entry):
+                    self.hits += 1
+                    return self._run(entry, list(args))
+                entry = self._lookup(args, kwargs)
+                if entry is not None:
+                    self._fast[key] = entry
+                    return self._run(entry, list(args))
+        entry = self._lookup(args, kwargs)
+        if entry is None:  # inside another transform: let it trace f
+            return self.fun(*args, **kwargs)
+        leaves = tree_flatten(self._split(args, kwargs)[:2])[0]
+        return self._run(entry, [_as_tensor_leaf(x) for x in leaves
+                                 if isinstance(x, Tensor) or _is_array_like(x)])
+
+    def _lookup(self, args, kwargs):
+        """The cache entry for these arguments (tracing on a miss), or None when an
+        argument is another transform's tracer."""
+        dyn_args, dyn_kwargs, static, static_pos = self._split(args, kwargs)
+        leaves, treedef = tree_flatten((dyn_args, dyn_kwargs))
+        for i, leaf in enumerate(leaves):
+            if isinstance(leaf, Tracer):
+                return None
+            if not isinstance(leaf, Tensor) and _is_array_like(leaf):
+                leaves[i] = Tensor(leaf)
+        key = self._signature(leaves, treedef, static)
+        entry = self._cache.get(key)
+        if entry is None or not _captures_fit(entry):
+            entry = self._trace(args, kwargs, static_pos, leaves, treedef)
+            self._cache[key] = entry
+        else:
+            self.hits += 1
+        return entry
+
+    def lower(self, *args, **kwargs) -> Lowered:
+        """Traces (or finds in the cache) the program for these arguments without running
+        it. ``jitted.lower(x).as_text()`` prints it."""
+        hits = self.hits
+        entry = self._lookup(args, kwargs)
+        self.hits = hits
+        if entry is None:
+            raise TypeError("lower() needs concrete arguments, not another transform's "
+                            "tracers")
+        return Lowered(entry)
+
+    def cache_info(self) -> dict:
+        """``{"traces": ..., "hits": ..., "entries": ...}``."""
+        return {"traces": self.traces, "hits": self.hits, "entries": len(self._cache)}
+
+    def clear_cache(self):
+        self._cache.clear()
+        self._fast.clear()
+
+    # ---- tracing ---------------------------------------------------------------------------
+    def _trace(self, args, kwargs, static_pos, leaves, treedef):
+        from ..compiler import compile_program, optimize_program
+
+        self.traces += 1
+        builder = Builder(self._name)
+        random_before = (_random._SEED, _random._counter)
+        with new_trace(JitTrace, builder) as trace:
+            try:
+                inputs = []
+                for leaf in leaves:
+                    if isinstance(leaf, Tensor):
+                        t = JitTracer(trace, builder.add_input(Aval(leaf._shape, leaf.dtype)))
+                        t.stop_gradient = leaf.stop_gradient
+                        inputs.append(t)
+                    else:
+                        inputs.append(leaf)
+                dyn_args, dyn_kwargs = tree_unflatten(treedef, inputs)
+                call_args = [args[i] if i in static_pos else a for i, a in enumerate(dyn_args)]
+                call_kwargs = dict(kwargs)
+                call_kwargs.update(dyn_kwargs)
+                out = self.fun(*call_args, **call_kwargs)
+                _check_side_effects(trace, inputs)
+                out_leaves, out_tree = tree_flatten(out)
+                out_slots, outputs, requires = [], [], []
+                for leaf in out_leaves:
+                    if isinstance(leaf, Tensor):
+                        out_slots.append(len(outputs))
+                        outputs.append(trace.lift(leaf))
+                        requires.append(not leaf.stop_gradient and leaf.dtype.is_floating)
+                    else:
+                        out_slots.append(("static", leaf))
+            finally:
+                trace.finished = True
+        fn = builder.fn
+        fn.outputs = outputs
+        # pf.seed(...) inside the function: its draws are fixed by that seed, so replay the
+        # traced keys and leave the generator where the traced call left it
+        random_after = (_random._SEED, _random._counter)
+        drawn = _keys_drawn(random_before, random_after)
+        n_draws = sum(op.prim in IMPURE and op.params["key"] in drawn for op in fn.ops)
+        reseeded = random_after[1] != random_before[1] + n_draws
+        captures = [entry[0] for entry in trace.captured.values()]
+        traced = fn.copy()
+        program = optimize_program(fn) if self.optimize else fn
+        executable = compile_program(program, backend=self.backend)
+        return _Entry(traced=traced, program=program, executable=executable,
+                      captures=captures, n_args=sum(isinstance(x, Tensor) for x in leaves),
+                      out_tree=out_tree, out_slots=out_slots, out_requires_grad=requires,
+                      impure=[(op.params["key"], op.params["key"] in drawn)
+                              for op in program.ops if op.prim in IMPURE],
+                      name=self._name, reseed=random_after if reseeded else None,
+                      random=bool(reseeded or any(op.prim in IMPURE for op in program.ops)),
+                      any_requires_grad=any(requires),
+                      single=out_tree.kind == "leaf" and len(outputs) == 1,
+                      capture_avals=[(v.aval.shape, v.aval.dtype)
+                                     for v in fn.inputs[len(fn.inputs) - len(captures):]])
+
+    # ---- running ---------------------------------------------------------------------------
+    def _run(self, entry, tensors):
+        inputs = tensors + entry.captures if entry.captures else tensors
+        natives = [t._value for t in inputs]
+        keys = _fresh_keys(entry) if entry.random else None
+        outs = entry.executable(natives, keys)
+        results = [Tensor._wrap(o) for o in outs]
+        if entry.any_requires_grad and state.grad_enabled:
+            diff = [i for i, t in enumerate(inputs)
+                    if not t.stop_gradient and t.dtype.is_floating]
+            if diff:
+                results = _attach_backward(entry, inputs, diff, results, keys)
+        if entry.single:
+            return results[0]
+        return _unflatten_outputs(entry, results)
+
+
+def _as_tensor_leaf(x):
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+
+def _keys_drawn(before, after):
+    """The keys the global generator handed out between two of its states (the draws of
+    random ops while tracing: those draw fresh keys on every call)."""
+    if before[0] != after[0] or after[1] < before[1]:
+        return frozenset()  # reseeded: handled by replaying the traced keys
+    saved = (_random._SEED, _random._counter)
+    try:
+        _random._SEED, _random._counter = before
+        return frozenset(_random.next_key() for _ in range(after[1] - before[1]))
+    finally:
+        _random._SEED, _random._counter = saved
+
+
+def _fresh_keys(entry):
+    """One key per random operation: a fresh draw where the traced call drew one from the
+    generator, the traced key where the key was given explicitly."""
+    if entry.reseed is not None:
+        _random._SEED, _random._counter = entry.reseed
+        return [key for key, _ in entry.impure] or None
+    if not entry.impure:
+        return None
+    return [_random.next_key() if drawn else key for key, drawn in entry.impure]
+
+
+def _unflatten_outputs(entry, results):
+    leaves = [results[s] if isinstance(s, int) else s[1] for s in entry.out_slots]
+    return tree_unflatten(entry.out_tree, leaves)
+
+
+def _captures_fit(entry):
+    """Whether every captured tensor still has the type it was traced with."""
+    for t, (shape, dtype) in zip(entry.captures, entry.capture_avals):
+        if t._shape != shape or t.dtype is not dtype:
+            return False
+    return True
+
+
+def _check_side_effects(trace, inputs):
+    """Gradients written into tensors outside the program (``loss.backward()`` inside the
+    jitted function) cannot be replayed by the compiled program: refuse them clearly."""
+    bad = []
+    for tensor, _, grad_before in trace.captured.values():
+        if isinstance(tensor.grad, JitTracer):
+            tensor.grad = grad_before
+            bad.append(f"a captured tensor of shape {tensor.shape}")
+    for i, t in enumerate(inputs):
+        if isinstance(t, JitTracer) and t.grad is not None:
+            bad.append(f"argument leaf {i} of shape {t.shape}")
+    if bad:
+        raise RuntimeError(
+            f"pf.jit: the function accumulated gradients into .grad of {', '.join(bad)} "
+            f"(backward() inside a jitted function); a compiled program cannot write into "
+            f"tensors outside it. Compute gradients with pf.grad(loss, params) (or the "
+            f"functional pf.grad(f)) and return them, e.g. a functional training step that "
+            f"returns the new parameters")
+
+
+def _attach_backward(entry, inputs, diff, results, keys):
+    """Tape nodes for the outputs: their backward re-runs the program with the tape on."""
+    diff_inputs = [inputs[i] for i in diff]
+    versions = [t._version for t in diff_inputs]
+    name = f"jit({entry.name})"
+
+    def pullback(cotangents):
+        from ..autodiff.functional import _grad_handle
+        from ..autodiff.tape import _run_backward
+
+        for t, v in zip(diff_inputs, versions):
+            if t._version != v:
+                raise RuntimeError(f"{name}: an input of shape {t.shape} was modified in place "
+                                   f"between the forward call and backward")
+        create_graph = state.grad_enabled
+        with enable_grad():
+            handles = [_grad_handle(t) for t in diff_inputs]
+            full = list(inputs)
+            for i, h in zip(diff, handles):
+                full[i] = h
+            recomputed = evaluate_bound(entry.program, full, keys=keys)
+        seeds = [(o, g) for o, g in zip(recomputed, cotangents)
+                 if g is not None and not o.stop_gradient]
+        if not seeds:
+            return [None] * len(handles)
+        return _run_backward(seeds, handles, create_graph=create_graph,
+                             retain_graph=create_graph)
+
+    out = []
+    for k, r in enumerate(results):
+        if not entry.out_requires_grad[k]:
+            out.append(r)
+            continue
+
+        def vjp(g, _out, *_inputs, k=k):
+            cts = [None] * len(results)
+            cts[k] = g
+            return tuple(pullback(cts))
+
+        out.append(record_custom(r, diff_inputs, name, vjp))
+    return out
+
+
+def _layer_key(treedef):
+    """Layers in the arguments: their identity and train/eval flags (read while tracing but
+    not part of their pytree structure)."""
+    found = []
+    stack = [treedef]
+    while stack:
+        td = stack.pop()
+        template = getattr(td.meta, "template", None)
+        if template is not None and hasattr(template, "sublayers"):
+            found.append((id(template), tuple(getattr(layer, "training", None)
+                                              for layer in template.sublayers(
+                                                  include_self=True))))
+        stack.extend(td.children)
+    return tuple(found)
+
+
+def jit(fun=None, *, static_argnums=(), static_argnames=(), optimize=True, backend=None):
+    """Compiles ``fun`` into a static program per input signature (JAX's ``jax.jit``).
+
+    Args:
+        fun: a function of tensors (pytrees of tensors, Layers, Python scalars).
+        static_argnums: positions of arguments whose *values* are part of the signature
+            (configuration: ints, strings, tuples...). Python scalars are always static.
+        static_argnames: the same for keyword arguments.
+        optimize: run the IR passes (simplify, fold, CSE, DCE) before compiling.
+        backend: ``"numpy"`` (generated NumPy code), ``"numba"`` (NumPy code plus numba
+            kernels for arithmetic groups; needs numba), ``"interpret"`` (the reference
+            interpreter) or None (numpy, with numba for large arithmetic groups when numba
+            is importable).
+
+    Returns:
+        A ``Jitted`` callable; ``f.lower(*args).as_text()`` prints the program.
+
+    Example:
+        >>> import primflow as pf
+        >>> @pf.jit
+        ... def f(x):
+        ...     return pf.tanh(x) * 2.0 + 1.0
+        >>> f(pf.zeros([3])).numpy()
+        array([1., 1., 1.], dtype=float32)
+    """
+    if fun is None:
+        return functools.partial(jit, static_argnums=static_argnums,
+                                 static_argnames=static_argnames, optimize=optimize,
+                                 backend=backend)
+    return Jitted(fun, static_argnums=static_argnums, static_argnames=static_argnames,
+                  optimize=optimize, backend=backend)
+
+
+def to_static(function=None, input_spec=None, build_strategy=None, backend=None, **kwargs):
+    """Paddle's ``paddle.jit.to_static``: compiles a function, or a Layer's ``forward``.
+
+    For a Layer, ``forward`` is replaced (on that instance) by a jitted version that reads the
+    layer's parameters at every call, so optimizer updates are seen, and that retraces when
+    ``train()``/``eval()`` changes. The layer itself is returned.
+
+    Example:
+        >>> import primflow as pf
+        >>> net = pf.to_static(pf.nn.Linear(2, 3))
+        >>> net(pf.ones([4, 2])).shape
+        [4, 3]
+    """
+    del input_spec, build_strategy, kwargs
+    if function is None:
+        return functools.partial(to_static, backend=backend)
+    forward = getattr(function, "forward", None)
+    if forward is not None and hasattr(function, "sublayers"):
+        layer = function
+        cls_forward = type(layer).forward
+
+        # the layer is an argument (a pytree of its parameters), so the parameters in its
+        # slots at call time are the inputs: updates and functional_call swaps are seen
+        def run_forward(layer_, *args, **kw):
+            return cls_forward(layer_, *args, **kw)
+
+        jitted = Jitted(run_forward, backend=backend, name=type(layer).__name__)
+
+        def static_forward(*args, **kw):
+            return jitted(layer, *args, **kw)
+
+        static_forward.jitted = jitted
+        static_forward.lower = lambda *args, **kw: jitted.lower(layer, *args, **kw)
+        object.__setattr__(layer, "forward", static_forward)
+        return layer
+    return Jitted(function, backend=backend)
