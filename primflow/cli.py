@@ -5,8 +5,8 @@ Usage::
     primflow info
     primflow demo {plate,beam,poisson,burgers,heat} [--quick] [--steps N] [--lbfgs-steps N]
                   [--points N] [--seed S] [--out DIR] [--config {unit,paddlescience}]
-                  [--lr LR] [--sampling {uniform,lhs,sobol}] [--no-plots] [--no-progress]
-                  [--resume]
+                  [--lr LR] [--sampling {uniform,lhs,sobol}] [--threads N] [--no-plots]
+                  [--no-progress] [--resume]
 
 ``python -m primflow ...`` works the same way.
 
@@ -101,6 +101,8 @@ def cmd_demo(args, out=None, err=None):
         if value is not None and value < (1 if flag == "points" else 0):
             raise CLIError(f"--{flag.replace('_', '-')} must be "
                            f"{'positive' if flag == 'points' else 'non-negative'}, got {value}")
+    if args.threads < 1:
+        raise CLIError(f"--threads must be at least 1, got {args.threads}")
     if args.lr is not None and not args.lr > 0:
         raise CLIError(f"--lr must be positive, got {args.lr}")
     out_dir = _check_out_dir(args.out or f"primflow-demo-{args.name}")
@@ -138,7 +140,7 @@ def _run_demo(args, out_dir, out, err):
     if not args.resume and os.path.exists(checkpoint):
         os.remove(checkpoint)
     trainer = science.Trainer(problem, settings, seed=args.seed, checkpoint=checkpoint,
-                              resume=args.resume,
+                              resume=args.resume, threads=args.threads,
                               progress=False if args.no_progress else "auto", stream=err)
     problem.validation_set()  # the reference, computed before the clock matters
     result = trainer.fit()
@@ -208,6 +210,9 @@ def build_parser():
     demo.add_argument("--lr", type=float, help="initial Adam learning rate")
     demo.add_argument("--sampling", choices=("uniform", "lhs", "sobol"),
                       help="collocation sampling (sobol needs scipy)")
+    demo.add_argument("--threads", type=int, default=1,
+                      help="BLAS threads while training (default 1, the fastest for these "
+                           "small networks)")
     demo.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
     demo.add_argument("--resume", action="store_true",

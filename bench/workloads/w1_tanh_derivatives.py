@@ -21,8 +21,8 @@ With ``--quick`` only k in {1, 2, 4, 8} run (the other cells are n/a).
 
 from __future__ import annotations
 
-from ..registry import Config
 from .. import report as rp
+from ..registry import Config
 
 ID = "W1"
 TITLE = "d^k/dx^k tanh(x) at 100,000 float64 points, ms per call"
@@ -75,8 +75,8 @@ def tanh_poly(k):
 
 
 def closed_form(k, x):
-    from numpy.polynomial import polynomial as P
     import numpy as np
+    from numpy.polynomial import polynomial as P
 
     return P.polyval(np.tanh(x), tanh_poly(k))
 
@@ -178,7 +178,7 @@ def run(framework: str, config: str, quick: bool) -> dict:
 
     if framework.startswith("jax"):
         pin_to_one_core()
-    method, k = _parse(config)
+    _, k = _parse(config)
     step, result = make_step(framework, config)
     t0 = time.perf_counter()
     step()  # for JAX jit: trace + compile + first run
@@ -236,17 +236,17 @@ def report(results) -> str:
     out.append(rp.table(["", "NumPy closed", "pf taylor", "pf nested", "PyTorch nested",
                          "JAX jit nested", "JAX jit jet", "taylor/torch", "nested/torch",
                          "pf best/jax best", "pf best/numpy"], rows))
-    out.append("  pf taylor: pf.jet with a series of length k; pf nested / PyTorch: k x grad(y.sum(), "
-               "x, create_graph=True); JAX jit: jit(vmap(grad^k)) and jit(jet), after compile; "
-               "NumPy: closed form P_k(tanh x).")
+    out.append("  pf taylor: pf.jet with a series of length k; pf nested / PyTorch: k x "
+               "grad(y.sum(), x, create_graph=True); JAX jit: jit(vmap(grad^k)) and jit(jet), "
+               "after compile; NumPy: closed form P_k(tanh x).")
     # primflow's own scaling in k
     t_rows = [f"k={k} {v('primflow', 'taylor', k) / v('primflow', 'taylor', 1):.2f}x"
               for k in ks if v("primflow", "taylor", k) and v("primflow", "taylor", 1)]
     if t_rows:
         out.append("  pf taylor time relative to k=1: " + ", ".join(t_rows))
-    comp = [f"k={k} {r('jax_jit', m, k)['compile_ms']:.0f}/{r('jax_jit', 'jet', k)['compile_ms']:.0f}"
-            for k in ks for m in ("nested",)
-            if rp.ok(r("jax_jit", m, k)) and rp.ok(r("jax_jit", "jet", k))]
+    comp = [f"k={k} {r('jax_jit', 'nested', k)['compile_ms']:.0f}/"
+            f"{r('jax_jit', 'jet', k)['compile_ms']:.0f}"
+            for k in ks if rp.ok(r("jax_jit", "nested", k)) and rp.ok(r("jax_jit", "jet", k))]
     if comp:
         out.append("  JAX compile ms (nested/jet): " + ", ".join(comp))
 

@@ -27,8 +27,8 @@ check the Adam updates); the report compares them across frameworks (relative di
 
 from __future__ import annotations
 
-from ..registry import Config
 from .. import report as rp
+from ..registry import Config
 from . import w2_biharmonic as w2
 
 ID = "W3"

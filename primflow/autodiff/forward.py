@@ -19,15 +19,9 @@ class JVPTracer(Tracer):
     __slots__ = ("primal", "tangent")
 
     def __init__(self, trace, primal, tangent):
-        self._trace = trace
+        self._init_tracer(trace, Aval(primal._shape, primal.dtype))
         self.primal = primal
         self.tangent = tangent
-        self.aval = Aval(primal._shape, primal.dtype)
-        self.stop_gradient = True
-        self._node = None
-        self.grad = None
-        self._version = 0
-        self.name = None
 
     def detach(self):
         """The primal, cut from every derivative: its tangent is zero (JAX stop_gradient)."""

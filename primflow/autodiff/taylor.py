@@ -19,7 +19,9 @@ from ..core.tensor import Tensor
 from ..core.trace import Trace, Tracer, new_trace
 from ..ops._helpers import as_tensor
 from ..ops.creation import zeros_like
-from ..ops.math import multiply
+from ..core.state import no_grad
+from ..ops.math import multiply, not_equal as ne
+from ..ops.reduction import any as any_
 
 
 class TaylorTracer(Tracer):
@@ -28,15 +30,8 @@ class TaylorTracer(Tracer):
     __slots__ = ("series",)
 
     def __init__(self, trace, series):
-        self._trace = trace
+        self._init_tracer(trace, Aval(series[0]._shape, series[0].dtype))
         self.series = series
-        primal = series[0]
-        self.aval = Aval(primal._shape, primal.dtype)
-        self.stop_gradient = True
-        self._node = None
-        self.grad = None
-        self._version = 0
-        self.name = None
 
     def detach(self):
         """The primal alone: a constant along the path."""
@@ -140,7 +135,7 @@ def jet(f, primals, series):
             if tuple(c._shape) != tuple(p._shape):
                 raise ValueError(f"jet: coefficient {k} of input {i} has shape {c.shape} but "
                                  f"the primal has shape {p.shape}")
-            coeffs.append(multiply(c, 1.0 / math.factorial(k)))
+            coeffs.append(None if _is_zero(c) else _scaled(c, 1.0 / math.factorial(k)))
         normalised.append(coeffs)
     out = taylor_series(f, primals, normalised, order)
     # a series is a list [y0 (a Tensor), y1, ...]; f's own lists hold series, not tensors
@@ -149,6 +144,20 @@ def jet(f, primals, series):
     primal_out, series_out = [], []
     for s in leaves:
         primal_out.append(s[0])
-        series_out.append([zeros_like(s[0]) if c is None else multiply(c, float(
+        series_out.append([zeros_like(s[0]) if c is None else _scaled(c, float(
             math.factorial(k))) for k, c in enumerate(s[1:], start=1)])
     return tree_unflatten(treedef, primal_out), tree_unflatten(treedef, series_out)
+
+
+def _scaled(c, factor):
+    return c if factor == 1.0 else multiply(c, factor)
+
+
+def _is_zero(c):
+    """Whether a concrete coefficient is identically zero, so the rules can skip it (the
+    usual directional-derivative series is [v, 0, 0, ...]). Traced values are never
+    treated as zero; nor is anything that requires grad (its derivative may be wanted)."""
+    if isinstance(c, Tracer) or not c.stop_gradient or not c.dtype.is_floating:
+        return False
+    with no_grad():
+        return not bool(any_(ne(c, zeros_like(c))))

@@ -40,6 +40,17 @@ class Tracer(Tensor):
 
     __slots__ = ("_trace", "aval")
 
+    def _init_tracer(self, trace, aval):
+        """Sets the fields every tracer has: its trace and abstract value, and the tape
+        fields a fresh value starts with (no graph, no gradient)."""
+        self._trace = trace
+        self.aval = aval
+        self.stop_gradient = True
+        self._node = None
+        self.grad = None
+        self._version = 0
+        self.name = None
+
     @property
     def _shape(self):
         return self.aval.shape

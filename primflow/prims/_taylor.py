@@ -207,10 +207,14 @@ def derivative_product_series(xs, z0, w_of):
 
 
 def square_coefficient(zs, m):
-    """The m-th coefficient of z^2: sum_{i=0..m} z[i] z[m-i]."""
+    """The m-th coefficient of z^2: sum_{i=0..m} z[i] z[m-i], summing each symmetric pair
+    once (2 z[i] z[m-i] for i < m - i), which halves the multiplications."""
     total = None
-    for i in range(m + 1):
+    for i in range((m + 1) // 2):
         total = add(total, mul(zs[i], zs[m - i]))
+    total = scale(total, 2.0)
+    if m % 2 == 0:
+        total = add(total, mul(zs[m // 2], zs[m // 2]))
     return total
 
 

@@ -19,3 +19,4 @@ from .problems import (PROBLEMS, Beam, Burgers, Heat1D, Plate, Poisson2D, Proble
                        make_problem, relative_l2)
 from .trainer import Progress, Trainer, TrainingError, TrainResult
 from . import plotting
+from . import threads

@@ -8,6 +8,9 @@ the loss history and the timings.
   optionally resampling the collocation points, then L-BFGS (strong-Wolfe line search)
   on a fixed set, in chunks of ``lbfgs_chunk`` iterations.
 * **Loss**: the weighted sum of the problem's terms (``settings.weights``).
+* **Refinement**: with ``rar_points`` and ``rar_rounds`` set, the L-BFGS phase runs in
+  ``rar_rounds`` stages, each starting by adding the ``rar_points`` points of largest PDE
+  residual among ``rar_candidates`` fresh samples (residual-based adaptive refinement).
 * **Progress**: tqdm or rich when installed, else a one-line text bar with loss, validation
   error and ETA (``progress=False`` silences it).
 * **Validation**: the relative L2 error on the problem's grid every ``validate_every`` Adam
@@ -40,6 +43,7 @@ import time
 import primflow as pf
 
 from . import networks
+from .threads import blas_threads
 from .problems.base import Problem, Settings
 
 __all__ = ["Trainer", "TrainResult", "Progress", "TrainingError"]
@@ -207,6 +211,8 @@ class Trainer:
         progress: ``"auto"`` (tqdm/rich/text), ``"text"``, ``True`` (= auto) or ``False``.
         log: function taking a line of text (default: print to stderr; ``None`` silences).
         stream: where progress bars go (default stderr).
+        threads: BLAS threads while training (default 1: the small matrices of a PINN run
+            fastest on one thread, see ``primflow.science.threads``); None leaves BLAS alone.
         callback: called after every Adam step and every L-BFGS chunk with a dict
             (``phase``, ``step``, ``loss``, ``val``: the latest validation error or None);
             returning True stops training (status ``"stopped"``), e.g. to train in pieces.
@@ -214,7 +220,7 @@ class Trainer:
 
     def __init__(self, problem: Problem, settings: Settings | None = None, *, quick=False,
                  seed=0, checkpoint=None, checkpoint_every=None, resume=False,
-                 progress="auto", log="stderr", stream=None, callback=None):
+                 progress="auto", log="stderr", stream=None, callback=None, threads=1):
         if not isinstance(problem, Problem):
             raise TypeError(f"problem must be a primflow.science Problem, got "
                             f"{type(problem).__name__}")
@@ -234,6 +240,7 @@ class Trainer:
             self.log = log if log is not None else (lambda line: None)
         self.net = None
         self.callback = callback
+        self.threads = threads
         self._check_settings()
 
     def _check_settings(self):
@@ -242,10 +249,14 @@ class Trainer:
             v = getattr(s, name)
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"settings.{name} must be a positive int, got {v!r}")
-        for name in ("adam_steps", "lbfgs_steps", "n_boundary", "resample_every"):
+        for name in ("adam_steps", "lbfgs_steps", "n_boundary", "resample_every",
+                     "rar_points", "rar_rounds"):
             v = getattr(s, name)
             if not isinstance(v, int) or v < 0:
                 raise ValueError(f"settings.{name} must be a non-negative int, got {v!r}")
+        if s.rar_points and s.rar_candidates < s.rar_points:
+            raise ValueError(f"settings.rar_candidates ({s.rar_candidates}) must be at least "
+                             f"rar_points ({s.rar_points})")
         if not (s.lr > 0 and s.lr_final > 0):
             raise ValueError(f"learning rates must be positive, got lr={s.lr}, "
                              f"lr_final={s.lr_final}")
@@ -293,7 +304,7 @@ class Trainer:
         state = {"format": "primflow.science.checkpoint/1", "problem": self.problem.name,
                  "phase": phase, "step": int(step), "seed": self.seed,
                  "model": net.state_dict(), "optimizer": opt.state_dict(),
-                 "history": _plain_history(history)}
+                 "history": _plain_history(history), "extra_points": list(self._extra)}
         folder = os.path.dirname(os.path.abspath(self.checkpoint))
         os.makedirs(folder, exist_ok=True)
         tmp = self.checkpoint + ".tmp"
@@ -317,6 +328,11 @@ class Trainer:
 
     # ---- the loop --------------------------------------------------------------------------
     def fit(self) -> TrainResult:
+        """Trains and returns a :class:`TrainResult`."""
+        with blas_threads(self.threads):
+            return self._fit()
+
+    def _fit(self):
         s = self.settings
         t_start = time.perf_counter()
         net = self.build_net()
@@ -325,11 +341,14 @@ class Trainer:
         history = {"loss": [], "terms": {}, "val": [], "phase_start": {}}
         phase, start_step, state = "adam", 0, None
         self._saved_step = None
+        self._extra = []  # collocation points added by residual-based refinement
         if self.resume and self.checkpoint and os.path.exists(self.checkpoint):
             state = self._load()
             net.set_state_dict(state["model"])
             phase, start_step = state["phase"], int(state["step"])
             history = _restore_history(state["history"])
+            self._extra = [pf.to_tensor(x, dtype=self.problem.dtype)
+                           for x in state.get("extra_points", [])]
             self._saved_step = (phase, start_step)
             self.log(f"resuming from {self.checkpoint}: {phase} step {start_step}")
         times = {"adam": 0.0, "lbfgs": 0.0}
@@ -394,12 +413,15 @@ class Trainer:
         if status == "ok" and phase == "lbfgs" and s.lbfgs_steps > 0 and lbfgs_done < \
                 s.lbfgs_steps:
             if s.resample_every and s.adam_steps:
-                batch = self.batch((s.adam_steps - 1) // s.resample_every)
+                base_batch = self.batch((s.adam_steps - 1) // s.resample_every)
             else:
-                batch = self.batch(0)
+                base_batch = self.batch(0)
             history["phase_start"].setdefault("lbfgs", len(history["loss"]))
             t0 = time.perf_counter()
             chunk = max(1, min(s.lbfgs_chunk, s.lbfgs_steps))
+            rounds = s.rar_rounds if s.rar_points else 0
+            stage = max(chunk, -(-s.lbfgs_steps // max(rounds, 1)) // chunk * chunk)
+            batch = self._with_extra(base_batch)
             opt = networks.lbfgs(params, max_iter=chunk)
             if state is not None and state["phase"] == "lbfgs":
                 try:
@@ -407,7 +429,6 @@ class Trainer:
                 except Exception:  # noqa: BLE001 - history is an optimisation, not state
                     pass
             evals = [0]
-            last_terms = [None]
 
             def closure():
                 opt.clear_grad()
@@ -415,7 +436,6 @@ class Trainer:
                 loss = self.total_loss(terms)
                 loss.backward()
                 evals[0] += 1
-                last_terms[0] = terms
                 return loss
 
             bar = self._bar("lbfgs", s.lbfgs_steps)
@@ -423,6 +443,11 @@ class Trainer:
             prev = None
             stalled = 0
             while lbfgs_done < s.lbfgs_steps:
+                r = lbfgs_done // stage
+                if r < rounds and len(self._extra) <= r and lbfgs_done % stage == 0:
+                    self._extra.append(self._refine(net, r))
+                    batch = self._with_extra(base_batch)
+                    opt = networks.lbfgs(params, max_iter=chunk)  # a new objective
                 opt.step(closure)
                 with pf.no_grad():
                     terms = self.loss_terms(net, batch)
@@ -474,6 +499,30 @@ class Trainer:
         bar = Progress(self.progress_kind, self.stream)
         bar.start(desc, total)
         return bar
+
+    def _with_extra(self, batch):
+        if not self._extra:
+            return batch
+        out = dict(batch)
+        out["interior"] = pf.concat([batch["interior"]] + self._extra, axis=0)
+        return out
+
+    def _refine(self, net, round_index):
+        """Residual-based adaptive refinement (Lu et al., DeepXDE): the ``rar_points``
+        points with the largest |PDE residual| among ``rar_candidates`` fresh samples."""
+        s = self.settings
+        problem = self.problem
+        cand = problem.geometry.sample_interior(
+            s.rar_candidates, "uniform", seed=self.seed * 7919 + 101 * (round_index + 1),
+            dtype=problem.dtype)
+        values = []
+        for start in range(0, cand.shape[0], 2048):
+            part = cand[start:start + 2048]
+            res = problem.residual(lambda X: problem.u(net, X), part)
+            values += pf.abs(pf.reshape(res, [-1])).detach().tolist()
+        order = sorted(range(len(values)), key=values.__getitem__, reverse=True)
+        keep = pf.to_tensor(order[:s.rar_points], dtype="int64")
+        return pf.index_select(cand, keep, axis=0).detach()
 
     def _stop(self, phase, step, value, history):
         if self.callback is None:

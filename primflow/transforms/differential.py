@@ -47,16 +47,10 @@ class CollapsedTracer(Tracer):
     __slots__ = ("primal", "lower", "top")
 
     def __init__(self, trace, primal, lower, top):
-        self._trace = trace
+        self._init_tracer(trace, Aval(primal._shape, primal.dtype))
         self.primal = primal
         self.lower = lower
         self.top = top
-        self.aval = Aval(primal._shape, primal.dtype)
-        self.stop_gradient = True
-        self._node = None
-        self.grad = None
-        self._version = 0
-        self.name = None
 
 
 class CollapsedTaylorTrace(TaylorTrace):

@@ -58,14 +58,8 @@ class JitTracer(Tracer):
     __slots__ = ("value",)
 
     def __init__(self, trace, value):
-        self._trace = trace
+        self._init_tracer(trace, value.aval)
         self.value = value
-        self.aval = value.aval
-        self.stop_gradient = True
-        self._node = None
-        self.grad = None
-        self._version = 0
-        self.name = None
 
     @property
     def _value(self):

@@ -24,17 +24,11 @@ class BatchTracer(Tracer):
     __slots__ = ("val", "bdim")
 
     def __init__(self, trace, val, bdim):
-        self._trace = trace
-        self.val = val
-        self.bdim = bdim
         shape = list(val._shape)
         del shape[bdim]
-        self.aval = Aval(shape, val.dtype)
-        self.stop_gradient = True
-        self._node = None
-        self.grad = None
-        self._version = 0
-        self.name = None
+        self._init_tracer(trace, Aval(shape, val.dtype))
+        self.val = val
+        self.bdim = bdim
 
     def detach(self):
         """The same batch, cut from the graph."""

@@ -40,6 +40,9 @@ class Settings:
         lbfgs_steps, lbfgs_chunk: L-BFGS iterations in all, and per ``step(closure)`` call
             (progress, validation and checkpoints happen between calls).
         resample_every: draw fresh collocation points every this many Adam steps (0: fixed).
+        rar_points, rar_rounds, rar_candidates: residual-based adaptive refinement in the
+            L-BFGS phase (``rar_rounds`` stages, each adding the ``rar_points`` candidates of
+            largest residual among ``rar_candidates``; 0 points: off).
         validate_every: Adam steps between validation errors.
         weights: loss-term weights (missing terms weigh 1).
         target: the relative L2 error this configuration is tuned to reach (documentation).
@@ -57,6 +60,9 @@ class Settings:
     lbfgs_steps: int = 500
     lbfgs_chunk: int = 25
     resample_every: int = 0
+    rar_points: int = 0
+    rar_rounds: int = 0
+    rar_candidates: int = 10000
     validate_every: int = 100
     weights: dict = dataclasses.field(default_factory=dict)
     target: float | None = None
@@ -114,6 +120,10 @@ class Problem:
 
     def losses(self, u, batch):
         """A dict of named scalar loss terms for the model ``u`` (a function of points)."""
+        raise NotImplementedError
+
+    def residual(self, u, X):
+        """The (scaled) PDE residual of the model ``u`` at interior points ``X``."""
         raise NotImplementedError
 
     # ---- reference and validation ---------------------------------------------------------

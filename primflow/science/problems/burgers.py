@@ -90,10 +90,10 @@ class Burgers(Problem):
 
     def settings(self, quick=False):
         if quick:
-            return Settings(hidden=20, depth=3, n_interior=1000, adam_steps=300, lr=5e-3,
-                            lr_final=1e-3, lbfgs_steps=100, validate_every=50, target=2e-1)
-        return Settings(hidden=20, depth=6, n_interior=5000, adam_steps=1000, lr=5e-3,
-                        lr_final=5e-4, lbfgs_steps=1000, validate_every=100, target=5e-2)
+            return Settings(hidden=20, depth=4, n_interior=2000, adam_steps=200, lr=5e-3,
+                            lr_final=1e-3, lbfgs_steps=300, validate_every=50, target=1e-1)
+        return Settings(hidden=20, depth=6, n_interior=4000, adam_steps=300, lr=5e-3,
+                        lr_final=1e-3, lbfgs_steps=600, validate_every=50, target=5e-2)
 
     def transform(self, X, N):
         x, t = X[:, 0:1], X[:, 1:2]
