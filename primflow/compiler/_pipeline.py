@@ -7,7 +7,8 @@
    producers; with numba available, large arithmetic-only groups become numba kernels
    (``backends/numba_codegen.py``), the others stay NumPy;
 2. memory planning (``ir.passes.plan_memory``) gives every computed value a reusable
-   buffer unless it leaves the program;
+   buffer unless it leaves the program (a numba kernel is planned as one unit: the buffers
+   it reads are not reused for its own results);
 3. code generation writes one Python function: each operation is one NumPy call writing
    into its buffer (``np.tanh(b0, out=b0)``), constants are precomputed, ``dot_general``
    is BLAS ``matmul`` (or the backend kernel), and each value is computed once (the
@@ -134,7 +135,9 @@ def _generate(fn, groups, numba_groups, backend):
             return op.out in kernel_outputs
         return npc.can_write(op)
 
-    plan = plan_memory(fn, can_write=can_write)
+    # a kernel reads and writes element by element: no buffer it reads may be handed to a
+    # result of the same kernel (memory planning treats each kernel group as one unit)
+    plan = plan_memory(fn, can_write=can_write, units=[g.ops for g in kernel_groups])
     ns = npc.namespace()
     var = {}
     scalar = {}  # full values -> the name of their scalar

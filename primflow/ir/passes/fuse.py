@@ -67,10 +67,28 @@ def fuse(fn, min_size=2) -> list:
         [FusionGroup(0: exp mul reduce_sum; 1 in, 1 out)]
     """
     group_of = {}  # Value -> FusionGroup (values computed inside a group)
-    deps = {v: frozenset() for v in fn.inputs}  # Value -> groups it depends on
+    # Dependencies are tracked per group, not per value: a group runs as one unit, so a value
+    # computed early in a group depends on everything the group reads, even what a later
+    # member brings in. ``deps[v]`` holds the groups v reads directly or through operations
+    # outside any group; ``group_deps[gid]`` the same for a group's members (it grows as the
+    # group does); "u depends on g" is reachability through both.
+    deps = {v: frozenset() for v in fn.inputs}
+    group_deps = []
+
+    def depends_on(u, gid):
+        todo = list(deps.get(u, ()))
+        seen = set()
+        while todo:
+            h = todo.pop()
+            if h == gid:
+                return True
+            if h not in seen:
+                seen.add(h)
+                todo.extend(group_deps[h])
+        return False
+
     groups = []
     for op in fn.ops:
-        in_deps = frozenset().union(*(deps.get(v, frozenset()) for v in op.inputs))
         target = None
         if op.prim in ELEMENTWISE or op.prim in REDUCTIONS:
             for v in op.inputs:
@@ -82,17 +100,20 @@ def fuse(fn, min_size=2) -> list:
                 if op.prim in REDUCTIONS and g.shape != op.inputs[0].aval.shape:
                     continue
                 # convexity: no other operand may reach g through an outside operation
-                if all(group_of.get(u) is g or g.gid not in deps.get(u, frozenset())
-                       for u in op.inputs):
+                if all(group_of.get(u) is g or not depends_on(u, g.gid) for u in op.inputs):
                     target = g
                     break
             if target is None and op.prim in ELEMENTWISE:
                 target = FusionGroup(len(groups), op.out.aval.shape)
                 groups.append(target)
+                group_deps.append(set())
+        in_deps = frozenset().union(*(deps.get(v, frozenset()) for v in op.inputs
+                                      if group_of.get(v) is not target or target is None))
         if target is not None:
             target.ops.append(op)
             group_of[op.out] = target
-            deps[op.out] = in_deps | {target.gid}
+            group_deps[target.gid].update(in_deps - {target.gid})
+            deps[op.out] = frozenset((target.gid,))
         else:
             deps[op.out] = in_deps
     users = {}

@@ -1,0 +1,230 @@
+"""The numba backend of pf.jit against eager execution and the reference interpreter.
+
+Regressions: (1) a numba kernel runs its fusion group element by element, so memory
+planning must not hand a buffer the kernel still reads (through a broadcast or transpose
+view) to one of the kernel's own results; a PINN loss's first-layer weight gradient came out
+wrong because a reduction's output reused the buffer of a value the same kernel read
+broadcast. (2) Fusion groups must stay convex when a group grows a dependency after some of
+its values were already read by another group (else the kernels cannot be scheduled).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import primflow as pf
+from primflow.ir import evaluate, parse
+from primflow.ir.passes import fuse, plan_memory
+
+
+def _has_numba():
+    from primflow.backends import numba_codegen
+
+    return numba_codegen.available()
+
+
+needs_numba = pytest.mark.skipif(not _has_numba(), reason="numba is not installed")
+
+
+@pytest.fixture(autouse=True)
+def _kernel_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRIMFLOW_CACHE_DIR", str(tmp_path))
+
+
+def _rel_err(got, want):
+    got, want = np.asarray(got), np.asarray(want)
+    return np.abs(got - want).max() / (np.abs(want).max() + 1e-300)
+
+
+def _compiled(fn, backend, args):
+    from primflow.compiler import compile_program
+
+    exe = compile_program(fn, backend=backend)
+    return exe, exe(args)
+
+
+# ---- the program that exposed it: the gradient of a biharmonic PINN residual ------------------
+
+def _pinn_step(sizes, n, method):
+    pf.seed(0)
+    net = pf.nn.MLP(sizes, activation="tanh")
+    net.to("float64")
+    params = list(net.parameters())
+    x = pf.to_tensor(np.random.default_rng(0).uniform(0, 1, (n, 2)))
+
+    def loss_fn(x):
+        r = pf.autograd.biharmonic(lambda p: net(p)[:, 0], x, method=method)
+        return (r * r).mean()
+
+    return pf.value_and_grad(loss_fn, None, params), x
+
+
+@needs_numba
+@pytest.mark.parametrize("backend", ["numba", "auto"])
+def test_pinn_biharmonic_gradient_matches_eager(backend):
+    # 2048 points x 16 hidden x 4 Taylor directions: groups above AUTO_MIN_ELEMENTS, so
+    # "auto" uses numba kernels too
+    step, x = _pinn_step([2, 16, 1], 2048, "collapsed")
+    value, grads = step(x)
+    jitted = pf.jit(step, backend=backend)
+    value_j, grads_j = jitted(x)
+    assert jitted.lower(x).compile().kernels
+    assert _rel_err(value_j.numpy(), value.numpy()) < 1e-12
+    for g, gj in zip(grads, grads_j):
+        assert _rel_err(gj.numpy(), g.numpy()) < 1e-12
+
+
+@needs_numba
+@pytest.mark.parametrize("method", ["collapsed", "nested"])
+def test_pinn_biharmonic_gradient_all_groups_numba(method):
+    # every supported group a kernel (backend="numba"); nested Taylor mode builds the
+    # fusion pattern that made non-convex groups
+    step, x = _pinn_step([2, 16, 16, 1], 64, method)
+    value, grads = step(x)
+    value_j, grads_j = pf.jit(step, backend="numba")(x)
+    assert _rel_err(value_j.numpy(), value.numpy()) < 1e-12
+    for g, gj in zip(grads, grads_j):
+        assert _rel_err(gj.numpy(), g.numpy()) < 1e-12
+
+
+# ---- the miscompiled construct ----------------------------------------------------------------
+
+# %2 lives in a buffer that the kernel (mul add reduce_sum) reads broadcast along axis 0; its
+# last use is inside the kernel, so an op-by-op plan gave the reduction's output %6 the same
+# buffer, and the kernel zeroed it (r[...] = 0) before reading it.
+_BROADCAST_READ = (
+    "def f(%0: float64[4,8], %1: float64[8]):\n"
+    "    %2: float64[8] = exp(%1)\n"
+    "    %3: float64[4,8] = broadcast_in_dim(%2, shape=(4,8), broadcast_dimensions=(1,))\n"
+    "    %4: float64[4,8] = mul(%0, %3)\n"
+    "    %5: float64[4,8] = add(%4, %0)\n"
+    "    %6: float64[8] = reduce_sum(%5, axes=(0,))\n"
+    "    %7: float64[8] = exp(%6)\n"
+    "    return %7\n")
+
+# the kernel (mul add) reads %1 transposed; writing its output %4 into %1's buffer would
+# overwrite elements [j, i] it has yet to read
+_TRANSPOSED_READ = (
+    "def f(%0: float64[8,8]):\n"
+    "    %1: float64[8,8] = exp(%0)\n"
+    "    %2: float64[8,8] = transpose(%1, perm=(1,0))\n"
+    "    %3: float64[8,8] = mul(%2, %0)\n"
+    "    %4: float64[8,8] = add(%3, %0)\n"
+    "    %5: float64[8,8] = transpose(%4, perm=(1,0))\n"
+    "    %6: float64[8,8] = exp(%5)\n"
+    "    return %6\n")
+
+
+@needs_numba
+@pytest.mark.parametrize("src, shapes", [(_BROADCAST_READ, [(4, 8), (8,)]),
+                                         (_TRANSPOSED_READ, [(8, 8)])],
+                         ids=["broadcast", "transpose"])
+def test_kernel_never_writes_a_buffer_it_reads_through_a_view(src, shapes):
+    fn = parse(src)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s) for s in shapes]
+    want = evaluate(fn, args)
+    exe, got = _compiled(fn, "numba", args)
+    assert exe.kernels
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+    got_again = exe(args)  # the workspace is reused on the next call
+    for g, w in zip(got_again, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+def test_plan_memory_treats_a_unit_as_one_operation():
+    fn = parse(_BROADCAST_READ)
+    ops = fn.ops
+    # op by op, the reduction may take exp's buffer (numpy's reduce reads before it writes)
+    plan = plan_memory(fn)
+    assert plan.buffer_of[ops[4].out] == plan.buffer_of[ops[0].out]
+    # as one unit (a kernel): exp's buffer stays alive until the unit has run
+    plan = plan_memory(fn, units=[ops[2:5]])
+    assert plan.buffer_of[ops[4].out] != plan.buffer_of[ops[0].out]
+
+    fn = parse(_TRANSPOSED_READ)
+    ops = fn.ops
+    def kernel_can_write(op):  # as the compiler plans it: the kernel stores only its output
+        return op.prim in ("exp", "add")
+
+    plan = plan_memory(fn, can_write=kernel_can_write)
+    assert plan.buffer_of[ops[3].out] == plan.buffer_of[ops[0].out]
+    plan = plan_memory(fn, can_write=kernel_can_write, units=[ops[2:4]])
+    assert plan.buffer_of[ops[3].out] != plan.buffer_of[ops[0].out]
+
+
+def test_plan_memory_unit_may_still_write_over_a_direct_operand():
+    # a unit reading %1 directly (same index as it writes) can update it in place
+    fn = parse("def f(%0: float64[8]):\n"
+               "    %1: float64[8] = exp(%0)\n"
+               "    %2: float64[8] = mul(%1, %0)\n"
+               "    %3: float64[8] = add(%2, %1)\n"
+               "    %4: float64[8] = exp(%3)\n"
+               "    return %4\n")
+    ops = fn.ops
+    plan = plan_memory(fn, units=[ops[1:3]])
+    assert plan.buffer_of[ops[2].out] == plan.buffer_of[ops[0].out]
+    assert plan.in_place >= 1
+
+
+def test_plan_memory_rejects_a_unit_that_is_not_contiguous():
+    fn = parse(_TRANSPOSED_READ)
+    with pytest.raises(ValueError, match="contiguous"):
+        plan_memory(fn, units=[[fn.ops[0], fn.ops[2]]])
+
+
+# ---- convex fusion groups --------------------------------------------------------------------
+
+# group {%3, %6} comes to depend on group {%2} through the reshapes only when %6 joins it,
+# after %3 was computed; %7 reads %3 and must not join %2's group (that would be a cycle)
+_LATE_DEPENDENCY = (
+    "def f(%0: float64[8], %1: float64[8]):\n"
+    "    %2: float64[8] = mul(%0, %0)\n"
+    "    %3: float64[8] = mul(%1, %1)\n"
+    "    %4: float64[2,4] = reshape(%2, shape=(2,4))\n"
+    "    %5: float64[8] = reshape(%4, shape=(8,))\n"
+    "    %6: float64[8] = add(%3, %5)\n"
+    "    %7: float64[8] = add(%2, %3)\n"
+    "    return %6, %7\n")
+
+
+def test_fusion_groups_stay_convex_when_a_group_gains_a_dependency():
+    fn = parse(_LATE_DEPENDENCY)
+    groups = fuse(fn, min_size=1)
+    group_of = {op.out: g for g in groups for op in g.ops}
+    ops = fn.ops
+    assert group_of[ops[5].out] is not group_of[ops[0].out]  # %7 does not join %2
+    # the graph of groups and the operations outside them is acyclic
+    unit = {id(op): ("group", g.gid) for g in groups for op in g.ops}
+    producer = {op.out: op for op in ops}
+    edges = {}
+    for op in ops:
+        to = unit.get(id(op), ("op", id(op)))
+        for v in op.inputs:
+            if v in producer:
+                src = unit.get(id(producer[v]), ("op", id(producer[v])))
+                if src != to:
+                    edges.setdefault(src, set()).add(to)
+    state = {}
+
+    def acyclic(n):
+        state[n] = "open"
+        for m in edges.get(n, ()):
+            if state.get(m) == "open" or (m not in state and not acyclic(m)):
+                return False
+        state[n] = "done"
+        return True
+
+    assert all(acyclic(n) for n in list(edges) if n not in state)
+
+
+@needs_numba
+def test_numba_schedules_groups_with_late_dependencies():
+    fn = parse(_LATE_DEPENDENCY)
+    args = [np.arange(8.0), np.arange(8.0) + 1.0]
+    exe, got = _compiled(fn, "numba", args)
+    assert exe.kernels
+    for g, w in zip(got, evaluate(fn, args)):
+        np.testing.assert_array_equal(g, w)
