@@ -126,7 +126,7 @@ def _run_demo(args, out_dir, out, err):
     if args.points is not None:
         ratio = settings.n_boundary / settings.n_interior
         changes["n_interior"] = args.points
-        changes["n_boundary"] = max(1, int(round(args.points * ratio)))
+        changes["n_boundary"] = max(1, round(args.points * ratio))
     if args.lr is not None:
         changes["lr_final"] = min(settings.lr_final, args.lr)
     settings = settings.replace(**changes)
@@ -143,7 +143,10 @@ def _run_demo(args, out_dir, out, err):
                               resume=args.resume, threads=args.threads,
                               progress=False if args.no_progress else "auto", stream=err)
     problem.validation_set()  # the reference, computed before the clock matters
-    result = trainer.fit()
+    try:
+        result = trainer.fit()
+    except science.TrainingError as exc:
+        raise CLIError(str(exc)) from exc
 
     target = settings.target
     reached = target is not None and result.error <= target

@@ -9,6 +9,10 @@ derivative (one process per framework, method and k):
     primflow nested   ``y = pf.tanh(x)`` then k times ``(y,) = pf.grad(y.sum(), x,
                       create_graph=True)`` (eager tape)
     PyTorch nested    the same with ``torch.autograd.grad(y.sum(), x, create_graph=True)``
+    primflow jit      ``pf.jit`` of each of the two (``jit_taylor``, ``jit_nested``), timed after
+                      the first call; the first call minus a warm call is the compile time,
+                      also measured in a second process that reuses the disk cache (see
+                      ``bench/jit_support.py``), and the result is checked against eager
     JAX jit nested    ``jax.jit(jax.vmap(grad(grad(...grad(jnp.tanh)))))``, after compilation
     JAX jit jet       ``jax.jit`` of ``jax.experimental.jet.jet(jnp.tanh, ...)``, after compilation
     NumPy closed      the closed form, evaluated as a polynomial in t = tanh(x) (the floor and
@@ -44,9 +48,17 @@ METHODS = (
     ("jax_jit", "jet", "jax.jit(jet(jnp.tanh, ...)), after compile"),
 )
 
+# primflow jit cells (a second table); with --quick only at k = 2 and 8
+JIT_METHODS = (
+    ("primflow", "jit_taylor", "pf.jit of the Taylor derivative (pf.jet), after the first call"),
+    ("primflow", "jit_nested", "pf.jit of the k nested pf.grad calls, after the first call"),
+)
+K_JIT_QUICK = (2, 8)
+
 # Grouped by k, so that the cells a ratio compares run next to each other.
-CONFIGS = [Config(fw, f"{m}_k{k}", desc, quick=k in K_QUICK)
-           for k in K_ALL for fw, m, desc in METHODS]
+CONFIGS = [c for k in K_ALL for c in (
+    [Config(fw, f"{m}_k{k}", desc, quick=k in K_QUICK) for fw, m, desc in METHODS]
+    + [Config(fw, f"{m}_k{k}", desc, quick=k in K_JIT_QUICK) for fw, m, desc in JIT_METHODS])]
 
 # the reference machine's figures (workload notes), k -> ms
 REF_TORCH_MS = {1: 0.662, 3: 1.96, 6: 18.9}
@@ -91,25 +103,46 @@ def _numpy(k):
     return step, step
 
 
-def _primflow(method, k):
+def _primflow_fn(method, k):
+    """(f, x): the k-th derivative as a function of the points, and the points."""
     import primflow as pf
 
     a = _points()
     if method == "taylor":
         x = pf.to_tensor(a)
-        series = ([pf.ones_like(x)] + [pf.zeros_like(x) for _ in range(k - 1)],)
 
-        def step():
+        def f(x):
+            series = ([pf.ones_like(x)] + [pf.zeros_like(x) for _ in range(k - 1)],)
             _, ys = pf.jet(pf.tanh, (x,), series)
             return ys[k - 1]
     else:
         x = pf.to_tensor(a, stop_gradient=False)
 
-        def step():
+        def f(x):
             y = pf.tanh(x)
             for _ in range(k):
                 (y,) = pf.grad(y.sum(), x, create_graph=True)
             return y
+    return f, x
+
+
+def _primflow(method, k):
+    import primflow as pf
+
+    jit = method.startswith("jit_")
+    f, x = _primflow_fn(method[4:] if jit else method, k)
+    if jit:
+        f = pf.jit(f)
+    elif method == "taylor":  # the series built once, outside the timed call
+        series = ([pf.ones_like(x)] + [pf.zeros_like(x) for _ in range(k - 1)],)
+
+        def f(x):
+            _, ys = pf.jet(pf.tanh, (x,), series)
+            return ys[k - 1]
+
+    def step():
+        return f(x)
+    step.jitted = f if jit else None
     return step, (lambda: step().numpy())
 
 
@@ -178,11 +211,19 @@ def run(framework: str, config: str, quick: bool) -> dict:
 
     if framework.startswith("jax"):
         pin_to_one_core()
-    _, k = _parse(config)
+    method, k = _parse(config)
+    jit = method.startswith("jit_")
+    if jit:
+        from .. import jit_support
+
+        info = jit_support.prepare()
     step, result = make_step(framework, config)
-    t0 = time.perf_counter()
-    step()  # for JAX jit: trace + compile + first run
-    first = time.perf_counter() - t0
+    if jit:
+        first, phases, counts = jit_support.first_call(step)
+    else:
+        t0 = time.perf_counter()
+        step()  # for JAX jit: trace + compile + first run
+        first = time.perf_counter() - t0
     m = measure(step, **(QUICK if quick else FULL))
     out = result()
     ref = closed_form(k, _points())
@@ -195,6 +236,11 @@ def run(framework: str, config: str, quick: bool) -> dict:
            "ref_max_abs": scale}
     if framework == "jax_jit":
         res["compile_ms"] = (first - m["median_s"]) * 1e3
+    if jit:
+        f, x = _primflow_fn(method[4:], k)
+        res["jit_vs_eager"] = jit_support.rel_diff(out, f(x).numpy())
+        res.update(jit_support.fields(info, first, phases, counts, m["median_s"], ID, framework,
+                                      config, quick, jitted=[step.jitted]))
     return res
 
 
@@ -299,7 +345,55 @@ def report(results) -> str:
     else:
         out.append("  target: primflow faster than PyTorch nested for k >= 4: n/a (needs "
                    "PyTorch results)")
+    out += _jit_report(results, ks)
     out.append("  reference machine (workload notes): PyTorch nested k=1/3/6 "
                + "/".join(f"{REF_TORCH_MS[k]:g}" for k in (1, 3, 6)) + " ms, JAX jit "
                + "/".join(f"{REF_JAX_MS[k]:g}" for k in (1, 3, 6)) + " ms")
     return "\n".join(out)
+
+
+def _jit_report(results, ks) -> list:
+    """The primflow jit table (a second table under the eager one)."""
+    from .. import jit_support
+
+    def r(fw, method, k):
+        return results.get((fw, f"{method}_k{k}"))
+
+    def v(fw, method, k):
+        return rp.value(r(fw, method, k))
+
+    jks = [k for k in ks if any(r("primflow", m, k) for _, m, _ in JIT_METHODS)]
+    if not jks:
+        return []
+    rows, bad, diffs = [], [], []
+    for k in jks:
+        jt, jn = v("primflow", "jit_taylor", k), v("primflow", "jit_nested", k)
+        jbest = min([t for t in (jt, jn) if t is not None], default=None)
+        xbest = min([t for t in (v("jax_jit", "nested", k), v("jax_jit", "jet", k))
+                     if t is not None], default=None)
+        rows.append([f"k={k}", rp.cell(r("primflow", "taylor", k), "{:.3f}"),
+                     rp.cell(r("primflow", "jit_taylor", k), "{:.3f}"),
+                     rp.cell(r("primflow", "nested", k), "{:.3f}"),
+                     rp.cell(r("primflow", "jit_nested", k), "{:.3f}"),
+                     rp.ratio(v("primflow", "taylor", k), jt),
+                     rp.ratio(v("primflow", "nested", k), jn),
+                     rp.ratio(jbest, xbest), rp.ratio(jbest, v("torch", "nested", k)),
+                     rp.ratio(jbest, v("numpy", "closed", k))])
+        for _, m, _ in JIT_METHODS:
+            res = r("primflow", m, k)
+            if rp.ok(res) and res.get("jit_vs_eager") is not None:
+                diffs.append(res["jit_vs_eager"])
+                if not res["jit_vs_eager"] <= TOL:
+                    bad.append(f"{m}_k{k} differs from eager by {res['jit_vs_eager']:.2e}")
+    out = ["", "  primflow jit (pf.jit of the same function; ms after the first call)"]
+    out.append(rp.table(["", "pf taylor", "pf jit taylor", "pf nested", "pf jit nested",
+                         "taylor eager/jit", "nested eager/jit", "pf jit best/jax best",
+                         "pf jit best/torch", "pf jit best/numpy"], rows))
+    out += jit_support.compile_report(
+        [(f"{m[4:]} k={k}", r("primflow", m, k)) for k in jks for _, m, _ in JIT_METHODS])
+    if bad:
+        out.append("  CHECK FAILED (jit vs eager): " + "; ".join(bad))
+    elif diffs:
+        out.append(f"  check: jit results equal eager (max relative difference {max(diffs):.1e}, "
+                   f"tolerance {TOL:g})")
+    return out

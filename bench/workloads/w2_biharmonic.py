@@ -10,6 +10,10 @@ not differentiated), the points are uniform in [0, 1]^2, N = 1,024 and 4,096 (on
     primflow nested      ``method="nested"`` (nested reverse mode on the tape)
     primflow stochastic  ``method="stochastic", samples=16`` (STDE: (1/3) mean of D_v^4 u over
                          16 Gaussian directions; an unbiased *estimate*, not the exact value)
+    primflow jit         ``pf.jit(lambda X: pf.autograd.biharmonic(u, X, method=...))`` for
+                         collapsed and taylor (cells ``jit_collapsed_N``, ``jit_taylor_N``),
+                         after the first call; compile time and the disk-cache first call as in
+                         ``bench/jit_support.py``; the result is checked against eager
     PyTorch nested       nested ``torch.autograd.grad(... .sum(), X, create_graph=True)``:
                          Laplacian (1 + 2 grads), then the Laplacian of that (1 + 2 grads)
     JAX jit nested       ``jax.jit(jax.vmap(bih))`` with bih built from nested scalar
@@ -48,8 +52,11 @@ SAMPLE_POINTS = 512  # outputs returned per cell (strided), for the cross-checks
 TOL = 1e-8  # relative, between exact methods
 
 PF_METHODS = ("collapsed", "taylor", "nested", "stochastic")
+JIT_METHODS = ("jit_collapsed", "jit_taylor")
+JIT_TOL = 1e-10  # relative, jit vs eager of the same method
 EXACT = (("primflow", "collapsed"), ("primflow", "taylor"), ("primflow", "nested"),
-         ("torch", "nested"), ("jax_jit", "nested"))
+         ("torch", "nested"), ("jax_jit", "nested"), ("primflow", "jit_collapsed"),
+         ("primflow", "jit_taylor"))
 
 CONFIGS = [c for n in SIZES for c in (
     Config("primflow", f"collapsed_{n}", "pf.autograd.biharmonic(method='collapsed')",
@@ -60,6 +67,10 @@ CONFIGS = [c for n in SIZES for c in (
     Config("primflow", f"taylor_{n}", "method='taylor'", quick=n in QUICK_SIZES),
     Config("primflow", f"nested_{n}", "method='nested'", quick=n in QUICK_SIZES),
     Config("primflow", f"stochastic_{n}", f"method='stochastic', samples={SAMPLES} (estimate)",
+           quick=n in QUICK_SIZES),
+    Config("primflow", f"jit_collapsed_{n}", "pf.jit of biharmonic(method='collapsed')",
+           quick=n in QUICK_SIZES),
+    Config("primflow", f"jit_taylor_{n}", "pf.jit of biharmonic(method='taylor')",
            quick=n in QUICK_SIZES),
 )]
 
@@ -145,9 +156,10 @@ def reset_peak_rss() -> bool:
         return False
 
 
-def measure_with_memory(step, quick, extra_first=None):
+def measure_with_memory(step, quick, extra_first=None, first_call=None):
     """Baseline RSS (the caller has done imports and setup), first call, peak reset, timing.
-    Returns (timing dict, first-call seconds, memory dict)."""
+    Returns (timing dict, first-call seconds, memory dict). ``first_call(step)``, when given,
+    makes the first call and returns its seconds (the jit cells record its phases)."""
     import gc
     import time
 
@@ -155,9 +167,12 @@ def measure_with_memory(step, quick, extra_first=None):
 
     gc.collect()
     base = rss_bytes()
-    t0 = time.perf_counter()
-    step()  # for JAX jit: trace + compile + first run
-    first = time.perf_counter() - t0
+    if first_call is not None:
+        first = first_call(step)
+    else:
+        t0 = time.perf_counter()
+        step()  # for JAX jit: trace + compile + first run
+        first = time.perf_counter() - t0
     if extra_first is not None:
         extra_first()
     gc.collect()
@@ -201,8 +216,18 @@ def _primflow(method, n):
     def u(P):
         return mlp(P, p, pf.tanh)
 
+    jit = method.startswith("jit_")
+    base = method[4:] if jit else method
+
+    def bih(X):
+        return pf.autograd.biharmonic(u, X, method=base, samples=SAMPLES, seed=SEED + 7)
+
+    fn = pf.jit(bih) if jit else bih
+
     def step():
-        return pf.autograd.biharmonic(u, X, method=method, samples=SAMPLES, seed=SEED + 7)
+        return fn(X)
+    step.jitted = fn if jit else None
+    step.eager = lambda: bih(X).numpy().ravel()
     return step, (lambda: step().numpy().ravel())
 
 
@@ -262,8 +287,19 @@ def run(framework: str, config: str, quick: bool) -> dict:
     if framework.startswith("jax"):
         pin_to_one_core()
     method, n = _parse(config)
+    jit = method.startswith("jit_")
+    first_info = {}
+    if jit:
+        from .. import jit_support
+
+        info = jit_support.prepare()  # imports numba before the memory baseline
+
+        def first_call(step):
+            first_, phases, counts = jit_support.first_call(step)
+            first_info.update(phases=phases, counts=counts)
+            return first_
     step, result = make_step(framework, config)
-    m, first, mem = measure_with_memory(step, quick)
+    m, first, mem = measure_with_memory(step, quick, first_call=first_call if jit else None)
     out = result()
     stride = max(1, n // SAMPLE_POINTS)
     res = {"value": m["median_s"] * 1e3, "unit": "ms", "min": m["min_s"] * 1e3,
@@ -276,6 +312,11 @@ def run(framework: str, config: str, quick: bool) -> dict:
         res["compile_ms"] = (first - m["median_s"]) * 1e3
     if framework == "primflow":
         res["traced_mb"] = traced_peak_mb(step)
+    if jit:
+        res["jit_vs_eager"] = jit_support.rel_diff(out, step.eager())
+        res.update(jit_support.fields(info, first, first_info["phases"], first_info["counts"],
+                                      m["median_s"], ID, framework, config, quick,
+                                      jitted=[step.jitted]))
     return res
 
 
@@ -400,6 +441,74 @@ def report(results) -> str:
                        f"JAX jit): pf collapsed eager time {pcr['value'] / jxr['value']:.2f}x"
                        f"{_per_round(pcr, jxr)}, memory "
                        f"{pcr['peak_mb'] / max(jxr['peak_mb'], 1e-9):.2f}x of JAX jit's")
+    out += _jit_report(results, sizes)
     out.append("  reference machine (workload notes): PyTorch N=1024 49 ms, N=4096 225 ms / "
                "674 MB; JAX jit N=1024 21.6 ms, N=4096 113 ms / 409 MB (whole-process peak RSS)")
     return "\n".join(out)
+
+
+def _jit_report(results, sizes) -> list:
+    """The primflow jit table, its checks and the jit target (time and memory vs JAX jit)."""
+    from .. import jit_support
+
+    def r(fw, method, n):
+        return results.get((fw, f"{method}_{n}"))
+
+    def v(fw, method, n):
+        return rp.value(r(fw, method, n))
+
+    def mb(res):
+        return res.get("peak_mb") if rp.ok(res) else None
+
+    jsizes = [n for n in sizes if any(r("primflow", m, n) for m in JIT_METHODS)]
+    if not jsizes:
+        return []
+    rows, lines, bad, diffs = [], [], [], []
+    for n in jsizes:
+        jx = r("jax_jit", "nested", n)
+        row = [f"N={n}"]
+        for m in JIT_METHODS:
+            res = r("primflow", m, n)
+            row += [rp.cell(res, "{:.1f}"), rp.ratio(v("primflow", m[4:], n), v("primflow", m, n)),
+                    rp.ratio(v("primflow", m, n), rp.value(jx)), _mem(res),
+                    rp.ratio(mb(res), mb(jx)),
+                    f"{res['cached']['peak_mb']:.0f}"
+                    if rp.ok(res) and "peak_mb" in res.get("cached", {}) else rp.NA]
+            if rp.ok(res) and res.get("jit_vs_eager") is not None:
+                diffs.append(res["jit_vs_eager"])
+                if not res["jit_vs_eager"] <= JIT_TOL:
+                    bad.append(f"{m}_{n} differs from eager by {res['jit_vs_eager']:.2e}")
+        rows.append(row + [rp.cell(jx, "{:.1f}"), _mem(jx)])
+        verdicts = []
+        for m in JIT_METHODS:
+            res = r("primflow", m, n)
+            if rp.ok(res) and rp.ok(jx):
+                tq, mq = res["value"] / jx["value"], mb(res) / max(mb(jx), 1e-9)
+                ok_ = tq <= 0.5 and mq <= 0.5
+                text = f"{m[4:]}: time {tq:.2f}x{_per_round(res, jx)}, memory {mq:.2f}x"
+                verdicts.append((ok_, text))
+        if verdicts:
+            met = any(ok_ for ok_, _ in verdicts)
+            detail = "; ".join(t for _, t in verdicts)
+            lines.append(f"  target N={n}: pf jit (exact) >= 2x faster than JAX jit with half "
+                         f"its peak memory (both <= 0.50x): {detail} -> "
+                         f"{'met' if met else 'NOT met'}")
+        else:
+            lines.append(f"  target N={n}: pf jit vs JAX jit: n/a (needs both results)")
+    out = ["", ("  primflow jit (pf.jit of pf.autograd.biharmonic; ms after the first call, "
+                "peak MB as above)")]
+    heads = [""]
+    for m in JIT_METHODS:
+        k = m[4:]
+        heads += [f"jit {k} ms", "eager/jit", "/jax", "MB", "MB/jax", "MB 2nd proc"]
+    out.append(rp.table(heads + ["JAX jit ms", "JAX MB"], rows))
+    out.append("  MB 2nd proc: the same peak in a second process whose numba kernels come from "
+               "the disk cache (no LLVM compile in the process).")
+    out += jit_support.compile_report(
+        [(f"{m[4:]} N={n}", r("primflow", m, n)) for n in jsizes for m in JIT_METHODS])
+    if bad:
+        out.append("  CHECK FAILED (jit vs eager): " + "; ".join(bad))
+    elif diffs:
+        out.append(f"  check: jit results equal eager (max relative difference {max(diffs):.1e}, "
+                   f"tolerance {JIT_TOL:g})")
+    return out + lines

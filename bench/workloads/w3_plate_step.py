@@ -11,6 +11,16 @@ unit square, fixed seed), f = 4 pi^4 sin(pi x) sin(pi y). One step:
                         ``loss.backward(); opt.step(); opt.clear_grad()`` (pf.nn.MLP,
                         pf.optimizer.Adam)
     primflow nested     the same with ``method="nested"`` (for reference)
+    primflow jit        ``vg = pf.jit(pf.value_and_grad(loss_fn, None, params))`` (collapsed),
+                        then an eager Adam: the returned gradients are assigned to ``p.grad``
+                        and ``pf.optimizer.Adam.step()`` runs
+    primflow jit_adam   the whole step as one jitted function: the loss through
+                        ``pf.nn.functional_call(net, params, X)``, ``pf.value_and_grad`` of it
+                        and a functional Adam update (same formula), returning the new
+                        parameters and moments
+                        (both: compile time = first call - warm call, and the first call of a
+                        second process that reuses the disk cache, see bench/jit_support.py;
+                        the jitted loss and gradients / step are checked against eager)
     PyTorch             torch.nn + nested ``torch.autograd.grad`` (create_graph=True, the W2
                         operator) + torch.optim.Adam
     JAX jit             ``jax.jit`` of value_and_grad of the loss (W2's nested scalar grads
@@ -47,7 +57,11 @@ CONFIGS = [
     Config("torch", "nested", "nested torch.autograd.grad + backward + torch.optim.Adam"),
     Config("jax_jit", "nested", "jax.jit(value_and_grad + Adam), after compile"),
     Config("primflow", "nested", "method='nested' (reference)", quick=False),
+    Config("primflow", "jit", "pf.jit(pf.value_and_grad(loss_fn, None, params)) + eager Adam"),
+    Config("primflow", "jit_adam", "pf.jit of value_and_grad + functional Adam (whole step)"),
 ]
+JIT_CONFIGS = ("jit", "jit_adam")
+JIT_TOL = 1e-10  # relative, jit vs eager (loss, gradients / new parameters)
 
 REF_MS = {"jax_jit": 160.0, "torch": 146.0}  # reference machine (workload notes)
 
@@ -104,6 +118,118 @@ def _primflow(method):
             opt.clear_grad()
             return float(loss.item()), norms
 
+        return step, initial_grads
+    return build
+
+
+def _primflow_jit(config):
+    """Builders for the jit cells: ``step`` carries ``jitted`` (for the report) and
+    ``jit_vs_eager()`` (max relative difference of the jitted results to eager ones)."""
+    import numpy as np
+
+    import primflow as pf
+
+    from .. import jit_support
+
+    pf.set_default_dtype("float64")
+    params, xi, xb, f = _data()
+    Xi, Xb = pf.to_tensor(xi), pf.to_tensor(xb)
+    F = pf.to_tensor(f[:, None])
+
+    def make_net():
+        net = pf.nn.MLP(list(w2.DIMS), activation="tanh")
+        for p, a in zip(net.parameters(), params):
+            p.set_value(a)
+        return net
+
+    def loss_of(u):
+        res = pf.autograd.biharmonic(u, Xi, method="collapsed")
+        return ((res - F) ** 2).mean() + (u(Xb) ** 2).mean()
+
+    if config == "jit":
+        def build():
+            net = make_net()
+            ps = net.parameters()
+            opt = pf.optimizer.Adam(learning_rate=LR, beta1=BETA1, beta2=BETA2, epsilon=EPS,
+                                    parameters=ps)
+
+            def loss_fn():
+                return loss_of(net)
+
+            vg = pf.jit(pf.value_and_grad(loss_fn, None, ps))
+
+            def step():
+                with pf.no_grad():  # the results need no tape node: Adam reads them
+                    loss, grads = vg()
+                for p, g in zip(ps, grads):
+                    p.grad = g
+                opt.step()
+                opt.clear_grad()
+                return loss
+
+            def initial_grads():
+                with pf.no_grad():
+                    loss, grads = vg()
+                return float(loss.item()), [float((g ** 2).sum().item()) ** 0.5 for g in grads]
+
+            def jit_vs_eager():
+                with pf.no_grad():
+                    loss, grads = vg()
+                want = loss_fn()
+                want.backward()
+                d = jit_support.rel_diff([loss.numpy()] + [g.numpy() for g in grads],
+                                         [want.numpy()] + [p.grad.numpy() for p in ps])
+                opt.clear_grad()
+                return d
+
+            step.jitted, step.jit_vs_eager = vg, jit_vs_eager
+            return step, initial_grads
+        return build
+
+    def train_step(ps, m, v, t, net):
+        loss, g = pf.value_and_grad(lambda q: loss_of(
+            lambda X: pf.nn.functional_call(net, q, X)))(ps)
+        t = t + 1.0
+        c1, c2 = 1.0 - BETA1 ** t, 1.0 - BETA2 ** t
+        new_p, new_m, new_v = {}, {}, {}
+        for k in ps:
+            new_m[k] = m[k] * BETA1 + g[k] * (1.0 - BETA1)
+            new_v[k] = v[k] * BETA2 + g[k] * g[k] * (1.0 - BETA2)
+            new_p[k] = ps[k] - (new_m[k] / c1) / (pf.sqrt(new_v[k] / c2) + EPS) * LR
+        return loss, new_p, new_m, new_v, t
+
+    def build():
+        net = make_net()
+        p0 = {k: p.detach() for k, p in net.named_parameters()}
+        zeros = {k: pf.zeros_like(p) for k, p in p0.items()}
+        state = [p0, zeros, dict(zeros), pf.to_tensor(0.0)]
+        jstep = pf.jit(lambda ps, m, v, t: train_step(ps, m, v, t, net))
+
+        def step():
+            loss, *new = jstep(*state)
+            state[:] = new
+            return loss
+
+        vg = pf.jit(pf.value_and_grad(lambda q: loss_of(
+            lambda X: pf.nn.functional_call(net, q, X))))
+
+        names = [k for k, _ in net.named_parameters()]  # the order of net.parameters()
+
+        def initial_grads():
+            loss, g = vg(state[0])
+            return float(loss.item()), [float((g[k] ** 2).sum().item()) ** 0.5 for k in names]
+
+        def jit_vs_eager():
+            got = jstep(*state)
+            want = train_step(*state, net)
+
+            def flat(out):
+                loss, new_p, new_m, new_v, _ = out
+                return [np.asarray(loss.numpy())] + [d[k].numpy() for d in (new_p, new_m, new_v)
+                                                     for k in sorted(d)]
+            return jit_support.rel_diff(flat(got), flat(want))
+
+        step.jitted, step.jit_vs_eager = jstep, jit_vs_eager
         return step, initial_grads
     return build
 
@@ -202,6 +328,8 @@ def _jax():
 
 
 def _builder(framework, config):
+    if framework == "primflow" and config in JIT_CONFIGS:
+        return _primflow_jit(config)
     if framework == "primflow":
         return _primflow(config)
     if framework == "torch":
@@ -219,7 +347,10 @@ def make_step(framework: str, config: str):
         fresh_step, initial_grads = build()
         loss0, norms = initial_grads()
         losses = [float(fresh_step()) for _ in range(CHECK_STEPS)]
-        return {"loss0": loss0, "grad_norms": norms, "losses": losses}
+        out = {"loss0": loss0, "grad_norms": norms, "losses": losses}
+        if hasattr(fresh_step, "jit_vs_eager"):  # at the weights after those steps
+            out["jit_vs_eager"] = fresh_step.jit_vs_eager()
+        return out
     return step, check
 
 
@@ -230,16 +361,27 @@ def run(framework: str, config: str, quick: bool) -> dict:
 
     if framework.startswith("jax"):
         pin_to_one_core()
+    jit = framework == "primflow" and config in JIT_CONFIGS
+    if jit:
+        from .. import jit_support
+
+        info = jit_support.prepare()
     step, check = make_step(framework, config)
-    t0 = time.perf_counter()
-    step()  # for JAX jit: trace + compile + first run
-    first = time.perf_counter() - t0
+    if jit:
+        first, phases, counts = jit_support.first_call(step)
+    else:
+        t0 = time.perf_counter()
+        step()  # for JAX jit: trace + compile + first run
+        first = time.perf_counter() - t0
     m = measure(step, **(QUICK if quick else FULL))
     res = {"value": m["median_s"] * 1e3, "unit": "ms", "min": m["min_s"] * 1e3,
            "reps_ms": [t * 1e3 for t in m["times_s"]], "reps": m["reps"], "inner": m["inner"],
            "first_call_ms": first * 1e3, **check()}
     if framework == "jax_jit":
         res["compile_ms"] = (first - m["median_s"]) * 1e3
+    if jit:
+        res.update(jit_support.fields(info, first, phases, counts, m["median_s"], ID, framework,
+                                      config, quick, jitted=[step.jitted]))
     return res
 
 
@@ -286,7 +428,7 @@ def report(results) -> str:
     # correctness
     out.append("")
     cells = [("primflow", "collapsed"), ("primflow", "nested"), ("torch", "nested"),
-             ("jax_jit", "nested")]
+             ("jax_jit", "nested")] + [("primflow", c) for c in JIT_CONFIGS]
     present = [c for c in cells if rp.ok(r(*c)) and "loss0" in r(*c)]
     bad, worst = [], None
     for i, a in enumerate(present):
@@ -314,6 +456,67 @@ def report(results) -> str:
                 extra = " (per round: " + ", ".join(
                     f"{x / y:.2f}" for x, y in zip(a["rounds_values"], b["rounds_values"])) + ")"
             out.append(f"  pf collapsed / {label}: {a['value'] / b['value']:.2f}x{extra}")
+    out += _jit_report(results)
     out.append("  reference machine (workload notes): JAX jit 160 ms (compile 5.8 s), PyTorch "
                "eager 146 ms")
     return "\n".join(out)
+
+
+def _jit_report(results) -> list:
+    """The primflow jit rows, their checks and the W3 jit target."""
+    from .. import jit_support
+
+    def r(fw, cfg):
+        return results.get((fw, cfg))
+
+    def v(fw, cfg):
+        return rp.value(r(fw, cfg))
+
+    if not any(r("primflow", c) for c in JIT_CONFIGS):
+        return []
+    eager = v("primflow", "collapsed")
+    peers = [(v(fw, "nested"), label) for fw, label in (("torch", "PyTorch"),
+                                                          ("jax_jit", "JAX jit"))
+             if v(fw, "nested") is not None]
+    fastest = min(peers) if peers else (None, None)
+    rows, diffs, bad = [], [], []
+    for c in JIT_CONFIGS:
+        res = r("primflow", c)
+        jv = rp.value(res)
+        cold = f"{res['compile_ms']:.0f}" if rp.ok(res) and "compile_ms" in res else rp.NA
+        cached = (f"{res['cached_compile_ms']:.0f}" if rp.ok(res) and "cached_compile_ms" in res
+                  else rp.NA)
+        rows.append([c, rp.cell(res, "{:.1f}"), rp.ratio(eager, jv), rp.ratio(fastest[0], jv),
+                     rp.ratio(v("torch", "nested"), jv), rp.ratio(v("jax_jit", "nested"), jv),
+                     cold, cached])
+        if rp.ok(res) and res.get("jit_vs_eager") is not None:
+            diffs.append(res["jit_vs_eager"])
+            if not res["jit_vs_eager"] <= JIT_TOL:
+                bad.append(f"{c} differs from eager by {res['jit_vs_eager']:.2e}")
+    out = ["", "  primflow jit (ms per step after the first call; speedups = other / jit)"]
+    out.append(rp.table(["", "ms", "pf eager/jit", "fastest peer/jit", "torch/jit", "jax/jit",
+                         "compile ms", "2nd-proc compile ms"], rows))
+    out.append("  jit: pf.jit(pf.value_and_grad(loss_fn, None, params)) + eager "
+               "pf.optimizer.Adam on the returned gradients; jit_adam: the whole step "
+               "(functional_call, value_and_grad, functional Adam) in one pf.jit.")
+    out += jit_support.compile_report([(c, r("primflow", c)) for c in JIT_CONFIGS])
+    if bad:
+        out.append("  CHECK FAILED (jit vs eager): " + "; ".join(bad))
+    elif diffs:
+        out.append(f"  check: jitted loss and gradients (jit) / step outputs (jit_adam) equal eager "
+                   f"(max relative difference {max(diffs):.1e}, tolerance {JIT_TOL:g})")
+    verdicts = []
+    for c in JIT_CONFIGS:
+        res = r("primflow", c)
+        if not rp.ok(res) or eager is None or fastest[0] is None:
+            continue
+        qe, qp = eager / res["value"], fastest[0] / res["value"]
+        met = qe >= 3.0 and qp >= 2.0
+        verdicts.append(met)
+        out.append(f"  target ({c}): >= 2x faster than the fastest peer ({fastest[1]}) and >= 3x "
+                   f"faster than primflow eager: {qp:.2f}x and {qe:.2f}x -> "
+                   f"{'met' if met else 'NOT met'}")
+    if not verdicts:
+        out.append("  target: pf jit >= 2x faster than the fastest peer and >= 3x faster than "
+                   "primflow eager: n/a (needs primflow eager, jit and peer results)")
+    return out

@@ -15,6 +15,10 @@ uniform in [0, 1]. Milliseconds per batched call.
               after compilation; the first call (trace + compile + run) is reported separately
     NumPy     the closed-form Hessian / Jacobian written by hand (the floor, and the reference
               every cell checks its result against)
+    pf jit    ``pf.jit`` of the same ``pf.vmap(pf.hessian(f))`` (cell ``jit_hessian``), and of
+              ``vmap(jacrev)`` / ``vmap(jacfwd)`` (``jit_jacrev``, ``jit_jacfwd``; not with
+              ``--quick``), timed after the first call; compile time as in
+              ``bench/jit_support.py``; checked against eager primflow and the closed form
 
 Correctness: every cell compares its full output with the NumPy closed form (``max_abs_diff``
 in the JSON) and returns the full Hessian / Jacobian at two inputs (``sample``), from which the
@@ -53,7 +57,11 @@ CONFIGS = [
     Config("primflow", "jacfwd", "pf.vmap(pf.jacfwd(g))"),
     Config("torch", "jacrev", "torch.func.vmap(torch.func.jacrev(g))"),
     Config("jax_jit", "jacrev", "jax.jit(jax.vmap(jax.jacrev(g))), after compile"),
+    Config("primflow", "jit_hessian", "pf.jit(pf.vmap(pf.hessian(f)))"),
+    Config("primflow", "jit_jacrev", "pf.jit(pf.vmap(pf.jacrev(g)))", quick=False),
+    Config("primflow", "jit_jacfwd", "pf.jit(pf.vmap(pf.jacfwd(g)))", quick=False),
 ]
+JIT_CONFIGS = ("jit_hessian", "jit_jacrev", "jit_jacfwd")
 
 
 # --- shared data (NumPy, the same in every process) -------------------------------------------
@@ -84,7 +92,7 @@ def _data(kind):
 
 
 def _kind(config):
-    return "hessian" if config == "hessian" else "jacobian"
+    return "hessian" if config.removeprefix("jit_") == "hessian" else "jacobian"
 
 
 def _f(x, p, tanh):
@@ -146,12 +154,22 @@ def _primflow(config):
     params, x = _data(kind)
     p = [pf.to_tensor(a) for a in params]
     X = pf.to_tensor(x)
+    jit = config.startswith("jit_")
+    base = config.removeprefix("jit_")
     if kind == "hessian":
         fn = pf.vmap(pf.hessian(lambda v: _f(v, p, pf.tanh)))
     else:
-        tr = pf.jacrev if config == "jacrev" else pf.jacfwd
+        tr = pf.jacrev if base == "jacrev" else pf.jacfwd
         fn = pf.vmap(tr(lambda v: _g(v, p, pf.tanh)))
-    return (lambda: fn(X)), (lambda: fn(X).numpy())
+    eager = fn
+    if jit:
+        fn = pf.jit(fn)
+
+    def step():
+        return fn(X)
+    step.jitted = fn if jit else None
+    step.eager = lambda: eager(X).numpy()
+    return step, (lambda: fn(X).numpy())
 
 
 def _torch(config):
@@ -241,10 +259,18 @@ def run(framework: str, config: str, quick: bool) -> dict:
 
     if framework.startswith("jax"):
         pin_to_one_core()
+    jit = framework == "primflow" and config in JIT_CONFIGS
+    if jit:
+        from .. import jit_support
+
+        info = jit_support.prepare()
     step, result = make_step(framework, config)
-    t0 = time.perf_counter()
-    step()  # for JAX jit: trace + compile + first run
-    first = time.perf_counter() - t0
+    if jit:
+        first, phases, counts = jit_support.first_call(step)
+    else:
+        t0 = time.perf_counter()
+        step()  # for JAX jit: trace + compile + first run
+        first = time.perf_counter() - t0
     m = measure(step, **(QUICK if quick else FULL))
     out = result()
     kind = _kind(config)
@@ -258,8 +284,12 @@ def run(framework: str, config: str, quick: bool) -> dict:
            "sample": out[list(SAMPLE_IDX)].ravel().tolist()}
     if framework == "jax_jit":
         res["compile_ms"] = (first - m["median_s"]) * 1e3
-    if framework == "primflow":
+    if framework == "primflow" and not jit:
         res["max_abs_diff_fd"] = _fd_check(config)
+    if jit:
+        res["jit_vs_eager"] = jit_support.rel_diff(out, step.eager())
+        res.update(jit_support.fields(info, first, phases, counts, m["median_s"], ID, framework,
+                                      config, quick, jitted=[step.jitted]))
     return res
 
 
@@ -361,6 +391,8 @@ def report(results) -> str:
     elif lines:
         out.append(f"  check: all results agree (tolerance {TOL:g})")
 
+    out += _jit_report(results, pf_jac)
+
     # the issue's target: eager primflow no slower than torch.func
     for kind, pk in (("Hessian", ("primflow", "hessian")), ("Jacobian", pf_jac)):
         tk = ("torch", "hessian" if kind == "Hessian" else "jacrev")
@@ -377,3 +409,66 @@ def report(results) -> str:
         out.append(f"  target: primflow {kind} <= torch.func (eager; {ref:.0f} ms on the "
                    f"reference machine): {verdict}")
     return "\n".join(out)
+
+
+def _jit_report(results, pf_jac) -> list:
+    """The primflow jit rows, the jit-vs-eager check and the jit target (Hessian vs JAX jit)."""
+    from .. import jit_support
+
+    def r(fw, cfg):
+        return results.get((fw, cfg))
+
+    def v(fw, cfg):
+        return rp.value(r(fw, cfg))
+
+    if not any(r("primflow", c) for c in JIT_CONFIGS):
+        return []
+    jac = None  # the faster jitted Jacobian
+    for c in ("jit_jacrev", "jit_jacfwd"):
+        if v("primflow", c) is not None and (jac is None or v("primflow", c) < v("primflow", jac)):
+            jac = c
+    rows, diffs, bad = [], [], []
+    kinds = [("hessian", "jit_hessian", "hessian", "hessian", "hessian")]
+    if jac is not None or any(r("primflow", c) for c in ("jit_jacrev", "jit_jacfwd")):
+        kinds.append((f"jacobian (pf {jac or 'jit_jacrev'})", jac or "jit_jacrev",
+                      (pf_jac or ("primflow", "jacrev"))[1], "jacobian", "jacrev"))
+    for label, jc, ec, nk, tk in kinds:
+        res = r("primflow", jc)
+        jv = rp.value(res)
+        rows.append([label, rp.cell(r("primflow", ec)), rp.cell(res),
+                     rp.ratio(v("primflow", ec), jv), rp.ratio(jv, v("torch", tk)),
+                     rp.ratio(jv, v("jax_jit", tk)), rp.ratio(jv, v("numpy", nk)),
+                     f"{res['compile_ms']:.0f}" if rp.ok(res) and "compile_ms" in res else rp.NA,
+                     f"{res['cached_compile_ms']:.0f}"
+                     if rp.ok(res) and "cached_compile_ms" in res else rp.NA])
+    for c in JIT_CONFIGS:
+        res = r("primflow", c)
+        if rp.ok(res) and res.get("jit_vs_eager") is not None:
+            diffs.append(res["jit_vs_eager"])
+            if not res["jit_vs_eager"] <= TOL:
+                bad.append(f"{c} differs from eager by {res['jit_vs_eager']:.2e}")
+    out = ["", "  primflow jit (ms after the first call)"]
+    out.append(rp.table(["", "pf eager", "pf jit", "eager/jit", "jit/torch", "jit/jax",
+                         "jit/numpy", "compile ms", "2nd-proc compile ms"], rows))
+    jr, jf = r("primflow", "jit_jacrev"), r("primflow", "jit_jacfwd")
+    if jr or jf:
+        out.append(f"  primflow jit Jacobian: jit(vmap(jacrev)) {rp.cell(jr)} ms, "
+                   f"jit(vmap(jacfwd)) {rp.cell(jf)} ms (the faster is in the table)")
+    out += jit_support.compile_report([(c[4:], r("primflow", c)) for c in JIT_CONFIGS])
+    if bad:
+        out.append("  CHECK FAILED (jit vs eager): " + "; ".join(bad))
+    elif diffs:
+        out.append(f"  check: jit results equal eager (max relative difference {max(diffs):.1e}, "
+                   f"tolerance {TOL:g})")
+    a, b = r("primflow", "jit_hessian"), r("jax_jit", "hessian")
+    if rp.ok(a) and rp.ok(b):
+        q = a["value"] / b["value"]
+        extra = ""
+        if "rounds_values" in a and "rounds_values" in b:
+            extra = " (per round: " + ", ".join(
+                f"{x / y:.2f}" for x, y in zip(a["rounds_values"], b["rounds_values"])) + ")"
+        out.append(f"  target: primflow Hessian (jit) no slower than JAX jit: {q:.2f}x{extra} -> "
+                   f"{'met' if q <= 1.0 else 'NOT met'}")
+    else:
+        out.append("  target: primflow Hessian (jit) no slower than JAX jit: n/a (needs both)")
+    return out

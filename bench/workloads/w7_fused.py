@@ -15,6 +15,14 @@ eager path: the backend's fused forward and backward kernels) and ``decomposed``
 derivatives use). Reported: median ms per step, and the peak memory one step allocates on
 top of its inputs (tracemalloc, which sees NumPy's buffers), measured after the timing.
 Target (issue 7): fused >= 2x faster than decomposed, and less memory.
+
+``rms_norm-jit`` (issue 6): the same step under ``pf.jit`` (the traced program is the
+primitive decomposition, fused and compiled by the jit: numba kernels for the arithmetic
+groups when numba is installed), against the eager decomposed step: target >= 2x faster.
+Its compile time is reported as in ``bench/jit_support.py``, and its gradients are checked
+against the eager fused ones (float32: relative 1e-5). Its memory column is what one call
+allocates beyond the jit's preallocated workspace (the workspace, allocated once at compile
+time, is reported separately as ``workspace_mb``).
 """
 
 from __future__ import annotations
@@ -32,9 +40,13 @@ OPS = ("layer_norm", "rms_norm", "softmax", "cross_entropy")
 MODES = ("fused", "decomposed")
 SPEEDUP_TARGET = 2.0
 
+JIT_OPS = ("rms_norm",)  # ops with a "-jit" cell (make_step handles every op)
+JIT_TOL = 1e-5  # float32, relative: jit vs eager fused
+
 CONFIGS = [Config("primflow", f"{op}-{mode}",
                   "pf.decompose(True)" if mode == "decomposed" else "default eager path")
-           for op in OPS for mode in MODES]
+           for op in OPS for mode in MODES] + [
+    Config("primflow", f"{op}-jit", "pf.jit of the forward + backward step") for op in JIT_OPS]
 
 
 def _inputs():
@@ -57,6 +69,7 @@ def make_step(framework: str, config: str):
 
     op, mode = config.rsplit("-", 1)
     pf.decompose(mode == "decomposed")
+    jit = mode == "jit"
     F = pf.nn.functional
     a = _inputs()
     x = pf.to_tensor(a["x"], stop_gradient=False)
@@ -66,19 +79,25 @@ def make_step(framework: str, config: str):
     labels = pf.to_tensor(a["labels"])
 
     if op == "layer_norm":
-        def step():
+        def fn(x, w, b, g, labels):
             return pf.grad(F.layer_norm(x, COLS, w, b), [x, w, b], grad_outputs=g)
     elif op == "rms_norm":
-        def step():
+        def fn(x, w, b, g, labels):
             return pf.grad(F.rms_norm(x, COLS, w), [x, w], grad_outputs=g)
     elif op == "softmax":
-        def step():
+        def fn(x, w, b, g, labels):
             return pf.grad(F.softmax(x), [x], grad_outputs=g)
     elif op == "cross_entropy":
-        def step():
+        def fn(x, w, b, g, labels):
             return pf.grad(F.cross_entropy(x, labels), [x])
     else:
         raise KeyError(f"unknown op {op!r}")
+    run_fn = pf.jit(fn) if jit else fn
+
+    def step():
+        return run_fn(x, w, b, g, labels)
+    step.jitted = run_fn if jit else None
+    step.eager = lambda: [t.numpy() for t in fn(x, w, b, g, labels)]  # default: fused
 
     def check():  # sum of |gradient| per input (a signed sum of softmax's would be ~0)
         return [float(abs(t.numpy().astype("float64")).sum()) for t in step()]
@@ -108,12 +127,27 @@ def _peak_bytes(step):
 def run(framework: str, config: str, quick: bool) -> dict:
     from ..timing import FULL, QUICK, measure
 
+    jit = config.endswith("-jit")
+    if jit:
+        from .. import jit_support
+
+        info = jit_support.prepare()
     step, check = make_step(framework, config)
+    if jit:
+        first, phases, counts = jit_support.first_call(step)
     m = measure(step, **(QUICK if quick else FULL))
     peak = _peak_bytes(step)
-    return {"value": m["median_s"] * 1e3, "unit": "ms", "min": m["min_s"] * 1e3,
-            "reps_ms": [t * 1e3 for t in m["times_s"]], "reps": m["reps"],
-            "inner": m["inner"], "peak_mb": peak / 2**20, "checksum": check()}
+    res = {"value": m["median_s"] * 1e3, "unit": "ms", "min": m["min_s"] * 1e3,
+           "reps_ms": [t * 1e3 for t in m["times_s"]], "reps": m["reps"],
+           "inner": m["inner"], "peak_mb": peak / 2**20, "checksum": check()}
+    if jit:
+        got = [t.numpy() for t in step()]
+        res["jit_vs_eager"] = jit_support.rel_diff(got, step.eager())
+        plans = [e.executable.plan for e in step.jitted._cache.values()]
+        res["workspace_mb"] = sum(getattr(p, "nbytes", 0) or 0 for p in plans) / 2**20
+        res.update(jit_support.fields(info, first, phases, counts, m["median_s"], ID, framework,
+                                      config, quick, jitted=[step.jitted]))
+    return res
 
 
 # --- the table --------------------------------------------------------------------------------
@@ -154,4 +188,44 @@ def report(results) -> str:
         out.append("  check: fused and decomposed gradients agree (checksums, rtol 1e-3)")
     out.append(f"  target: fused >= {SPEEDUP_TARGET:.0f}x faster and less memory than "
                f"decomposed: {', '.join(verdicts) if verdicts else 'n/a'}")
+    out += _jit_report(results)
     return "\n".join(out)
+
+
+def _jit_report(results) -> list:
+    from .. import jit_support
+
+    def r(op, mode):
+        return results.get(("primflow", f"{op}-{mode}"))
+
+    ops = [op for op in JIT_OPS if r(op, "jit")]
+    if not ops:
+        return []
+    rows, lines, bad, diffs = [], [], [], []
+    for op in ops:
+        jr, fu, de = r(op, "jit"), r(op, "fused"), r(op, "decomposed")
+        jv, fv, dv = rp.value(jr), rp.value(fu), rp.value(de)
+        rows.append([op, rp.cell(jr), rp.cell(fu), rp.cell(de), rp.ratio(dv, jv), rp.ratio(fv, jv),
+                     f"{jr['peak_mb']:.1f}" if rp.ok(jr) else rp.NA,
+                     f"{jr['workspace_mb']:.1f}" if rp.ok(jr) and "workspace_mb" in jr
+                     else rp.NA])
+        if rp.ok(jr) and jr.get("jit_vs_eager") is not None:
+            diffs.append(jr["jit_vs_eager"])
+            if not jr["jit_vs_eager"] <= JIT_TOL:
+                bad.append(f"{op}: jit differs from eager fused by {jr['jit_vs_eager']:.2e}")
+        if jv is not None and dv is not None:
+            q = dv / jv
+            lines.append(f"  target: {op} fused (jit) >= {SPEEDUP_TARGET:.0f}x faster than eager "
+                         f"unfused (decomposed): {q:.2f}x -> "
+                         f"{'met' if q >= SPEEDUP_TARGET else 'NOT met'}")
+    out = ["", "  pf.jit of the same step (the jit fuses the decomposition itself)"]
+    out.append(rp.table(["op", "jit ms", "eager fused ms", "eager decomposed ms",
+                         "decomposed/jit", "fused/jit", "jit MB per call", "jit workspace MB"],
+                        rows))
+    out += jit_support.compile_report([(f"{op}-jit", r(op, "jit")) for op in ops])
+    if bad:
+        out.append("  CHECK FAILED: " + "; ".join(bad))
+    elif diffs:
+        out.append(f"  check: jit gradients equal eager fused ones (max relative difference "
+                   f"{max(diffs):.1e}, float32 tolerance {JIT_TOL:g})")
+    return out + lines

@@ -41,8 +41,16 @@ from primflow import prims
 from primflow.core import dtypes
 from primflow.core.random import next_key
 
-__all__ = ["Geometry", "Interval", "Box", "Rectangle", "Disk", "Polygon", "unit_samples",
-           "SAMPLING_METHODS"]
+__all__ = [
+    "SAMPLING_METHODS",
+    "Box",
+    "Disk",
+    "Geometry",
+    "Interval",
+    "Polygon",
+    "Rectangle",
+    "unit_samples",
+]
 
 SAMPLING_METHODS = ("uniform", "lhs", "sobol")
 _MASK64 = 0xFFFFFFFFFFFFFFFF
@@ -121,9 +129,10 @@ def _latin_hypercube(n, dim, dtype, keys):
         perm = list(range(n))
         _pyrandom.Random(keys()).shuffle(perm)  # O(n) Fisher-Yates, seeded by our key
         cols.append(perm)
-    strata = pf.transpose(pf.to_tensor(cols, dtype=dtype), [1, 0])  # [n, dim]
-    jitter = _uniform((n, dim), dtype, keys())
-    return (strata + jitter) * (1.0 / n)
+    f64 = dtypes.float64  # in float64, so that stratum n-1 plus jitter stays below 1
+    strata = pf.transpose(pf.to_tensor(cols, dtype=f64), [1, 0])  # [n, dim]
+    jitter = _uniform((n, dim), f64, keys())
+    return ((strata + jitter) * (1.0 / n)).astype(dtype)
 
 
 def _sobol(n, dim, dtype, keys):
@@ -503,7 +512,7 @@ class Polygon(Geometry):
         keys = _Keys(seed)
         got, total = [], 0
         for attempt in range(64):
-            m = max(16, int(math.ceil((n - total) / ratio * 1.2)) + 8)
+            m = max(16, math.ceil((n - total) / ratio * 1.2) + 8)
             sub_seed = None if seed is None else keys()
             cand = box.sample_interior(m, method, sub_seed, dtype)
             keep = cand[self._strictly_inside(cand)]

@@ -9,6 +9,8 @@ Example:
 
 from __future__ import annotations
 
+import itertools
+
 import primflow as pf
 
 _ACTIVATIONS = {"tanh": "Tanh", "sin": "Sin", "silu": "SiLU", "gelu": "GELU",
@@ -28,7 +30,7 @@ def make_mlp(in_dim, out_dim, hidden, depth, activation="tanh", dtype="float64")
     pf.set_default_dtype(dtype)
     try:
         layers = []
-        for a, b in zip(sizes[:-2], sizes[1:-1]):
+        for a, b in itertools.pairwise(sizes[:-1]):
             layers += [nn.Linear(a, b), getattr(nn, _ACTIVATIONS[activation])()]
         layers.append(nn.Linear(sizes[-2], sizes[-1]))
         return nn.Sequential(*layers)

@@ -56,8 +56,17 @@ import functools
 import primflow as pf
 from primflow.transforms import differential as _taylor
 
-__all__ = ["Derivatives", "gradient", "divergence", "laplacian", "biharmonic", "partial",
-           "directional", "METHODS", "DEFAULT_METHOD"]
+__all__ = [
+    "DEFAULT_METHOD",
+    "METHODS",
+    "Derivatives",
+    "biharmonic",
+    "directional",
+    "divergence",
+    "gradient",
+    "laplacian",
+    "partial",
+]
 
 METHODS = ("reverse", "forward", "taylor", "collapsed")
 _RANDOMISED = ("stochastic",)
@@ -347,7 +356,7 @@ def partial(f, X, index, method=None):
     """
     X = _points(X)
     method = _method("partial", method)
-    n, d = X.shape
+    d = X.shape[1]
     index = _check_index(index, d)
     if not index:
         return f(X)
@@ -375,7 +384,7 @@ def laplacian(f, X, method=None, samples=16, seed=None):
     method = _method("laplacian", method, _RANDOMISED)
     if method == "reverse":
         return Derivatives(f, X).laplacian()
-    n, d = X.shape
+    d = X.shape[1]
     if method == "forward":
         out = None
         for i in range(d):

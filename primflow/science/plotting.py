@@ -17,7 +17,7 @@ import os
 
 import primflow as pf
 
-__all__ = ["have_matplotlib", "save_plots", "plot_field", "plot_loss"]
+__all__ = ["have_matplotlib", "plot_field", "plot_loss", "save_plots"]
 
 _MISSING = ("plots need matplotlib, which is not installed; install it with "
             "`pip install matplotlib` (or `pip install primflow[plot]`)")
@@ -78,8 +78,8 @@ def plot_loss(path, history, title="training loss"):
     ax.set_xlabel("step (Adam steps, then L-BFGS iterations)")
     ax.set_ylabel("loss")
     start = history.get("phase_start", {}).get("lbfgs")
-    if start is not None and start < len(history["loss"]):
-        ax.axvline(history["loss"][start][0], color="gray", ls="--", lw=0.8)
+    if start is not None and 0 < start < len(history["loss"]):  # Adam | L-BFGS
+        ax.axvline(history["loss"][start - 1][0] + 1, color="gray", ls="--", lw=0.8)
     if history["val"]:
         ax2 = ax.twinx()
         ax2.semilogy([s for s, _ in history["val"]], [v for _, v in history["val"]],
@@ -106,7 +106,7 @@ def save_plots(problem, net, history, out_dir):
     for key, values, title, cmap in (
             ("prediction", Pp, f"PINN prediction of {name}", "viridis"),
             ("reference", Up, f"reference {name}", "viridis"),
-            ("error", pf.abs(Pp - Up), f"|prediction - reference|", "magma")):
+            ("error", pf.abs(Pp - Up), "|prediction - reference|", "magma")):
         path = os.path.join(out_dir, f"{key}.png")
         plot_field(path, Xp, values, counts, names, f"{problem.name}: {title}", cmap)
         paths[key] = path

@@ -43,10 +43,10 @@ import time
 import primflow as pf
 
 from . import networks
-from .threads import blas_threads
 from .problems.base import Problem, Settings
+from .threads import blas_threads
 
-__all__ = ["Trainer", "TrainResult", "Progress", "TrainingError"]
+__all__ = ["Progress", "TrainResult", "Trainer", "TrainingError"]
 
 
 class TrainingError(RuntimeError):
@@ -85,7 +85,7 @@ class TrainResult:
 def _fmt_time(seconds):
     if seconds is None or not math.isfinite(seconds):
         return "?"
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     if seconds >= 3600:
         return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
     return f"{seconds // 60:02d}:{seconds % 60:02d}"
@@ -120,12 +120,14 @@ class Progress:
             self._bar = tqdm(total=self.total, desc=desc, file=self.stream, dynamic_ncols=True,
                              leave=True)
         elif self.kind == "rich":
-            from rich.progress import (BarColumn, Progress as RichProgress, TextColumn,
-                                       TimeElapsedColumn, TimeRemainingColumn)
+            from rich.console import Console
+            from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.progress import Progress as RichProgress
             self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(),
                                      TextColumn("{task.completed}/{task.total}"),
                                      TimeElapsedColumn(), TimeRemainingColumn(),
-                                     TextColumn("{task.fields[post]}"))
+                                     TextColumn("{task.fields[post]}"),
+                                     console=Console(file=self.stream))
             self._bar.start()
             self._task = self._bar.add_task(desc, total=self.total, post="")
 
@@ -344,7 +346,11 @@ class Trainer:
         self._extra = []  # collocation points added by residual-based refinement
         if self.resume and self.checkpoint and os.path.exists(self.checkpoint):
             state = self._load()
-            net.set_state_dict(state["model"])
+            try:
+                net.set_state_dict(state["model"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise TrainingError(f"{self.checkpoint} does not fit this network ({exc}); "
+                                    f"resume with the settings it was written with") from exc
             phase, start_step = state["phase"], int(state["step"])
             history = _restore_history(state["history"])
             self._extra = [pf.to_tensor(x, dtype=self.problem.dtype)
@@ -426,8 +432,9 @@ class Trainer:
             if state is not None and state["phase"] == "lbfgs":
                 try:
                     opt.set_state_dict(state["optimizer"])
-                except Exception:  # noqa: BLE001 - history is an optimisation, not state
-                    pass
+                except (ValueError, KeyError, TypeError) as exc:
+                    # the curvature history speeds L-BFGS up; without it, it starts afresh
+                    self.log(f"L-BFGS state not restored ({exc}); continuing without it")
             evals = [0]
 
             def closure():

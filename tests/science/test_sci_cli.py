@@ -25,7 +25,7 @@ def test_info(capsys):
 
 
 def test_python_dash_m_entry_point():
-    proc = subprocess.run([sys.executable, "-m", "primflow", "info"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "primflow", "info"], capture_output=True, check=False,
                           text=True, timeout=120,
                           cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert proc.returncode == 0, proc.stderr
@@ -102,3 +102,20 @@ def test_plots_without_matplotlib_say_so(tmp_path, capsys, monkeypatch):
     assert main(["demo", "beam", "--out", str(tmp_path)] + TINY) == 0
     assert "matplotlib is not installed" in capsys.readouterr().out
     assert not (tmp_path / "loss.png").exists()
+
+
+def test_resume(tmp_path, capsys):
+    out = str(tmp_path)
+    assert main(["demo", "beam", "--out", out, "--no-plots"] + TINY) == 0
+    # continuing with more steps picks up the checkpoint
+    args = ["demo", "beam", "--out", out, "--no-plots", "--resume", "--quick", "--steps",
+            "6", "--lbfgs-steps", "10", "--points", "32", "--no-progress"]
+    assert main(args) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["steps"] == {"adam": 6, "lbfgs": 10}
+    assert "resuming from" in capsys.readouterr().err
+    # a checkpoint of another network size is refused clearly
+    args = ["demo", "beam", "--out", out, "--no-plots", "--resume", "--points", "32",
+            "--steps", "6", "--no-progress"]  # full settings: a wider network
+    assert main(args) == 2
+    assert "does not fit this network" in capsys.readouterr().err

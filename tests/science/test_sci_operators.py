@@ -1,6 +1,7 @@
 """Differential operators against closed forms, pf.hessian and finite differences; both
 methods; differentiability with respect to parameters."""
 
+import itertools
 import math
 
 import pytest
@@ -30,7 +31,7 @@ class TinyMLP:
         pf.seed(seed)
         sizes = [d, 8, 8, 1]
         self.params = []
-        for a, b in zip(sizes[:-1], sizes[1:]):
+        for a, b in itertools.pairwise(sizes):
             W = pf.randn([a, b], dtype=F64) * (1.0 / math.sqrt(a))
             c = pf.randn([b], dtype=F64) * 0.1
             W.stop_gradient = False
@@ -73,7 +74,7 @@ def test_laplacian_gradient_partial_of_sin_sin(method):
 def test_biharmonic_3d_polynomial(method):
     # Δ²(x² y² z²) = 8 (x² + y² + z²): checks the d-dimensional interpolation formula
     X = points(10, 3, seed=2)
-    f = lambda X: (X[:, 0:1] * X[:, 1:2] * X[:, 2:3]) ** 2  # noqa: E731
+    f = lambda X: (X[:, 0:1] * X[:, 1:2] * X[:, 2:3]) ** 2
     b = ops.biharmonic(f, X, method=method)
     assert close(b, 8 * (X * X).sum(axis=1, keepdim=True), 1e-12)
 
@@ -81,7 +82,7 @@ def test_biharmonic_3d_polynomial(method):
 @pytest.mark.parametrize("method", METHODS)
 def test_divergence(method):
     X = points(12, 3, seed=3)
-    F = lambda X: pf.concat([X[:, 0:1] ** 2 * X[:, 1:2], pf.sin(X[:, 1:2]),  # noqa: E731
+    F = lambda X: pf.concat([X[:, 0:1] ** 2 * X[:, 1:2], pf.sin(X[:, 1:2]),
                              X[:, 2:3] * X[:, 0:1]], axis=1)
     expected = 2 * X[:, 0:1] * X[:, 1:2] + pf.cos(X[:, 1:2]) + X[:, 0:1]
     assert close(ops.divergence(F, X, method=method), expected, 1e-12)
@@ -133,7 +134,7 @@ def test_operators_are_differentiable_in_the_parameters(method):
 
 def test_derivatives_memo_and_symmetry():
     X = points(6, 2, seed=9)
-    f = lambda X: X[:, 0:1] ** 3 * X[:, 1:2] ** 2  # noqa: E731
+    f = lambda X: X[:, 0:1] ** 3 * X[:, 1:2] ** 2
     D = Derivatives(f, X)
     x, y = X[:, 0:1], X[:, 1:2]
     assert close(D(0, 1), 6 * x * x * y, 1e-13)
@@ -146,17 +147,17 @@ def test_derivatives_memo_and_symmetry():
 
 def test_polynomial_of_low_degree_gives_zeros():
     X = points(4, 2, seed=10)
-    lin = lambda X: 2.0 * X[:, 0:1] + X[:, 1:2]  # noqa: E731
+    lin = lambda X: 2.0 * X[:, 0:1] + X[:, 1:2]
     assert float(pf.abs(ops.laplacian(lin, X)).max()) == 0.0
     assert float(pf.abs(ops.biharmonic(lin, X)).max()) == 0.0
-    only_x = lambda X: X[:, 0:1] ** 2  # noqa: E731  (does not read y)
+    only_x = lambda X: X[:, 0:1] ** 2
     assert close(ops.partial(only_x, X, (0, 0)), 2.0 + 0 * X[:, 0:1], 0.0)
     assert float(pf.abs(ops.partial(only_x, X, (1,))).max()) == 0.0
 
 
 def test_one_dimensional_outputs_keep_their_shape():
     X = points(5, 2, seed=11)
-    f = lambda X: (X * X).sum(axis=1)  # noqa: E731  [N]
+    f = lambda X: (X * X).sum(axis=1)
     assert ops.laplacian(f, X).shape == [5]
     assert float(pf.abs(ops.laplacian(f, X) - 4.0).max()) < 1e-13
 
@@ -181,7 +182,7 @@ def test_derivative_flows_to_points_that_require_grad():
 def test_directional_derivative():
     X = points(4, 2, seed=14)
     v = [1.0, 2.0]
-    f = lambda X: X[:, 0:1] ** 2 * X[:, 1:2] ** 2  # noqa: E731
+    f = lambda X: X[:, 0:1] ** 2 * X[:, 1:2] ** 2
     # d^4/dt^4 (x+t)^2 (y+2t)^2 = 4! * 1 * 4
     d4 = ops.directional(f, X, v, 4)
     assert close(d4, 96.0 + 0 * X[:, 0:1], 1e-12)
@@ -197,6 +198,21 @@ def test_errors():
         ops.partial(sinsin, X, (0, 2))
     with pytest.raises(ValueError, match="one value per point"):
         ops.laplacian(lambda X: X, X)
-    if not hasattr(pf, "jet"):
-        with pytest.raises(NotImplementedError, match="Taylor mode"):
-            ops.biharmonic(sinsin, X, method="taylor")
+    with pytest.raises(ValueError, match="unknown method 'stochastic' for partial"):
+        ops.partial(sinsin, X, (0,), method="stochastic")
+    with pytest.raises(ValueError, match="forward"):
+        ops.directional(sinsin, X, [1.0, 0.0], 2, method="reverse")
+
+
+def test_stochastic_estimates_are_unbiased():
+    X = points(4, 2, seed=15)
+    exact = 4 * PI ** 4 * sinsin(X)
+    est = ops.biharmonic(sinsin, X, method="stochastic", samples=4000, seed=1)
+    assert float(pf.abs(est - exact).max()) < 0.15 * float(pf.abs(exact).max())
+    lap = ops.laplacian(sinsin, X, method="stochastic", samples=4000, seed=2)
+    assert float(pf.abs(lap + 2 * PI ** 2 * sinsin(X)).max()) < 0.1 * 2 * PI ** 2
+
+
+def test_defaults_are_valid_methods():
+    for op, method in ops.DEFAULT_METHOD.items():
+        assert method in ops.METHODS, (op, method)

@@ -7,9 +7,9 @@ import math
 import pytest
 
 import primflow as pf
-from primflow.science import Derivatives, operators as ops
-from primflow.science.problems import (Beam, Burgers, Heat1D, Plate, Poisson2D,
-                                       cole_hopf)
+from primflow.science import Derivatives
+from primflow.science import operators as ops
+from primflow.science.problems import Beam, Burgers, Heat1D, Plate, Poisson2D, cole_hopf
 
 F64 = "float64"
 PI = math.pi
@@ -127,7 +127,7 @@ def test_hard_constraints_hold_for_any_network(cls):
     def net(Z):
         return pf.tanh(Z @ W).sum(axis=1, keepdim=True) + 0.7
 
-    u = lambda X: p.u(net, X)  # noqa: E731
+    u = lambda X: p.u(net, X)
     lo, hi = p.geometry.bounds()
     if cls is Beam:
         zero = pf.to_tensor([[0.0]], dtype=F64)

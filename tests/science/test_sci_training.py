@@ -11,8 +11,8 @@ import primflow as pf
 from primflow.science import Progress, Trainer
 from primflow.science.problems import PROBLEMS, Beam, Poisson2D, make_problem
 
-TINY = dict(hidden=8, depth=2, n_interior=48, n_boundary=16, adam_steps=25, lr=1e-2,
-            lr_final=5e-3, lbfgs_steps=0, validate_every=25)
+TINY = {"hidden": 8, "depth": 2, "n_interior": 48, "n_boundary": 16, "adam_steps": 25,
+        "lr": 1e-2, "lr_final": 5e-3, "lbfgs_steps": 0, "validate_every": 25}
 
 
 @pytest.mark.parametrize("name", sorted(PROBLEMS))
@@ -146,3 +146,36 @@ def test_trainer_progress_goes_to_the_stream():
     s = p.settings(quick=True).replace(**dict(TINY, adam_steps=5))
     Trainer(p, s, progress="text", stream=stream).fit()
     assert "adam" in stream.getvalue() and "5/5" in stream.getvalue()
+
+
+def test_blas_threads_context_restores_the_pool():
+    from primflow.science.threads import _openblas_libraries, blas_threads
+    pairs = _openblas_libraries()
+    before = [get() for get, _ in pairs]
+    with blas_threads(1):
+        assert all(get() == 1 for get, _ in pairs)
+    assert [get() for get, _ in pairs] == before
+    with pytest.raises(ValueError, match=">= 1"), blas_threads(0):
+        pass
+
+
+def test_residual_based_refinement_adds_points_and_checkpoints_them(tmp_path):
+    p = make_problem("burgers")
+    s = p.settings(quick=True).replace(**dict(TINY, adam_steps=4, lbfgs_steps=20,
+                                              lbfgs_chunk=5, rar_points=7, rar_rounds=2,
+                                              rar_candidates=200))
+    ckpt = tmp_path / "rar.pdparams"
+    trainer = Trainer(p, s, progress=False, checkpoint=ckpt)
+    r = trainer.fit()
+    assert r.status == "ok" and r.steps["lbfgs"] == 20
+    assert [x.shape for x in trainer._extra] == [[7, 2], [7, 2]]
+    assert bool(p.geometry.inside(trainer._extra[0]).all())
+    assert len(pf.load(str(ckpt))["extra_points"]) == 2
+    # the chosen points have the largest residuals among the candidates
+    chosen = trainer._refine(r.net, 5)
+    cand = p.geometry.sample_interior(200, "uniform", seed=trainer.seed * 7919 + 101 * 6,
+                                      dtype=p.dtype)
+    u = lambda X: p.u(r.net, X)
+    res_all = sorted(pf.abs(p.residual(u, cand)).numpy().ravel().tolist())
+    res_chosen = pf.abs(p.residual(u, chosen)).numpy().ravel().tolist()
+    assert min(res_chosen) >= res_all[-7] * (1 - 1e-12)

@@ -21,5 +21,17 @@ def make_problem(name, **options):
     return PROBLEMS[name](**options)
 
 
-__all__ = ["Problem", "Settings", "PROBLEMS", "make_problem", "Plate", "Beam", "Poisson2D",
-           "Burgers", "Heat1D", "cole_hopf", "mean_square", "relative_l2"]
+__all__ = [
+    "PROBLEMS",
+    "Beam",
+    "Burgers",
+    "Heat1D",
+    "Plate",
+    "Poisson2D",
+    "Problem",
+    "Settings",
+    "cole_hopf",
+    "make_problem",
+    "mean_square",
+    "relative_l2",
+]

@@ -16,6 +16,9 @@ step and range were chosen by halving the step until the result stopped changing
 1e-12) and the reference is checked against the PDE by finite differences in the tests.
 
 The initial and boundary conditions are built in: ``u = -sin(pi x) + t (1 - x^2) N(x, t)``.
+The default settings add collocation points where the residual is largest (the shock at
+x = 0) in the L-BFGS phase; without them the network tends to settle on a smeared shock
+(relative L2 about 0.3) when the points are few.
 
 Example:
     >>> import primflow as pf
@@ -55,7 +58,7 @@ def cole_hopf(x, t, nu=NU, z_max=12.0, step=0.02, chunk=512):
     t = pf.reshape(t, [-1])
     if x.shape != t.shape:
         raise ValueError(f"x and t must have the same length, got {x.shape} and {t.shape}")
-    m = int(round(2 * z_max / step)) + 1
+    m = round(2 * z_max / step) + 1
     z = pf.reshape(pf.linspace(-z_max, z_max, m, dtype=x.dtype), [1, m])
     z2 = z * z
     c = 1.0 / (2 * math.pi * nu)
@@ -90,10 +93,12 @@ class Burgers(Problem):
 
     def settings(self, quick=False):
         if quick:
-            return Settings(hidden=20, depth=4, n_interior=2000, adam_steps=200, lr=5e-3,
-                            lr_final=1e-3, lbfgs_steps=300, validate_every=50, target=1e-1)
+            return Settings(hidden=20, depth=6, n_interior=1000, adam_steps=300, lr=5e-3,
+                            lr_final=1e-3, lbfgs_steps=600, rar_points=250, rar_rounds=4,
+                            validate_every=50, target=1e-1)
         return Settings(hidden=20, depth=6, n_interior=4000, adam_steps=300, lr=5e-3,
-                        lr_final=1e-3, lbfgs_steps=600, validate_every=50, target=5e-2)
+                        lr_final=1e-3, lbfgs_steps=1200, rar_points=400, rar_rounds=4,
+                        validate_every=50, target=5e-2)
 
     def transform(self, X, N):
         x, t = X[:, 0:1], X[:, 1:2]

@@ -50,7 +50,7 @@ class Heat1D(Problem):
     def settings(self, quick=False):
         if quick:
             return Settings(hidden=16, depth=2, n_interior=256, adam_steps=200, lr=5e-3,
-                            lr_final=1e-3, lbfgs_steps=600, validate_every=50, target=1e-2)
+                            lr_final=1e-3, lbfgs_steps=1500, validate_every=50, target=1e-2)
         return Settings(hidden=20, depth=3, n_interior=1024, adam_steps=1000, lr=5e-3,
                         lr_final=5e-4, lbfgs_steps=2500, validate_every=100, target=1e-3)
 

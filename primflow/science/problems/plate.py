@@ -36,8 +36,8 @@ from ..operators import Derivatives, biharmonic
 from .base import Problem, Settings, mean_square
 
 CONFIGS = {
-    "unit": dict(a=1.0, b=1.0, D=1.0, q0=1.0),
-    "paddlescience": dict(a=2.0, b=3.0, h=0.01, E=201.88e9, nu=0.25, q0=980.0),
+    "unit": {"a": 1.0, "b": 1.0, "D": 1.0, "q0": 1.0},
+    "paddlescience": {"a": 2.0, "b": 3.0, "h": 0.01, "E": 201.88e9, "nu": 0.25, "q0": 980.0},
 }
 
 
