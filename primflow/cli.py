@@ -140,7 +140,7 @@ def _run_demo(args, out_dir, out, err):
     if not args.resume and os.path.exists(checkpoint):
         os.remove(checkpoint)
     trainer = science.Trainer(problem, settings, seed=args.seed, checkpoint=checkpoint,
-                              resume=args.resume, threads=args.threads,
+                              resume=args.resume, threads=args.threads, jit=not args.eager,
                               progress=False if args.no_progress else "auto", stream=err)
     problem.validation_set()  # the reference, computed before the clock matters
     try:
@@ -216,6 +216,9 @@ def build_parser():
     demo.add_argument("--threads", type=int, default=1,
                       help="BLAS threads while training (default 1, the fastest for these "
                            "small networks)")
+    demo.add_argument("--eager", action="store_true",
+                      help="run the training step eagerly instead of compiling it with pf.jit "
+                           "(to compare)")
     demo.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
     demo.add_argument("--resume", action="store_true",

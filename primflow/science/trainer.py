@@ -222,7 +222,8 @@ class Trainer:
 
     def __init__(self, problem: Problem, settings: Settings | None = None, *, quick=False,
                  seed=0, checkpoint=None, checkpoint_every=None, resume=False,
-                 progress="auto", log="stderr", stream=None, callback=None, threads=1):
+                 progress="auto", log="stderr", stream=None, callback=None, threads=1,
+                 jit=True):
         if not isinstance(problem, Problem):
             raise TypeError(f"problem must be a primflow.science Problem, got "
                             f"{type(problem).__name__}")
@@ -243,6 +244,8 @@ class Trainer:
         self.net = None
         self.callback = callback
         self.threads = threads
+        self.jit = bool(jit)  # compile the loss-and-gradient step with pf.jit
+        self._step_fn = None
         self._check_settings()
 
     def _check_settings(self):
@@ -279,6 +282,29 @@ class Trainer:
     def loss_terms(self, net, batch):
         problem = self.problem
         return problem.losses(lambda X: problem.u(net, X), batch)
+
+    def loss_and_grads(self, net, params, batch):
+        """``(loss, terms)`` at ``batch`` with the parameters' gradients stored in ``.grad``.
+
+        With ``jit`` the whole step (the PDE operators' Taylor passes, the loss and its
+        gradient) is traced once per batch shape and runs as one compiled program;
+        otherwise it runs eagerly on the tape.
+        """
+        if not self.jit:
+            terms = self.loss_terms(net, batch)
+            loss = self.total_loss(terms)
+            loss.backward()
+            return loss, terms
+        if self._step_fn is None:
+            def objective(b):
+                terms = self.loss_terms(net, b)
+                return self.total_loss(terms), terms
+
+            self._step_fn = pf.jit(pf.value_and_grad(objective, None, params, has_aux=True))
+        (loss, terms), grads = self._step_fn(batch)
+        for p, g in zip(params, grads):
+            p.grad = g if p.grad is None else p.grad + g
+        return loss, terms
 
     def total_loss(self, terms):
         weights = self.settings.weights or {}
@@ -379,15 +405,14 @@ class Trainer:
                 if r != round_index:
                     batch, round_index = self.batch(r), r
                 opt.set_lr(self.lr_at(step))
-                terms = self.loss_terms(net, batch)
-                loss = self.total_loss(terms)
+                loss, terms = self.loss_and_grads(net, params, batch)
                 value = float(loss)
                 if not _is_finite(value):
                     status, message = "nan", self._nan_message("adam", step, value)
                     _restore(params, good)
+                    opt.clear_grad()
                     break
                 good = _snapshot(params)
-                loss.backward()
                 opt.step()
                 opt.clear_grad()
                 self._record(history, step, value, terms)
@@ -439,9 +464,7 @@ class Trainer:
 
             def closure():
                 opt.clear_grad()
-                terms = self.loss_terms(net, batch)
-                loss = self.total_loss(terms)
-                loss.backward()
+                loss, _ = self.loss_and_grads(net, params, batch)
                 evals[0] += 1
                 return loss
 
