@@ -22,6 +22,7 @@ its first call and a few warm calls, and prints one JSON line.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -46,6 +47,7 @@ def prepare() -> dict:
     else:
         info["cache_dir"] = os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="pf-bench-jit-")
         info["cache_dir_owned"] = True
+        atexit.register(shutil.rmtree, info["cache_dir"], ignore_errors=True)  # on errors too
     from primflow.backends import numba_codegen
 
     t0 = time.perf_counter()

@@ -513,8 +513,13 @@ def _jit_report(results) -> list:
         qe, qp = eager / res["value"], fastest[0] / res["value"]
         met = qe >= 3.0 and qp >= 2.0
         verdicts.append(met)
+        per = ""
+        ea = r("primflow", "collapsed")
+        if "rounds_values" in res and "rounds_values" in ea:
+            per = " (eager/jit per round: " + ", ".join(
+                f"{x / y:.2f}" for x, y in zip(ea["rounds_values"], res["rounds_values"])) + ")"
         out.append(f"  target ({c}): >= 2x faster than the fastest peer ({fastest[1]}) and >= 3x "
-                   f"faster than primflow eager: {qp:.2f}x and {qe:.2f}x -> "
+                   f"faster than primflow eager: {qp:.2f}x and {qe:.2f}x{per} -> "
                    f"{'met' if met else 'NOT met'}")
     if not verdicts:
         out.append("  target: pf jit >= 2x faster than the fastest peer and >= 3x faster than "

@@ -84,7 +84,7 @@ def _vjp_with_weights(f, primals, weights, has_aux):
     # Record the backward only when something outside may differentiate the result: an
     # enclosing transform, inputs the user's tape watches, or closed-over watched tensors.
     create_graph = (bool(state.trace_stack) or any(not as_tensor(p).stop_gradient for p in flat)
-                    or bool(weights) or _reaches_outside(out_flat, targets))
+                    or _reaches_outside(out_flat, targets))
 
     def pullback(cotangent):
         ct_flat, ct_tree = tree_flatten(cotangent)
