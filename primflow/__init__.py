@@ -41,8 +41,6 @@ from .optimizer import regularizer
 from .serialization import load, save
 
 bool = bool_  # noqa: A001 - pf.bool as in Paddle and PyTorch
-float = float32  # noqa: A001 - not exported by design; see below
-del float
 
 
 def detach(x):
@@ -50,8 +48,8 @@ def detach(x):
     return x.detach()
 
 
-def is_tensor(x) -> "builtins.bool":  # noqa: F821
-    """Whether ``x`` is a primflow Tensor."""
+def is_tensor(x):
+    """Whether ``x`` is a primflow Tensor. Example: ``pf.is_tensor(pf.ones([1]))`` is True."""
     return isinstance(x, Tensor)
 
 
