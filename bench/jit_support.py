@@ -107,8 +107,14 @@ class _Phases:
         return {k: round(v, 2) for k, v in ms.items()}, dict(self.counts)
 
 
-def first_call(step):
-    """Runs ``step()`` once (the first call). Returns (seconds, phases in ms, counts)."""
+def first_call(step, jit=True):
+    """Runs ``step()`` once (the first call). Returns (seconds, phases in ms, counts); for
+    a cell that is not primflow jit (``jit=False``) just the time, with empty phases (for
+    JAX jit that time is trace + compile + first run)."""
+    if not jit:
+        t0 = time.perf_counter()
+        step()
+        return time.perf_counter() - t0, {}, {}
     with _Phases() as ph:
         t0 = time.perf_counter()
         step()

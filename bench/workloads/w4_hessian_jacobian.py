@@ -251,26 +251,19 @@ def _fd_check(config):
 
 
 def run(framework: str, config: str, quick: bool) -> dict:
-    import time
-
     import numpy as np
 
     from ..timing import FULL, QUICK, measure, pin_to_one_core
 
     if framework.startswith("jax"):
         pin_to_one_core()
+    from .. import jit_support
+
     jit = framework == "primflow" and config in JIT_CONFIGS
     if jit:
-        from .. import jit_support
-
         info = jit_support.prepare()
     step, result = make_step(framework, config)
-    if jit:
-        first, phases, counts = jit_support.first_call(step)
-    else:
-        t0 = time.perf_counter()
-        step()  # for JAX jit: trace + compile + first run
-        first = time.perf_counter() - t0
+    first, phases, counts = jit_support.first_call(step, jit)
     m = measure(step, **(QUICK if quick else FULL))
     out = result()
     kind = _kind(config)
