@@ -68,11 +68,71 @@ def test_pinn_biharmonic_gradient_matches_eager(backend):
     step, x = _pinn_step([2, 16, 1], 2048, "collapsed")
     value, grads = step(x)
     jitted = pf.jit(step, backend=backend)
-    value_j, grads_j = jitted(x)
-    assert jitted.lower(x).compile().kernels
-    assert _rel_err(value_j.numpy(), value.numpy()) < 1e-12
-    for g, gj in zip(grads, grads_j):
-        assert _rel_err(gj.numpy(), g.numpy()) < 1e-12
+    results = [jitted(x)]  # with "auto": the NumPy code, while numba compiles aside
+    assert jitted.lower(x).compile().wait(300)
+    results.append(jitted(x))
+    for value_j, grads_j in results:
+        assert _rel_err(value_j.numpy(), value.numpy()) < 1e-12
+        for g, gj in zip(grads, grads_j):
+            assert _rel_err(gj.numpy(), g.numpy()) < 1e-12
+
+
+_TIERED_PROGRAM = """def f(%0: float64[256,256], %1: float64[256,256]):
+    %2: float64[256,256] = mul(%0, %1)
+    %3: float64[256,256] = add(%2, %0)
+    %4: float64[256,256] = mul(%3, %3)
+    %5: float64[256,256] = sub(%4, %1)
+    return %5
+"""
+
+
+def _tiered_args():
+    rng = np.random.default_rng(1)
+    return [rng.standard_normal((256, 256)), rng.standard_normal((256, 256))]
+
+
+@needs_numba
+def test_auto_backend_runs_numpy_code_while_numba_compiles_in_the_background():
+    from primflow.compiler import compile_program
+
+    fn, args = parse(_TIERED_PROGRAM), _tiered_args()
+    want = evaluate(fn, args)[0]
+    exe = compile_program(fn, backend="auto")
+    assert not exe.kernels  # the first version is generated NumPy code
+    first = exe(args)[0]
+    assert exe.wait(300) and len(exe.kernels) == 1 and not exe.compiling
+    np.testing.assert_allclose(first, want, rtol=1e-14)
+    assert _rel_err(exe(args)[0], want) < 1e-13  # numba contracts a*b+c into an FMA
+    # a second compile of the same program finds the kernel in the disk cache: no waiting
+    again = compile_program(fn, backend="auto")
+    assert len(again.kernels) == 1 and not again.compiling
+
+
+@needs_numba
+def test_tiered_compile_can_be_switched_off(monkeypatch):
+    from primflow.compiler import compile_program
+
+    monkeypatch.setenv("PRIMFLOW_JIT_TIERED", "0")
+    exe = compile_program(parse(_TIERED_PROGRAM), backend="auto")
+    assert len(exe.kernels) == 1 and not exe.compiling
+
+
+@needs_numba
+def test_a_failing_background_compile_warns_and_keeps_the_numpy_code(tmp_path, monkeypatch):
+    from primflow.backends import numba_codegen
+    from primflow.compiler import compile_program
+
+    broken = tmp_path / "broken_worker.py"
+    broken.write_text("import sys\nsys.stderr.write('no compiler here')\nsys.exit(3)\n")
+    monkeypatch.setattr(numba_codegen, "_WORKER", str(broken))
+    monkeypatch.setattr(numba_codegen, "_kernels", {})  # nothing compiled in this process
+    fn, args = parse(_TIERED_PROGRAM), _tiered_args()
+    exe = compile_program(fn, backend="auto")
+    exe._pending.ready.wait(300)
+    with pytest.warns(RuntimeWarning, match="exited with code 3: no compiler here"):
+        out = exe(args)[0]
+    assert not exe.kernels and not exe.compiling
+    np.testing.assert_allclose(out, evaluate(fn, args)[0], rtol=1e-14)
 
 
 @needs_numba

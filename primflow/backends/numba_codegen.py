@@ -24,6 +24,7 @@ import threading
 
 import numpy as np
 
+from .numba_worker import load_kernel, mark_ready, numba_types
 from .numpy_backend import _TO_NATIVE
 
 AUTO_MIN_ELEMENTS = 1 << 14  # below this NumPy's per-call cost is already small
@@ -216,53 +217,137 @@ def _reduction_loops(shape, red, names, body):
     return lines + _loops(shape, acc_body, 1)
 
 
-def compile_group(group):
-    """The numba dispatcher for ``group``: ``kernel(*inputs, *outputs) -> outputs``, where
-    ``full`` inputs are inlined constants and are not passed."""
+def kernel_signature(group):
+    """The one numba signature a group's kernel is compiled for, as plain data: per
+    argument ``(dtype name, ndim, layout, readonly)``. Inputs are read-only arrays of any
+    layout ("A": planned buffers, inputs and broadcast views alike); outputs are the
+    C-contiguous buffers the program allocates. One signature per kernel means the
+    compiled code can be called directly (no per-call type dispatch), and a background
+    process can compile exactly what this process will load."""
+    red = group.reduction
+    sig = []
+    for v in group.inputs:
+        if v.op is not None and v.op.prim == "full":
+            continue
+        sig.append((v.aval.dtype.name, len(v.aval.shape), "A", True))
+    for v in group.outputs:
+        if red is None or v is not red.out:
+            sig.append((v.aval.dtype.name, len(v.aval.shape), "C", False))
+    if red is not None:
+        sig.append((red.out.aval.dtype.name, len(red.out.aval.shape), "C", False))
+    return sig
+
+
+def write_source(group):
+    """Writes the kernel's source to the cache directory (once); returns ``(sha, path)``."""
     source = kernel_source(group)
-    sha = hashlib.sha1(source.encode()).hexdigest()[:16]
-    kernel = _kernels.get(sha)
-    if kernel is not None:
-        return _Launcher(kernel, group, source)
-    with _lock:
-        kernel = _kernels.get(sha)
-        if kernel is None:
-            kernel = _load(source, sha)
-            _kernels[sha] = kernel
-    return _Launcher(kernel, group, source)
-
-
-def _load(source, sha):
+    sha = hashlib.sha1((source + repr(kernel_signature(group))).encode()).hexdigest()[:16]
     folder = cache_dir()
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"k_{sha}.py")
     if not os.path.exists(path):
-        tmp = f"{path}.{os.getpid()}.tmp"
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(source)
         os.replace(tmp, path)
-    name = f"primflow_numba_k_{sha}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module.kernel
+    return sha, path
+
+
+def is_cached(group) -> bool:
+    """Whether the kernel for ``group`` is compiled in this process or on disk (a marker
+    file written after a successful compile), so loading it is cheap."""
+    sha, path = write_source(group)
+    return sha in _kernels or os.path.exists(path[:-3] + ".ready")
+
+
+def compile_group(group):
+    """A launcher for ``group``'s kernel: ``launcher(*inputs, *outputs) -> outputs``, where
+    ``full`` inputs are inlined constants and are not passed. Compiles the kernel, or loads
+    it from numba's disk cache."""
+    sha, path = write_source(group)
+    entry = _kernels.get(sha)
+    if entry is None:
+        with _lock:
+            entry = _kernels.get(sha)
+            if entry is None:
+                entry = _kernels[sha] = load_kernel(path, kernel_signature(group))
+                mark_ready(path)
+    return _Launcher(entry, group, kernel_source(group))
 
 
 class _Launcher:
-    """Calls a kernel with the group's non-constant inputs and fresh or given outputs."""
+    """Calls a compiled kernel with the group's non-constant inputs and the outputs."""
 
-    def __init__(self, kernel, group, source):
-        self.kernel = kernel
+    def __init__(self, entry, group, source):
+        self.entry = entry
         self.source = source
-        self.n_consts = sum(1 for v in group.inputs if v.op is not None and v.op.prim == "full")
         self.skip = [v.op is not None and v.op.prim == "full" for v in group.inputs]
 
     def __call__(self, *arrays):
         n_in = len(self.skip)
         ins = [a if isinstance(a, np.ndarray) else np.asarray(a)  # 0-d results may be scalars
                for a, s in zip(arrays[:n_in], self.skip) if not s]
-        return self.kernel(*ins, *arrays[n_in:])
+        return self.entry(*ins, *arrays[n_in:])
+
+
+# ---- compiling in a background process -----------------------------------------------------
+
+_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "numba_worker.py")
+_background = {"queue": None, "process": None}
+
+
+def compile_in_background(groups, done):
+    """Compiles the kernels of ``groups`` into the disk cache in a separate process (numba's
+    compiler is Python code holding the GIL: a thread would stall this process), one job at
+    a time; then calls ``done(error)`` from a background thread (``error`` is None or a
+    message). Kernels already cached are skipped."""
+    jobs = []
+    for g in groups:
+        sha, path = write_source(g)
+        if not os.path.exists(path[:-3] + ".ready"):
+            jobs.append({"path": path, "sig": kernel_signature(g)})
+    with _lock:
+        if _background["queue"] is None:
+            import atexit
+            import queue
+
+            _background["queue"] = queue.Queue()
+            threading.Thread(target=_serve, name="primflow-numba-compile", daemon=True).start()
+            atexit.register(_stop_worker)
+        _background["queue"].put((jobs, done))
+
+
+def _serve():
+    import json
+    import subprocess
+
+    while True:
+        jobs, done = _background["queue"].get()
+        error = None
+        if jobs:
+            try:
+                proc = subprocess.Popen([sys.executable, _WORKER], stdin=subprocess.PIPE,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        text=True)
+                _background["process"] = proc
+                _, err = proc.communicate(json.dumps(jobs), timeout=1800)
+                if proc.returncode != 0:
+                    error = (f"the numba compile worker exited with code {proc.returncode}: "
+                             f"{(err or '').strip()[-2000:]}")
+            except Exception as e:  # noqa: BLE001 - reported to the caller, never raised here
+                error = f"the numba compile worker failed: {e!r}"
+            finally:
+                _background["process"] = None
+        try:
+            done(error)
+        except Exception:  # noqa: BLE001,S110 - the callback reports its own errors
+            pass
+
+
+def _stop_worker():
+    proc = _background["process"]
+    if proc is not None and proc.poll() is None:
+        proc.kill()
 
 
 def native(dtype):
@@ -273,7 +358,11 @@ __all__ = [
     "AUTO_MIN_ELEMENTS",
     "available",
     "compile_group",
+    "compile_in_background",
+    "is_cached",
+    "kernel_signature",
     "kernel_source",
+    "load_kernel",
     "np",
     "supports",
 ]

@@ -11,6 +11,8 @@ ufuncs, reductions and 2-d matrix products (BLAS ``matmul`` into ``out``).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .numpy_backend import _TO_NATIVE, KERNELS
@@ -75,7 +77,7 @@ def can_write(op) -> bool:
                 "reduce_min", "mul_reduce_sum"):
         return True
     if prim == "dot_general":
-        return _matmul_form(op) is not None
+        return _matmul_form(op) is not None or _gemm_form(op) is not None
     return False
 
 
@@ -94,6 +96,66 @@ def _matmul_form(op):
     if lc not in (nb, nb + 1) or rc not in (nb, nb + 1):
         return None
     return (lc == nb, rc == nb + 1)
+
+
+def _gemm_form(op):
+    """How a dot_general without batch dimensions becomes one 2-d GEMM: ``("outer",)`` for
+    a product without contraction (a broadcast multiply), else ``("gemm", (m, k, n),
+    x_transposed, y_transposed)`` when each operand's contracted dimensions are its
+    leading or trailing ones, in order (the operand then reshapes to a matrix without a
+    copy). None for anything else (the backend kernel handles it)."""
+    x, y = op.inputs
+    (lc, rc), (lb, rb) = op.params["contracting"], op.params["batch"]
+    if lb or rb:
+        return None
+    sx, sy = tuple(x.aval.shape), tuple(y.aval.shape)
+    nx, ny = len(sx), len(sy)
+    lc, rc = tuple(lc), tuple(rc)
+    if not lc:
+        return ("outer",)
+    nc = len(lc)
+    if lc == tuple(range(nx - nc, nx)):
+        tx = False
+    elif lc == tuple(range(nc)):
+        tx = True
+    else:
+        return None
+    if rc == tuple(range(nc)):
+        ty = False
+    elif rc == tuple(range(ny - nc, ny)):
+        ty = True
+    else:
+        return None
+    k = math.prod(sx[d] for d in lc)
+    m = math.prod(sx) // k if k else math.prod(s for d, s in enumerate(sx) if d not in lc)
+    n = math.prod(sy) // k if k else math.prod(s for d, s in enumerate(sy) if d not in rc)
+    return ("gemm", (m, k, n), tx, ty)
+
+
+def _as_matrix(arg, shape, rows, cols, transposed):
+    """Source viewing ``arg`` (of ``shape``) as a (rows, cols) matrix, read transposed."""
+    if transposed:
+        expr = arg if tuple(shape) == (cols, rows) else f"{arg}.reshape({cols}, {rows})"
+        return f"{expr}.T"
+    return arg if tuple(shape) == (rows, cols) else f"{arg}.reshape({rows}, {cols})"
+
+
+def _emit_gemm(op, args, out):
+    form = _gemm_form(op)
+    x, y = op.inputs
+    shape = tuple(op.out.aval.shape)
+    if form[0] == "outer":  # x[i..] * y[j..]: a broadcast multiply, no BLAS call
+        sx = tuple(x.aval.shape) + (1,) * len(y.aval.shape)
+        return f"np.multiply({args[0]}.reshape({sx!r}), {args[1]}{_out(out)})"
+    _, (m, k, n), tx, ty = form
+    a = _as_matrix(args[0], x.aval.shape, m, k, tx)
+    b = _as_matrix(args[1], y.aval.shape, k, n, ty)
+    if shape == (m, n):
+        return f"matmul({a}, {b}{_out(out)})"
+    if out is None:
+        return f"matmul({a}, {b}).reshape({shape!r})"
+    # the planned buffer is contiguous: its (m, n) reshape is a view of it
+    return f"matmul({a}, {b}, out={out}.reshape({m}, {n})).reshape({shape!r})"
 
 
 def _out(out):
@@ -137,6 +199,8 @@ def emit(op, args, out, params_name):
         a = f"{args[0]}{_swap(len(op.inputs[0].aval.shape)) if tx else ''}"
         b = f"{args[1]}{_swap(len(op.inputs[1].aval.shape)) if ty else ''}"
         return f"matmul({a}, {b}{_out(out)})"
+    if prim == "dot_general" and _gemm_form(op) is not None:
+        return _emit_gemm(op, args, out)
     if args:
         return f"K_{prim}({', '.join(args)}, **{params_name})"
     return f"K_{prim}(**{params_name})"

@@ -63,8 +63,39 @@ class Executable:
         self.kernels = list(kernels)
         self.backend = backend
         self.n_random = sum(op.prim in IMPURE for op in fn.ops)
+        self._pending = None  # a numba version being compiled in the background
+
+    @property
+    def compiling(self) -> bool:
+        """Whether numba kernels for this program are still being compiled in the
+        background (meanwhile the generated NumPy code runs)."""
+        return self._pending is not None and not self._pending.ready.is_set()
+
+    def wait(self, timeout=None) -> bool:
+        """Waits for a background numba compile to finish and switches to its kernels.
+        Returns whether numba kernels are in use. (A no-op without a background compile.)"""
+        if self._pending is not None:
+            self._pending.ready.wait(timeout)
+            if self._pending.ready.is_set():
+                self._upgrade()
+        return bool(self.kernels)
+
+    def _upgrade(self):
+        pending, self._pending = self._pending, None
+        if pending.error is not None:
+            import warnings
+
+            warnings.warn(f"pf.jit: {pending.error}; this program keeps running as generated "
+                          f"NumPy code (set PRIMFLOW_JIT_BACKEND=numpy to skip numba)",
+                          RuntimeWarning, stacklevel=3)
+            return
+        new = pending.result
+        self._run, self.source, self.plan = new._run, new.source, new.plan
+        self.groups, self.kernels, self.backend = new.groups, new.kernels, new.backend
 
     def __call__(self, args, keys=None):
+        if self._pending is not None and self._pending.ready.is_set():
+            self._upgrade()
         if keys is None and self.n_random:
             from ..core import random as _random
 
@@ -88,10 +119,13 @@ def compile_program(fn, backend=None) -> Executable:
     """An ``Executable`` for ``fn`` (which should be optimized already).
 
     Args:
-        backend: "numpy", "numba" (numba kernels for arithmetic groups; raises if numba is
-            missing), "interpret" (the reference interpreter), or None/"auto" (numpy, plus
-            numba for large arithmetic groups when numba is importable; the environment
-            variable ``PRIMFLOW_JIT_BACKEND`` overrides).
+        backend: "numpy", "numba" (numba kernels for arithmetic groups, compiled now;
+            raises if numba is missing), "interpret" (the reference interpreter), or
+            None/"auto" (numpy, plus numba for large arithmetic groups when numba is
+            importable; the environment variable ``PRIMFLOW_JIT_BACKEND`` overrides).
+            With "auto", kernels not yet in the disk cache compile in a background
+            process while the NumPy version runs (``Executable.wait()`` waits for them;
+            ``PRIMFLOW_JIT_TIERED=0`` compiles them in the first call instead).
     """
     backend = _choose_backend(backend)
     if backend == "interpret":
@@ -107,7 +141,45 @@ def compile_program(fn, backend=None) -> Executable:
             numba_groups = {id(g): g for g in groups if numba_codegen.supports(g, min_size)}
         elif backend == "numba":
             raise ImportError("pf.jit(backend='numba') needs numba (pip install numba)")
+    if (numba_groups and backend == "auto" and os.environ.get("PRIMFLOW_JIT_TIERED") != "0"
+            and not all(numba_codegen.is_cached(g) for g in numba_groups.values())):
+        return _tiered(fn, groups, numba_groups, backend)
     return _generate(fn, groups, numba_groups, backend)
+
+
+class _Pending:
+    __slots__ = ("error", "ready", "result")
+
+    def __init__(self):
+        self.ready = threading.Event()
+        self.error = None
+        self.result = None
+
+
+def _tiered(fn, groups, numba_groups, backend):
+    """The NumPy version of ``fn`` now, and its numba kernels compiled in a background
+    process; the executable switches to them at the first call after they are ready.
+
+    numba compiles a kernel in 0.25-0.5 s, so a program with twenty fusion groups would
+    spend seconds in its first call; this way the first call costs what generating NumPy
+    code costs, and the second core compiles. A second process finds the kernels in the
+    disk cache and loads them at once (``compile_program`` checks that first)."""
+    from ..backends import numba_codegen
+
+    exe = _generate(fn, groups, {}, backend)
+    pending = exe._pending = _Pending()
+
+    def done(error):
+        try:
+            if error is None:
+                pending.result = _generate(fn, groups, numba_groups, backend)
+        except Exception as e:  # noqa: BLE001 - reported at the next call, as a warning
+            error = f"loading the numba kernels failed: {e!r}"
+        pending.error = error
+        pending.ready.set()
+
+    numba_codegen.compile_in_background(list(numba_groups.values()), done)
+    return exe
 
 
 # ---- code generation -----------------------------------------------------------------------

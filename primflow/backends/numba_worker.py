@@ -1,0 +1,60 @@
+"""Loading numba kernels, and the background compile worker.
+
+``load_kernel`` imports a generated kernel module and compiles (or loads from numba's disk
+cache) its ``kernel`` for one signature. Run as a script, this file is the worker process
+that ``numba_codegen.compile_in_background`` starts: it reads a JSON list of jobs
+``{"path": ..., "sig": [[dtype, ndim, layout, readonly], ...]}`` from stdin, compiles each
+kernel into the disk cache and leaves a ``.ready`` marker next to its source. It imports
+only numba (not primflow), so it starts quickly.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+
+
+def numba_types(spec):
+    """numba argument types for a signature spec (see ``numba_codegen.kernel_signature``)."""
+    from numba import types
+
+    return tuple(types.Array(types.boolean if name == "bool" else getattr(types, name), ndim,
+                             layout, readonly=readonly)
+                 for name, ndim, layout, readonly in spec)
+
+
+def load_kernel(path, spec):
+    """Imports the kernel module at ``path``, compiles (or loads from numba's cache) its
+    ``kernel`` for the signature ``spec`` and returns the compiled entry point, which is
+    called directly (no per-call type dispatch)."""
+    name = "primflow_numba_" + os.path.basename(path)[:-3]
+    module = sys.modules.get(name)
+    if module is None:
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        module_spec.loader.exec_module(module)
+    sig = numba_types(spec)
+    module.kernel.compile(sig)
+    return module.kernel.overloads[sig].entry_point
+
+
+def mark_ready(path):
+    """Records that the kernel at ``path`` is in numba's disk cache."""
+    marker = path[:-3] + ".ready"
+    if not os.path.exists(marker):
+        with open(marker, "w", encoding="utf-8"):
+            pass
+
+
+def main():
+    jobs = json.loads(sys.stdin.read())
+    for job in jobs:
+        load_kernel(job["path"], [tuple(a) for a in job["sig"]])
+        mark_ready(job["path"])
+
+
+if __name__ == "__main__":
+    main()
