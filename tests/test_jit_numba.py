@@ -92,7 +92,7 @@ def _tiered_args():
 
 
 @needs_numba
-def test_auto_backend_runs_numpy_code_while_numba_compiles_in_the_background():
+def test_auto_backend_runs_numpy_code_while_numba_compiles_in_the_background(monkeypatch):
     from primflow.compiler import compile_program
 
     fn, args = parse(_TIERED_PROGRAM), _tiered_args()
@@ -103,9 +103,17 @@ def test_auto_backend_runs_numpy_code_while_numba_compiles_in_the_background():
     assert exe.wait(300) and len(exe.kernels) == 1 and not exe.compiling
     np.testing.assert_allclose(first, want, rtol=1e-14)
     assert _rel_err(exe(args)[0], want) < 1e-13  # numba contracts a*b+c into an FMA
-    # a second compile of the same program finds the kernel in the disk cache: no waiting
+    # a second compile of the same program in this process reuses the loaded kernel
     again = compile_program(fn, backend="auto")
     assert len(again.kernels) == 1 and not again.compiling
+    # a new process (no kernels loaded) loads it from the disk cache, in the background too
+    from primflow.backends import numba_codegen
+
+    monkeypatch.setattr(numba_codegen, "_kernels", {})
+    fresh = compile_program(fn, backend="auto")
+    assert not fresh.kernels
+    assert fresh.wait(300) and len(fresh.kernels) == 1
+    assert _rel_err(fresh(args)[0], want) < 1e-13
 
 
 @needs_numba
@@ -288,3 +296,23 @@ def test_numba_schedules_groups_with_late_dependencies():
     assert exe.kernels
     for g, w in zip(got, evaluate(fn, args)):
         np.testing.assert_array_equal(g, w)
+
+
+def test_numba_codegen_knows_which_primitives_are_views():
+    from primflow.backends import numba_codegen
+    from primflow.ir.passes.fuse import VIEWS
+
+    assert numba_codegen.VIEW_PRIMS == VIEWS
+
+
+@needs_numba
+def test_a_strided_program_input_reaches_a_contiguous_kernel_argument_correctly():
+    # kernel inputs that are not views are compiled as C-contiguous; a strided program input
+    # must be copied by the launcher, not read as if it were contiguous
+    fn, _ = parse(_TIERED_PROGRAM), None
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((256, 512))[:, ::2]  # strided
+    b = rng.standard_normal((256, 256)).T  # transposed
+    exe, got = _compiled(fn, "numba", [a, b])
+    assert exe.kernels
+    assert _rel_err(got[0], evaluate(fn, [a, b])[0]) < 1e-13

@@ -24,7 +24,7 @@ import threading
 
 import numpy as np
 
-from .numba_worker import load_kernel, mark_ready, numba_types
+from .numba_worker import load_kernel, mark_ready, numba_types  # noqa: F401
 from .numpy_backend import _TO_NATIVE
 
 AUTO_MIN_ELEMENTS = 1 << 14  # below this NumPy's per-call cost is already small
@@ -41,6 +41,10 @@ _UNARY = {"neg": "-{0}", "abs": "abs({0})", "sqrt": "np.sqrt({0})",
 SUPPORTED = frozenset(_BINARY) | frozenset(_UNARY) | {"select", "integer_pow",
                                                        "convert_element_type", "reduce_sum",
                                                        "reduce_max", "reduce_min"}
+
+# the primitives the generated code computes as NumPy views (ir.passes.fuse.VIEWS; a test
+# keeps the two equal): a kernel input made by one may be strided
+VIEW_PRIMS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice"})
 
 _state = {"numba": None, "checked": False}
 _lock = threading.Lock()
@@ -219,17 +223,20 @@ def _reduction_loops(shape, red, names, body):
 
 def kernel_signature(group):
     """The one numba signature a group's kernel is compiled for, as plain data: per
-    argument ``(dtype name, ndim, layout, readonly)``. Inputs are read-only arrays of any
-    layout ("A": planned buffers, inputs and broadcast views alike); outputs are the
-    C-contiguous buffers the program allocates. One signature per kernel means the
-    compiled code can be called directly (no per-call type dispatch), and a background
+    argument ``(dtype name, ndim, layout, readonly)``. Inputs are read-only; those that
+    come from a view (a broadcast or transpose in the generated code) have any layout
+    ("A"), the others are C-contiguous (planned buffers, kernel results; the launcher makes
+    a contiguous copy in the rare case one is not), which lets LLVM vectorise their loads.
+    Outputs are the C-contiguous buffers the program allocates. One signature per kernel
+    means the compiled code is called directly (no per-call type dispatch), and a background
     process can compile exactly what this process will load."""
     red = group.reduction
     sig = []
     for v in group.inputs:
         if v.op is not None and v.op.prim == "full":
             continue
-        sig.append((v.aval.dtype.name, len(v.aval.shape), "A", True))
+        strided = v.op is not None and v.op.prim in VIEW_PRIMS
+        sig.append((v.aval.dtype.name, len(v.aval.shape), "A" if strided else "C", True))
     for v in group.outputs:
         if red is None or v is not red.out:
             sig.append((v.aval.dtype.name, len(v.aval.shape), "C", False))
@@ -253,11 +260,9 @@ def write_source(group):
     return sha, path
 
 
-def is_cached(group) -> bool:
-    """Whether the kernel for ``group`` is compiled in this process or on disk (a marker
-    file written after a successful compile), so loading it is cheap."""
-    sha, path = write_source(group)
-    return sha in _kernels or os.path.exists(path[:-3] + ".ready")
+def is_loaded(group) -> bool:
+    """Whether the kernel for ``group`` is already compiled or loaded in this process."""
+    return write_source(group)[0] in _kernels
 
 
 def compile_group(group):
@@ -272,21 +277,28 @@ def compile_group(group):
             if entry is None:
                 entry = _kernels[sha] = load_kernel(path, kernel_signature(group))
                 mark_ready(path)
-    return _Launcher(entry, group, kernel_source(group))
+    return _Launcher(entry, group, kernel_source(group), kernel_signature(group))
 
 
 class _Launcher:
-    """Calls a compiled kernel with the group's non-constant inputs and the outputs."""
+    """Calls a compiled kernel with the group's non-constant inputs and the outputs. The
+    compiled code trusts the layout of its signature, so an input declared C-contiguous
+    that is not (a program input given as a strided view) is copied first."""
 
-    def __init__(self, entry, group, source):
+    def __init__(self, entry, group, source, signature):
         self.entry = entry
         self.source = source
         self.skip = [v.op is not None and v.op.prim == "full" for v in group.inputs]
+        self.contiguous = [layout == "C" for _, _, layout, _ in signature[:len(
+            [s for s in self.skip if not s])]]
 
     def __call__(self, *arrays):
         n_in = len(self.skip)
         ins = [a if isinstance(a, np.ndarray) else np.asarray(a)  # 0-d results may be scalars
                for a, s in zip(arrays[:n_in], self.skip) if not s]
+        for i, c in enumerate(self.contiguous):
+            if c and not ins[i].flags.c_contiguous:
+                ins[i] = np.ascontiguousarray(ins[i])
         return self.entry(*ins, *arrays[n_in:])
 
 
@@ -300,7 +312,7 @@ def compile_in_background(groups, done):
     """Compiles the kernels of ``groups`` into the disk cache in a separate process (numba's
     compiler is Python code holding the GIL: a thread would stall this process), one job at
     a time; then calls ``done(error)`` from a background thread (``error`` is None or a
-    message). Kernels already cached are skipped."""
+    message), which loads them from the disk cache. Kernels already on disk are skipped."""
     jobs = []
     for g in groups:
         sha, path = write_source(g)
@@ -359,7 +371,7 @@ __all__ = [
     "available",
     "compile_group",
     "compile_in_background",
-    "is_cached",
+    "is_loaded",
     "kernel_signature",
     "kernel_source",
     "load_kernel",

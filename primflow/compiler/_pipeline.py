@@ -27,7 +27,7 @@ import threading
 from ..backends import numpy_codegen as npc
 from ..ir import CONSTANT, IMPURE, Function, Operation, evaluate
 from ..ir.passes import fuse, plan_memory, run_pipeline
-from ..ir.passes.fuse import ELEMENTWISE, VIEWS
+from ..ir.passes.fuse import ELEMENTWISE, TRANSCENDENTAL, VIEWS
 from ..ir.printer import format_op, names_of
 
 _code_cache = {}  # source text -> code object
@@ -131,18 +131,21 @@ def compile_program(fn, backend=None) -> Executable:
     if backend == "interpret":
         return Executable(fn, lambda args, keys: evaluate(fn, args, keys=keys or "traced"),
                           None, backend="interpret")
-    groups = fuse(fn)
     numba_groups = {}
+    use_numba = False
     if backend in ("numba", "auto"):
         from ..backends import numba_codegen
 
-        if numba_codegen.available():
-            min_size = 0 if backend == "numba" else numba_codegen.AUTO_MIN_ELEMENTS
-            numba_groups = {id(g): g for g in groups if numba_codegen.supports(g, min_size)}
-        elif backend == "numba":
+        use_numba = numba_codegen.available()
+        if not use_numba and backend == "numba":
             raise ImportError("pf.jit(backend='numba') needs numba (pip install numba)")
+    # with numba, transcendental functions stay NumPy ufuncs between the fused kernels
+    groups = fuse(fn, exclude=TRANSCENDENTAL if use_numba else frozenset())
+    if use_numba:
+        min_size = 0 if backend == "numba" else numba_codegen.AUTO_MIN_ELEMENTS
+        numba_groups = {id(g): g for g in groups if numba_codegen.supports(g, min_size)}
     if (numba_groups and backend == "auto" and os.environ.get("PRIMFLOW_JIT_TIERED") != "0"
-            and not all(numba_codegen.is_cached(g) for g in numba_groups.values())):
+            and not all(numba_codegen.is_loaded(g) for g in numba_groups.values())):
         return _tiered(fn, groups, numba_groups, backend)
     return _generate(fn, groups, numba_groups, backend)
 
@@ -162,8 +165,8 @@ def _tiered(fn, groups, numba_groups, backend):
 
     numba compiles a kernel in 0.25-0.5 s, so a program with twenty fusion groups would
     spend seconds in its first call; this way the first call costs what generating NumPy
-    code costs, and the second core compiles. A second process finds the kernels in the
-    disk cache and loads them at once (``compile_program`` checks that first)."""
+    code costs, and the second core compiles. Kernels already in the disk cache (a second
+    process) are loaded by a background thread, which still takes 30-50 ms a kernel."""
     from ..backends import numba_codegen
 
     exe = _generate(fn, groups, {}, backend)

@@ -54,8 +54,11 @@ class FusionGroup:
                 f"{len(self.inputs)} in, {len(self.outputs)} out)")
 
 
-def fuse(fn, min_size=2) -> list:
+def fuse(fn, min_size=2, exclude=frozenset()) -> list:
     """The fusion groups of ``fn`` with at least ``min_size`` operations, in program order.
+    Operations whose primitive is in ``exclude`` stay outside every group (the numba
+    compiler excludes ``TRANSCENDENTAL``: NumPy's vectorised ufuncs compute those faster,
+    and the arithmetic around them still fuses).
 
     Example:
         >>> from primflow.ir import parse
@@ -90,7 +93,7 @@ def fuse(fn, min_size=2) -> list:
     groups = []
     for op in fn.ops:
         target = None
-        if op.prim in ELEMENTWISE or op.prim in REDUCTIONS:
+        if (op.prim in ELEMENTWISE or op.prim in REDUCTIONS) and op.prim not in exclude:
             for v in op.inputs:
                 g = group_of.get(v)
                 if g is None or g.reduction is not None:
