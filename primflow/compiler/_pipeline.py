@@ -54,9 +54,14 @@ class Executable:
     and ``kernels`` the numba kernels used (empty without numba).
     """
 
-    def __init__(self, fn, run, source, plan=None, groups=(), kernels=(), backend="numpy"):
+    def __init__(self, fn, run, source, plan=None, groups=(), kernels=(), backend="numpy",
+                 workspace=None):
         self.fn = fn
         self._run = run
+        # the planned buffers, passed to the generated program at each call: held here
+        # (not in the program's globals, a reference cycle) so they are freed as soon as
+        # the executable switches to its numba version
+        self._workspace = workspace
         self.source = source
         self.plan = plan
         self.groups = list(groups)
@@ -91,6 +96,7 @@ class Executable:
             return
         new = pending.result
         self._run, self.source, self.plan = new._run, new.source, new.plan
+        self._workspace = new._workspace
         self.groups, self.kernels, self.backend = new.groups, new.kernels, new.backend
 
     def __call__(self, args, keys=None):
@@ -100,7 +106,9 @@ class Executable:
             from ..core import random as _random
 
             keys = [_random.next_key() for _ in range(self.n_random)]
-        return self._run(args, keys)
+        if self._workspace is None:
+            return self._run(args, keys)
+        return self._run(args, keys, self._workspace)
 
     def __repr__(self):
         return (f"Executable({self.backend}: {len(self.fn.ops)} ops, {len(self.groups)} fused "
@@ -226,7 +234,7 @@ def _generate(fn, groups, numba_groups, backend):
         bnames = [f"b{i}" for i in range(len(plan.buffers))]
         body.append("    " + ", ".join(bnames) + ("," if len(bnames) == 1 else "")
                     + " = ws.buffers")
-    ns["ws"] = _Workspace(plan.buffers)
+    workspace = _Workspace(plan.buffers)
     group_of = {}
     for g in groups:
         for op in g.ops:
@@ -297,11 +305,11 @@ def _generate(fn, groups, numba_groups, backend):
         body.append(f"    {v} = {expr}")
     outs = ", ".join(var[v] for v in fn.outputs)
     body.append(f"    return [{outs}]")
-    source = "def program(args, keys):\n" + "\n".join(body) + "\n"
+    source = "def program(args, keys, ws):\n" + "\n".join(body) + "\n"
     code = _compile_source(source)
     exec(code, ns)  # noqa: S102 - our own generated source
     return Executable(fn, ns["program"], source, plan, groups, compiled_kernels,
-                      backend="numba" if compiled_kernels else "numpy")
+                      backend="numba" if compiled_kernels else "numpy", workspace=workspace)
 
 
 def _schedule(fn, kernel_groups):
