@@ -41,10 +41,19 @@ def optimize_program(fn, verify=False, assume_finite=False):
 
 
 class _Workspace(threading.local):
-    """The planned buffers, one set per thread (so threads never share scratch memory)."""
+    """The planned buffers, one set per thread (so threads never share scratch memory),
+    allocated at a thread's first call (not where the program was generated: a background
+    compile thread must not hold a copy)."""
 
     def __init__(self, specs):
-        self.buffers = [npc.allocate(shape, dtype) for shape, dtype in specs]
+        self.specs = specs
+        self._buffers = None
+
+    @property
+    def buffers(self):
+        if self._buffers is None:
+            self._buffers = [npc.allocate(shape, dtype) for shape, dtype in self.specs]
+        return self._buffers
 
 
 class Executable:
