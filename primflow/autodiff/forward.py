@@ -29,6 +29,8 @@ class JVPTracer(Tracer):
 
 
 class JVPTrace(Trace):
+    transform_name = "pf.jvp"
+
     def _unpack(self, a):
         if isinstance(a, JVPTracer) and a._trace is self:
             return a.primal, a.tangent

@@ -175,8 +175,17 @@ class Tensor:
         self._version += 1
 
     def set_value(self, value):
-        """Overwrites the values with ``value`` (same shape), like Paddle's ``set_value``."""
-        new = to_native(value, self.dtype)
+        """Overwrites the values with ``value`` (same shape), like Paddle's ``set_value``.
+
+        (Tracers get a functional version from ``primflow.ops``.)"""
+        try:
+            new = to_native(value, self.dtype)
+        except AttributeError:  # a transform's value has no array: name self and the fix
+            from .trace import Tracer, outside_update_error  # (trace imports this module)
+
+            if isinstance(value, Tracer):
+                raise outside_update_error(value._trace, self, "set_value()") from None
+            raise
         if tuple(new.shape) != tuple(self._shape):
             raise ValueError(f"set_value: expected shape {self.shape}, got {list(new.shape)}")
         self._set_value(new)

@@ -27,6 +27,11 @@ class Trace(abc.ABC):
     def __init__(self, level: int):
         self.level = level
 
+    @property
+    def transform_name(self) -> str:
+        """How error messages name this transform (``"pf.vmap"``); subclasses set it."""
+        return type(self).__name__
+
     @abc.abstractmethod
     def process_primitive(self, prim, args, params):
         """Applies ``prim`` to ``args`` (tracers of this trace or plain values)."""
@@ -64,8 +69,39 @@ class Tracer(Tensor):
             f"cannot convert a traced value ({self.aval}) of {self._trace} to NumPy inside a "
             f"transformed function; return it from the function instead")
 
+    def _check_inplace(self, what: str):
+        """Called before every in-place update of this tracer (``what``: ``"add_()"``,
+        ``"x[...] = value"``, ``"set_value()"``...), which ops then performs functionally by
+        rebinding the tracer to the new value. A transform whose tracers must not change
+        raises here: ``pf.jit`` refuses updates of the function's arguments, since the
+        compiled program cannot change the caller's tensors. Accepts by default."""
+
     def __repr__(self):
         return f"{type(self).__name__}({self.aval})"
+
+
+def _describe_tensor(t) -> str:
+    """``tensor 'w' (float32[3])``: how error messages name a tensor."""
+    name = f" {t.name!r}" if getattr(t, "name", None) else ""
+    return f"tensor{name} ({t.dtype.name}{list(t._shape)})"
+
+
+def outside_update_error(trace, target, what) -> TypeError:
+    """The error for an in-place update (``what``) of ``target``, a tensor that ``trace``
+    does not own, with a value that ``trace`` traces: ``target`` cannot hold that value
+    (it would outlive the transform), so the update has to be written functionally."""
+    if trace.stages_creation:  # e.g. jit: every tensor made inside is traced
+        whose = "that it closes over (defined outside it)"
+    else:  # vmap, jvp: tensors made from constants only (pf.zeros) are not traced either
+        whose = ("that the transform does not trace (defined outside the function, or made "
+                 "inside it from constants only, e.g. with pf.zeros)")
+    return TypeError(
+        f"{trace.transform_name}: the function modifies a {_describe_tensor(target)} {whose} "
+        f"in place ({what}); a transformed function cannot write its values into tensors "
+        f"outside it. Pass the tensor as an argument and return its new value, then assign "
+        f"it outside the transformed function (w.set_value(new_w)), or build a new tensor "
+        f"instead of updating one (w + x, pf.where(mask, value, w)): write the update "
+        f"functionally")
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ from .. import prims
 from ..core import dtypes
 from ..core.state import state
 from ..core.tensor import Tensor
-from ..core.trace import Tracer
+from ..core.trace import Tracer, outside_update_error
 from ._helpers import alias, as_tensor, broadcast_shapes, broadcast_to, cast
 from .manipulation import _check_index_range, flip, moveaxis, reshape
 
@@ -176,6 +176,8 @@ def setitem(x, key, value) -> None:
         >>> x.numpy()
         array([0., 5., 0.], dtype=float32)
     """
+    if isinstance(x, Tracer):
+        x._check_inplace("x[...] = value")  # a transform may refuse (jit: its arguments)
     if state.grad_enabled and x._node is None and not x.stop_gradient:
         raise RuntimeError(
             f"a leaf tensor (shape {x.shape}) that requires grad cannot be modified in place "
@@ -202,23 +204,31 @@ def setitem(x, key, value) -> None:
     # keep x where not addressed; take the value where addressed
     new = prims.select(hit, prims.scatter_add(zeros, flat_idx, flat_v), flat_x)
     new = prims.reshape(new, shape=tuple(x._shape))
-    _rebind(x, new)
+    _rebind(x, new, "x[...] = value")
     if new._node is not None:  # else nothing was recorded (no_grad): keep x's flag and node
         x._node = new._node
         x.stop_gradient = False
     x._version += 1
 
 
-def _rebind(x, new):
-    """Gives ``x`` the value of ``new``: the array, or a transform's payload for a tracer."""
-    if not isinstance(x, Tracer) and not isinstance(new, Tracer):
+def _rebind(x, new, what):
+    """Gives ``x`` the value of ``new`` (same shape and dtype) for the in-place update
+    ``what``: the array, or for a tracer its transform's payload (the update is functional
+    underneath, so it works under every transform)."""
+    if not isinstance(x, Tracer):
+        if isinstance(new, Tracer):  # x lives outside the transform: it cannot hold new
+            raise outside_update_error(new._trace, x, what)
         x._value = new._value
         return
-    if not (isinstance(x, Tracer) and isinstance(new, Tracer) and new._trace is x._trace):
-        raise TypeError(
-            "x[key] = value: the value is traced by a transform (jvp, vmap, jit...) that x is "
-            "not part of, so x cannot hold it; build a new tensor instead, e.g. with "
-            "pf.where(mask, value, x)")
+    if not (isinstance(new, Tracer) and new._trace is x._trace):
+        # a value x's transform does not trace (fill_ or set_value under vmap or jvp, where
+        # constants are not traced, or a value of an enclosing transform): select it over
+        # x, so that x's transform processes it and gives back one of its tracers
+        everywhere = prims.full(shape=tuple(x._shape), value=True, dtype=dtypes.bool_)
+        new = prims.select(everywhere, new, alias(x))
+        if not (isinstance(new, Tracer) and new._trace is x._trace):
+            # x is a value of an enclosing transform, new one of an inner transform
+            raise outside_update_error(new._trace, x, what)
     for cls in type(x).__mro__:
         if issubclass(cls, Tracer):
             for slot in cls.__dict__.get("__slots__", ()):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .. import prims
 from ..core.state import state
 from ..core.tensor import Tensor
+from ..core.trace import Tracer
 from . import activation, creation, indexing, linalg, manipulation, math, reduction
 from ._helpers import alias, as_tensor, cast
 
@@ -25,8 +26,11 @@ def _clone(x):
     return prims.convert_element_type(x, dtype=x.dtype)
 
 
-def _inplace(self, new):
-    """Rebinds ``self`` to ``new`` (copy-on-write), bumping the version counter."""
+def _inplace(self, new, what):
+    """Rebinds ``self`` to ``new`` (copy-on-write), bumping the version counter. ``what``
+    names the update (``"add_()"``) for errors."""
+    if isinstance(self, Tracer):
+        self._check_inplace(what)  # a transform may refuse (jit: its arguments)
     if state.grad_enabled and self._node is None and not self.stop_gradient:
         raise RuntimeError(
             f"a leaf tensor (shape {self.shape}) that requires grad cannot be modified in place "
@@ -34,7 +38,11 @@ def _inplace(self, new):
     new = as_tensor(new)
     if new._shape != self._shape:
         raise ValueError(f"in-place result shape {new.shape} differs from {self.shape}")
-    self._value = cast(new, self.dtype)._value
+    new = cast(new, self.dtype)
+    if isinstance(self, Tracer) or isinstance(new, Tracer):
+        indexing._rebind(self, new, what)  # functional under transforms (or a clear error)
+    else:
+        self._value = new._value  # the eager hot path
     if new._node is not None:  # else nothing was recorded (no_grad): keep flag and node
         self._node = new._node
         self.stop_gradient = False
@@ -43,12 +51,26 @@ def _inplace(self, new):
 
 
 def _inplace_method(op):
+    what = f"{op.__name__}_()"
+
     def method(self, *args, **kwargs):
         # the op reads an alias: the node it records must not see self's version bump
-        return _inplace(self, op(alias(self), *args, **kwargs))
+        return _inplace(self, op(alias(self), *args, **kwargs), what)
 
     method.__doc__ = f"In-place version of ``{op.__name__}`` (bumps the version counter)."
     return method
+
+
+def _traced_set_value(self, value):
+    """``set_value`` (and ``_set_value``) of a tracer: core's versions copy an array, which
+    a transform's value does not have; rebind it functionally instead. Like eager
+    ``set_value``, this keeps the node (the tape does not see the new value)."""
+    self._check_inplace("set_value()")
+    new = as_tensor(value)
+    if new._shape != self._shape:
+        raise ValueError(f"set_value: expected shape {self.shape}, got {new.shape}")
+    indexing._rebind(self, cast(new, self.dtype), "set_value()")
+    self._version += 1
 
 
 def _bool_operator(op, symbol, logical):
@@ -70,11 +92,11 @@ def _bool_operator(op, symbol, logical):
 
 
 def _zero_(self):
-    return _inplace(self, creation.zeros_like(self))
+    return _inplace(self, creation.zeros_like(self), "zero_()")
 
 
 def _fill_(self, value):
-    return _inplace(self, creation.full_like(self, value))
+    return _inplace(self, creation.full_like(self, value), "fill_()")
 
 
 def _to(self, dtype=None, *args, **kwargs):
@@ -154,5 +176,6 @@ def _T(self):  # noqa: N802 - NumPy's name
 def install():
     for name, fn in {**_OPERATORS, **_METHODS}.items():
         setattr(Tensor, name, fn)
+    Tracer.set_value = Tracer._set_value = _traced_set_value
     Tensor.T = property(_T)
     Tensor.mT = property(lambda self: linalg._swap_last(self))

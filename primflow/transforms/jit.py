@@ -20,11 +20,37 @@ run the compiled program.
   is simply traced by that transform (inlined).
 * Python control flow on traced values cannot be recorded: ``bool()``, ``float()``,
   ``.item()`` or ``.numpy()`` of a traced value raise ``TracerConversionError``.
+
+What a jitted function may take and return (bad input gives an error naming the argument
+or output and the fix):
+
+* Arguments: tensors and NumPy arrays (traced), pytrees of them (tuples, lists, dicts,
+  Layers), and hashable Python values, which are *static*: compiled into the program by
+  value, so each new value traces again. Python scalars are static too; pass a number that
+  changes from call to call as a tensor (``pf.to_tensor(v)``). Unhashable values (a list
+  marked static, a set, a bytearray) raise a ``TypeError`` naming the argument.
+* Retracing: every new signature (shape, dtype, grad flag, static value, pytree structure)
+  traces and compiles again. After ``RETRACE_WARNING_THRESHOLD`` (8) traces of one function
+  a single ``RetraceWarning`` names what changed between the last two signatures.
+* Results: tensors and pytrees of them; NumPy arrays become constant tensors; ``None`` and
+  immutable Python constants (bool, int, float, str, dtypes, other value-hashable objects)
+  are returned as they were while tracing. Anything else (a generator, a mutable custom
+  object) raises a ``TypeError`` naming its position in the output.
+* In-place updates: inputs are immutable (as in JAX). ``x.add_(...)``, ``x[i] = v`` or
+  ``x.set_value(...)`` on an argument raise a ``TypeError`` (eager code would change the
+  caller's tensor, the compiled program cannot): return the new value instead. In-place
+  updates of tensors created inside the function work as in eager code. Updating a tensor
+  the function closes over, with a traced value or after reading it, raises; Python side
+  effects that involve no traced value (printing, appending to a list) run once, while
+  tracing, not on every call.
 """
 
 from __future__ import annotations
 
+import enum
 import functools
+import inspect
+import warnings
 
 from ..core import dtypes
 from ..core import random as _random
@@ -32,16 +58,26 @@ from ..core.primitive import Aval, PrimitiveError, record_custom
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import enable_grad, state
 from ..core.tensor import Tensor
-from ..core.trace import Trace, Tracer, new_trace
+from ..core.trace import Trace, Tracer, new_trace, outside_update_error
 from ..ir import Builder, evaluate_bound
 from ..ir._program import IMPURE, normalize_params
 
-__all__ = ["JitTrace", "JitTracer", "Jitted", "Lowered", "TracerConversionError", "jit",
-           "to_static"]
+__all__ = ["RETRACE_WARNING_THRESHOLD", "JitTrace", "JitTracer", "Jitted", "Lowered",
+           "RetraceWarning", "TracerConversionError", "jit", "to_static"]
+
+# after this many traces of one jitted function, warn (once) that its signature keeps
+# changing; read at each trace, so it can be changed at run time
+RETRACE_WARNING_THRESHOLD = 8
 
 
 class TracerConversionError(TypeError):
     """A concrete value was asked of a traced value inside ``pf.jit``."""
+
+
+class RetraceWarning(UserWarning):
+    """A jitted function was traced ``RETRACE_WARNING_THRESHOLD`` times: its input
+    signature keeps changing (a Python number or a shape that differs on every call), so
+    every call compiles it again."""
 
 
 def _conversion_message(tracer, what):
@@ -73,8 +109,19 @@ class JitTracer(Tracer):
 
     @_value.setter
     def _value(self, new):
-        raise TypeError(f"a traced tensor ({self.aval}) cannot be modified in place inside "
-                        f"pf.jit; build a new tensor instead (e.g. with pf.where)")
+        self._check_inplace("an in-place update")
+        raise TypeError(f"a traced tensor ({self.aval}) cannot have its array replaced inside "
+                        f"pf.jit; build a new tensor instead (e.g. with pf.where), or use "
+                        f"x.set_value(...), x[...] = v or x.add_(...) on a tensor created "
+                        f"inside the function")
+
+    def _check_inplace(self, what):
+        """Refuses an in-place update of one of the function's inputs: eager code would
+        change the caller's tensor, the compiled program cannot. Tensors created inside the
+        function are updated functionally (by ops), as under any transform."""
+        label = self._trace.arg_labels.get(id(self))
+        if label is not None:
+            raise TypeError(_input_mutation_message(self._trace.fn_name, label, what))
 
     def _escaped(self):
         if self._trace.finished:
@@ -112,6 +159,14 @@ class JitTracer(Tracer):
         raise TracerConversionError(_conversion_message(self, "using a tensor as an index"))
 
 
+def _input_mutation_message(fn_name, label, what):
+    return (f"pf.jit({fn_name}): the function modifies its input {label} in place ({what}); "
+            f"a compiled function cannot change its arguments (inputs are immutable, as in "
+            f"JAX), while eager code would change the caller's tensor. Return the new value "
+            f"instead (e.g. `return x + 1` for x.add_(1), pf.where(mask, value, x) for "
+            f"x[mask] = value), or update a copy made inside the function (y = x.clone())")
+
+
 class JitTrace(Trace):
     """Records every primitive applied to its tracers into ``builder``'s program."""
 
@@ -120,8 +175,15 @@ class JitTrace(Trace):
     def __init__(self, level, builder):
         super().__init__(level)
         self.builder = builder
-        self.captured = {}  # id(tensor) -> (tensor, Value, grad before capture)
+        # id(tensor) -> (tensor, Value, grad, version and array before capture)
+        self.captured = {}
         self.finished = False
+        self.fn_name = builder.fn.name
+        self.arg_labels = {}  # id(input tracer) -> "argument 0 ('x')": refused in-place
+
+    @property
+    def transform_name(self):  # errors name the function: "pf.jit(step)"
+        return f"pf.jit({self.fn_name})"
 
     def lift(self, a):
         if isinstance(a, JitTracer):
@@ -138,7 +200,7 @@ class JitTrace(Trace):
         entry = self.captured.get(id(a))
         if entry is None:
             v = self.builder.add_input(Aval(a._shape, a.dtype))
-            entry = self.captured[id(a)] = (a, v, a.grad)
+            entry = self.captured[id(a)] = (a, v, a.grad, a._version, a._value)
         return entry[1]
 
     def process_primitive(self, prim, args, params):
@@ -236,10 +298,15 @@ class Jitted:
         self._name = name or getattr(fun, "__name__", "f")
         if not self._name.isidentifier():
             self._name = "f"
+        self._display = (getattr(fun, "__qualname__", None) or self._name).rpartition(
+            "<locals>.")[2]
         self._cache = {}
         self._fast = {}  # native-type signature of positional tensors -> entry
         self.traces = 0  # how many times f was traced (cache misses)
         self.hits = 0
+        self._last_signature = None  # description of the last traced call (retrace warning)
+        self._warned_retrace = False
+        self._param_names = None
 
     def __get__(self, obj, objtype=None):  # decorating a method binds self as usual
         if obj is None:
@@ -279,11 +346,95 @@ class Jitted:
         try:
             hash(key)
         except TypeError as e:
-            raise TypeError(
-                f"pf.jit: an argument is neither a tensor nor a hashable Python value ({e}); "
-                f"pass tensors for data and mark configuration arguments static with "
-                f"static_argnums / static_argnames (their values must be hashable)") from None
+            raise TypeError(self._unhashable_message(leaves, treedef, static, e)) from None
         return key
+
+    # ---- describing arguments (error and warning paths only) ------------------------------
+    def _arg_label(self, i):
+        """``argument 1 ('s')``: the position, and the parameter's name where known."""
+        if self._param_names is None:
+            try:
+                params = inspect.signature(self.fun).parameters.values()
+                self._param_names = [p.name for p in params if p.kind in (
+                    p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            except (TypeError, ValueError):
+                self._param_names = []
+        if i < len(self._param_names):
+            return f"argument {i} ({self._param_names[i]!r})"
+        return f"argument {i}"
+
+    def _leaf_labels(self, treedef):
+        """A label per leaf of the flattened ``(dyn_args, dyn_kwargs)``, in leaf order."""
+        args_def, kwargs_def = treedef.children
+        labels = []
+        for i, child in enumerate(args_def.children):
+            _tree_paths(child, self._arg_label(i), labels)
+        for k, child in zip(kwargs_def.meta, kwargs_def.children):
+            _tree_paths(child, f"keyword argument {k!r}", labels)
+        return labels
+
+    def _static_label(self, k):
+        if isinstance(k, int):
+            return f"static {self._arg_label(k)}"
+        return f"static keyword argument {k!r}"
+
+    def _unhashable_message(self, leaves, treedef, static, error):
+        head = f"pf.jit({self._display}): "
+        for k, v in static:
+            if not _hashable(v):
+                where = "static_argnums" if isinstance(k, int) else "static_argnames"
+                return (f"{head}{self._static_label(k)} (marked by {where}) is a "
+                        f"{_type_name(v)}, which is not hashable ({_hash_error(v)}): static "
+                        f"arguments are compiled into the program and their values key its "
+                        f"cache, so they must be hashable: {_hashable_hint(v, static=True)}")
+        for label, leaf in zip(self._leaf_labels(treedef), leaves):
+            if not isinstance(leaf, Tensor) and not _hashable(leaf):
+                return (f"{head}{label} is a {_type_name(leaf)}, which is neither a tensor, a "
+                        f"pytree of tensors (tuple, list, dict, Layer) nor a hashable Python "
+                        f"value ({_hash_error(leaf)}). Non-tensor arguments are static: their "
+                        f"values are compiled into the program and key its cache. Pass data as "
+                        f"tensors (pf.to_tensor(...)) and configuration as hashable values "
+                        f"({_hashable_hint(leaf, static=False)}), optionally marked with "
+                        f"static_argnums / static_argnames")
+        return (f"{head}the call's signature is not hashable ({error}); pass tensors for data "
+                f"and hashable values for configuration (static_argnums / static_argnames)")
+
+    def _describe_call(self, leaves, treedef, static, key):
+        """What a traced signature is made of, readably: compared between the last two
+        traces to say what changed when warning about retracing."""
+        items = {}
+        for label, leaf in zip(self._leaf_labels(treedef), leaves):
+            if isinstance(leaf, Tensor):
+                items[label] = ("tensor", list(leaf._shape), leaf.dtype.name,
+                                leaf.stop_gradient)
+            else:
+                items[label] = ("value", _type_name(leaf), _short_repr(leaf))
+        for k, v in static:
+            items[self._static_label(k)] = ("static", _type_name(v), _short_repr(v))
+        env = {"grad mode (pf.no_grad / pf.enable_grad)": key[4],
+               "pf.decompose mode": key[5], "default float dtype": key[6],
+               "identity or train/eval mode of a Layer argument": key[3]}
+        if self._extra_key is not None:
+            env["extra cache key"] = key[7]
+        return {"structure": treedef, "items": items, "env": env}
+
+    def _check_retraces(self, signature):
+        """Counts traces (on cache misses only) and warns once when they pile up."""
+        previous, self._last_signature = self._last_signature, signature
+        if self._warned_retrace or self.traces < RETRACE_WARNING_THRESHOLD:
+            return
+        self._warned_retrace = True
+        changed = _signature_changes(previous, signature) if previous else []
+        what = ("; ".join(changed) if changed else
+                "the arguments' signature is unchanged: a tensor the function closes over "
+                "changed shape or dtype")
+        warnings.warn(
+            f"pf.jit({self._display}) has been traced {self.traces} times: every call with a "
+            f"new signature traces and compiles it again. Between the last two traces: {what}. "
+            f"Keep shapes, dtypes and static values the same from call to call: pass numbers "
+            f"that change as tensors (pf.to_tensor(value)) instead of Python scalars, and pad "
+            f"or bucket inputs to a few fixed shapes. (This warning is shown once per "
+            f"function; cache_info() counts the traces.)", RetraceWarning, stacklevel=4)
 
     # ---- calling ---------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -331,6 +482,7 @@ class Jitted:
         if entry is None or not _captures_fit(entry):
             entry = self._trace(args, kwargs, static_pos, leaves, treedef)
             self._cache[key] = entry
+            self._check_retraces(self._describe_call(leaves, treedef, static, key))
         else:
             self.hits += 1
         return entry
@@ -363,12 +515,15 @@ class Jitted:
         random_before = (_random._SEED, _random._counter)
         with new_trace(JitTrace, builder) as trace:
             try:
+                trace.fn_name = self._display
                 inputs = []
-                for leaf in leaves:
+                labels = self._leaf_labels(treedef)
+                for label, leaf in zip(labels, leaves):
                     if isinstance(leaf, Tensor):
                         t = JitTracer(trace, builder.add_input(Aval(leaf._shape, leaf.dtype)))
                         t.stop_gradient = leaf.stop_gradient
                         inputs.append(t)
+                        trace.arg_labels[id(t)] = label
                     else:
                         inputs.append(leaf)
                 dyn_args, dyn_kwargs = tree_unflatten(treedef, inputs)
@@ -376,16 +531,28 @@ class Jitted:
                 call_kwargs = dict(kwargs)
                 call_kwargs.update(dyn_kwargs)
                 out = self.fun(*call_args, **call_kwargs)
-                _check_side_effects(trace, inputs)
+                _check_side_effects(trace, inputs, labels)
                 out_leaves, out_tree = tree_flatten(out)
                 out_slots, outputs, requires = [], [], []
-                for leaf in out_leaves:
+                out_labels = None
+                for j, leaf in enumerate(out_leaves):
                     if isinstance(leaf, Tensor):
                         out_slots.append(len(outputs))
                         outputs.append(trace.lift(leaf))
                         requires.append(not leaf.stop_gradient and leaf.dtype.is_floating)
-                    else:
+                    elif _is_array_like(leaf):  # a NumPy array: a constant tensor
+                        const = Tensor(leaf)
+                        out_slots.append(len(outputs))
+                        outputs.append(builder.add_constant(
+                            const._value, Aval(const._shape, const.dtype)))
+                        requires.append(False)
+                    elif _is_constant_output(leaf):
                         out_slots.append(("static", leaf))
+                    else:
+                        if out_labels is None:
+                            out_labels = []
+                            _tree_paths(out_tree, "output", out_labels)
+                        raise TypeError(_bad_output_message(self._display, out_labels[j], leaf))
             finally:
                 trace.finished = True
         fn = builder.fn
@@ -470,11 +637,164 @@ def _captures_fit(entry):
     return True
 
 
-def _check_side_effects(trace, inputs):
-    """Gradients written into tensors outside the program (``loss.backward()`` inside the
-    jitted function) cannot be replayed by the compiled program: refuse them clearly."""
+def _tree_paths(td, prefix, out):
+    """Appends a readable path (``argument 0 ('d')['a'][1]``) for each leaf of ``td``."""
+    if td.kind == "leaf":
+        out.append(prefix)
+    elif td.kind == "dict":
+        for k, child in zip(td.meta, td.children):
+            _tree_paths(child, f"{prefix}[{k!r}]", out)
+    elif td.kind in ("tuple", "list") or (isinstance(td.kind, type)
+                                           and issubclass(td.kind, tuple)):
+        for j, child in enumerate(td.children):
+            _tree_paths(child, f"{prefix}[{j}]", out)
+    elif td.kind != "none":  # a registered class (a Layer: its parameters' names)
+        names = getattr(td.meta, "names", None)
+        if not isinstance(names, tuple) or len(names) != len(td.children):
+            names = [f"<{j}>" for j in range(len(td.children))]
+        for name, child in zip(names, td.children):
+            _tree_paths(child, f"{prefix}.{name}", out)
+
+
+def _type_name(x):
+    t = type(x)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _short_repr(x, limit=60):
+    try:
+        text = repr(x)
+    except Exception:  # noqa: BLE001 - a broken __repr__ must not hide the message
+        text = f"<{_type_name(x)} object>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _hashable(x):
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
+
+
+def _hash_error(x):
+    try:
+        hash(x)
+    except TypeError as e:
+        return str(e)
+    return "hashable"
+
+
+def _hashable_hint(x, static):
+    """How to make an argument hashable, for its type."""
+    if isinstance(x, list):
+        hint = "pass a tuple instead of a list: tuple(value)"
+    elif isinstance(x, dict):
+        hint = ("pass a tuple of its items (tuple(sorted(d.items()))) instead of a dict"
+                + ("; or, if it holds tensors, do not mark it static: a dict is a pytree "
+                   "whose tensors are traced" if static else ""))
+    elif isinstance(x, (set, frozenset)):
+        hint = "pass a frozenset or a sorted tuple instead of a set"
+    elif isinstance(x, bytearray):
+        hint = "pass bytes(value) instead of a bytearray"
+    elif _is_array_like(x):
+        hint = ("pass it as a tensor argument (leave it out of static_argnums / "
+                "static_argnames): arrays are traced, not compiled in")
+    else:
+        hint = (f"make {type(x).__name__} hashable (define __hash__ and __eq__, e.g. a "
+                f"frozen dataclass) or pass its data as tensors")
+    return hint
+
+
+_SCALARS = (bool, int, float, complex)
+
+
+def _signature_changes(old, new):
+    """What differs between two signature descriptions, readably (at most 3 items)."""
+    if old["structure"] != new["structure"]:
+        return [(f"the pytree structure of the arguments changed: "
+                 f"{_short_repr(old['structure'], 80)} -> {_short_repr(new['structure'], 80)}")]
+    changes = []
+    for label, now in new["items"].items():
+        before = old["items"].get(label)
+        if before is None or before == now:
+            continue
+        if before[0] == "tensor" and now[0] == "tensor":
+            _, shape0, dtype0, sg0 = before
+            _, shape1, dtype1, sg1 = now
+            if shape0 != shape1:
+                changes.append(f"{label} shape {shape0} -> {shape1} (every new shape "
+                               f"compiles again: pad or bucket to a few fixed shapes)")
+            if dtype0 != dtype1:
+                changes.append(f"{label} dtype {dtype0} -> {dtype1}")
+            if sg0 != sg1:
+                changes.append(f"{label} stop_gradient {sg0} -> {sg1}")
+        elif before[0] == now[0] == "value" and before[1] == now[1]:
+            scalar = now[1] in {t.__name__ for t in _SCALARS}
+            changes.append(
+                f"{label}: Python {now[1]} {before[2]} -> {now[2]} "
+                + ("(Python scalars are static, compiled into the program: pass it as a "
+                   "tensor, pf.to_tensor(value), so that it is traced)" if scalar else
+                   "(non-tensor arguments are static, compiled into the program: pass the "
+                   "data as tensors)"))
+        elif before[0] == now[0] == "static":
+            changes.append(f"{label}: {before[2]} -> {now[2]} (static arguments are compiled "
+                           f"into the program: each new value compiles again)")
+        else:
+            changes.append(f"{label}: {_describe_item(before)} -> {_describe_item(now)}")
+    for name, value in new["env"].items():
+        if old["env"].get(name) != value:
+            changes.append(f"the {name} changed")
+    return changes[:3] + ([f"and {len(changes) - 3} more"] if len(changes) > 3 else [])
+
+
+def _describe_item(item):
+    if item[0] == "tensor":
+        return f"tensor {item[2]}{item[1]}"
+    return f"Python {item[1]} {item[2]}"
+
+
+# immutable Python values a jitted function may return (returned as they were traced)
+_CONSTANT_TYPES = (bool, int, float, complex, str, bytes, range, slice, type(Ellipsis), type,
+                   dtypes.DType, enum.Enum)
+
+
+def _is_constant_output(x):
+    if isinstance(x, _CONSTANT_TYPES):
+        return True
+    if isinstance(x, frozenset):
+        return all(_is_constant_output(e) for e in x)
+    # other value-hashable objects (frozen dataclasses, Fractions, ...); objects hashed by
+    # identity (generators, functions, plain class instances) are likely mutable: refused
+    h = type(x).__hash__
+    return h is not None and h is not object.__hash__
+
+
+def _bad_output_message(fn_name, label, leaf):
+    return (f"pf.jit({fn_name}): {label} is a {_type_name(leaf)} ({_short_repr(leaf)}), which "
+            f"a compiled function cannot return: results must be tensors (NumPy arrays become "
+            f"constant tensors), pytrees of them (tuple, list, dict, None, Layer), or immutable "
+            f"Python constants (bool, int, float, str), which are returned as they were while "
+            f"tracing. Return tensors (pf.to_tensor(...)) and build other objects outside the "
+            f"jitted function")
+
+
+def _check_side_effects(trace, inputs, labels):
+    """Writes into tensors outside the program cannot be replayed by the compiled program:
+    refuse them clearly. In-place updates of arguments (ops refuse them as they happen,
+    through ``JitTracer._check_inplace``; this catches any other path that bumped their
+    version) and of captured tensors (done eagerly while
+    tracing, after the program had read them), and gradients accumulated into ``.grad``
+    (``loss.backward()`` inside the jitted function)."""
+    for t, label in zip(inputs, labels):
+        if isinstance(t, JitTracer) and t._version != 0:
+            raise TypeError(_input_mutation_message(trace.fn_name, label, "an in-place update"))
+    for tensor, _, _, version, array in trace.captured.values():
+        if tensor._version != version:
+            tensor._value = array  # undo the update the trace made to the caller's tensor
+            raise outside_update_error(trace, tensor, "an in-place update while tracing")
     bad = []
-    for tensor, _, grad_before in trace.captured.values():
+    for tensor, _, grad_before, _, _ in trace.captured.values():
         if isinstance(tensor.grad, JitTracer):
             tensor.grad = grad_before
             bad.append(f"a captured tensor of shape {tensor.shape}")
@@ -553,9 +873,15 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), optimize=True, backe
     """Compiles ``fun`` into a static program per input signature (JAX's ``jax.jit``).
 
     Args:
-        fun: a function of tensors (pytrees of tensors, Layers, Python scalars).
+        fun: a function of tensors (pytrees of tensors, Layers, Python scalars). It returns
+            tensors, pytrees of them, NumPy arrays (made constant tensors) or immutable
+            Python constants (returned as traced); other results raise a ``TypeError``.
+            It must not update its tensor arguments in place (``x.add_``, ``x[i] = v``):
+            inputs are immutable, return new values instead.
         static_argnums: positions of arguments whose *values* are part of the signature
-            (configuration: ints, strings, tuples...). Python scalars are always static.
+            (configuration: ints, strings, tuples...; they must be hashable). Python
+            scalars are always static: pass a number that changes on every call as a
+            tensor, or every call traces again.
         static_argnames: the same for keyword arguments.
         optimize: run the IR passes (simplify, fold, CSE, DCE) before compiling.
         backend: ``"numpy"`` (generated NumPy code), ``"numba"`` (NumPy code plus numba
@@ -565,6 +891,11 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), optimize=True, backe
 
     Returns:
         A ``Jitted`` callable; ``f.lower(*args).as_text()`` prints the program.
+
+    Warns:
+        RetraceWarning: once, when the function has been traced
+        ``RETRACE_WARNING_THRESHOLD`` (8) times, naming what changed between the last two
+        signatures (a Python scalar's value, a shape...).
 
     Example:
         >>> import primflow as pf
@@ -608,7 +939,12 @@ def to_static(function=None, input_spec=None, build_strategy=None, backend=None,
         def run_forward(layer_, *args, **kw):
             return cls_forward(layer_, *args, **kw)
 
+        try:  # errors name forward's parameters (self, x, ...)
+            run_forward.__signature__ = inspect.signature(cls_forward)
+        except (TypeError, ValueError):
+            pass
         jitted = Jitted(run_forward, backend=backend, name=type(layer).__name__)
+        jitted._display = f"{type(layer).__name__}.forward"
 
         def static_forward(*args, **kw):
             return jitted(layer, *args, **kw)

@@ -36,6 +36,8 @@ class BatchTracer(Tracer):
 
 
 class BatchTrace(Trace):
+    transform_name = "pf.vmap"
+
     def __init__(self, level, size):
         super().__init__(level)
         self.size = size
