@@ -24,7 +24,7 @@ import threading
 
 import numpy as np
 
-from .numba_worker import load_kernel, mark_ready, numba_types  # noqa: F401
+from .numba_worker import load_kernel, mark_ready, numba_types, ready_marker  # noqa: F401
 from .numpy_backend import _TO_NATIVE
 
 AUTO_MIN_ELEMENTS = 1 << 14  # below this NumPy's per-call cost is already small
@@ -316,7 +316,7 @@ def compile_in_background(groups, done):
     jobs = []
     for g in groups:
         sha, path = write_source(g)
-        if not os.path.exists(path[:-3] + ".ready"):
+        if not os.path.exists(ready_marker(path)):
             jobs.append({"path": path, "sig": kernel_signature(g)})
     with _lock:
         if _background["queue"] is None:

@@ -4,7 +4,7 @@
 cache) its ``kernel`` for one signature. Run as a script, this file is the worker process
 that ``numba_codegen.compile_in_background`` starts: it reads a JSON list of jobs
 ``{"path": ..., "sig": [[dtype, ndim, layout, readonly], ...]}`` from stdin, compiles each
-kernel into the disk cache and leaves a ``.ready`` marker next to its source. It imports
+kernel into the disk cache and leaves a ``.ready-<numba version>`` marker next to its source. It imports
 only numba (not primflow), so it starts quickly.
 """
 
@@ -41,9 +41,17 @@ def load_kernel(path, spec):
     return module.kernel.overloads[sig].entry_point
 
 
+def ready_marker(path):
+    """The file that says the kernel at ``path`` is in numba's disk cache (per numba
+    version: another version does not read that cache)."""
+    import numba
+
+    return f"{path[:-3]}.ready-{numba.__version__}"
+
+
 def mark_ready(path):
     """Records that the kernel at ``path`` is in numba's disk cache."""
-    marker = path[:-3] + ".ready"
+    marker = ready_marker(path)
     if not os.path.exists(marker):
         with open(marker, "w", encoding="utf-8"):
             pass
