@@ -11,6 +11,7 @@ their own and can be differentiated again, to any order.
 from __future__ import annotations
 
 import copy
+import weakref
 
 from ..core.primitive import Node, NonDifferentiableError
 from ..core.state import set_grad_mode, state
@@ -280,6 +281,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return results
 
 
+# the nodes of tensors whose gradients ``backward`` accumulated into the leaves (weakly
+# held): ``optimizer.minimize(loss)`` after ``loss.backward(retain_graph=True)`` must not
+# backpropagate (and accumulate) a second time
+backpropagated = weakref.WeakSet()
+
+
 def backward(tensors, grad_tensors=None, retain_graph=False):
     """Accumulates gradients of ``tensors`` into the ``.grad`` of the leaves they depend on.
 
@@ -293,6 +300,9 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
     tensors = _as_list(tensors, "tensors")
     seeds = _seed_gradients(tensors, grad_tensors)
     _run_backward(seeds, None, create_graph=False, retain_graph=retain_graph)
+    for t in tensors:
+        if t._node is not None:
+            backpropagated.add(t._node)
 
 
 def _tensor_backward(self, grad_tensor=None, retain_graph=False, *, grad=None, gradient=None):

@@ -11,6 +11,7 @@ old values notices the version bump instead of silently using new ones.
 from __future__ import annotations
 
 from ..core.state import enable_grad, no_grad
+from ..autodiff import tape
 from ..core.tensor import Tensor
 from ..ops import math as _math
 from ..ops._helpers import cast
@@ -273,7 +274,7 @@ class Optimizer:
         if not isinstance(loss, Tensor):
             raise TypeError(f"minimize needs the loss tensor, got {type(loss).__name__}")
         node = loss._node
-        if node is not None and not node.freed:
+        if node is not None and not node.freed and node not in tape.backpropagated:
             with enable_grad():
                 loss.backward()
         elif loss.stop_gradient:

@@ -249,6 +249,13 @@ def test_minimize_computes_gradients_and_steps():
     loss.backward()
     opt3.minimize(loss)
     np.testing.assert_array_equal(w3.numpy(), w2.numpy())
+    # the same with the graph retained: minimize must not backpropagate a second time
+    w4, opt4 = make()
+    loss = (w4 ** 2).sum()
+    loss.backward(retain_graph=True)
+    opt4.minimize(loss)
+    np.testing.assert_array_equal(w4.grad.numpy(), [2.0, -4.0])
+    np.testing.assert_array_equal(w4.numpy(), w2.numpy())
     with pytest.raises(RuntimeError, match="nothing to minimize"):
         opt3.minimize(pf.to_tensor(1.0))
 
