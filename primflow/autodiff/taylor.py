@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from ..backends import get_backend
 from ..core.primitive import Aval, NonDifferentiableError
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.tensor import Tensor
@@ -22,6 +23,9 @@ from ..ops.creation import zeros_like
 from ..core.state import no_grad
 from ..ops.math import multiply, not_equal as ne
 from ..ops.reduction import any as any_
+
+_backend_is_zero = get_backend().taylor_is_zero
+_backend_rescale = get_backend().taylor_rescale
 
 
 class TaylorTracer(Tracer):
@@ -141,12 +145,33 @@ def jet(f, primals, series):
     # a series is a list [y0 (a Tensor), y1, ...]; f's own lists hold series, not tensors
     leaves, treedef = tree_flatten(out, is_leaf=lambda v: isinstance(v, list) and len(
         v) == order + 1 and isinstance(v[0], Tensor))
-    primal_out, series_out = [], []
-    for s in leaves:
-        primal_out.append(s[0])
-        series_out.append([zeros_like(s[0]) if c is None else _scaled(c, float(
-            math.factorial(k))) for k, c in enumerate(s[1:], start=1)])
+    primal_out = [s[0] for s in leaves]
+    series_out = _derivative_form([s[1:] for s in leaves], primal_out)
     return tree_unflatten(treedef, primal_out), tree_unflatten(treedef, series_out)
+
+
+def _derivative_form(series, primals):
+    """Each output's ``[k! z_k for k = 1..K]``, zeros for ``None``. Concrete coefficients
+    go to the backend in one call, which scales in place those only its Taylor kernels
+    have seen (no fresh memory to write); tracers and the rest are multiplied."""
+    out = [[zeros_like(p) if c is None else c for c in s] for s, p in zip(series, primals)]
+    scaled, kept = [], list(primals)  # (i, k) to scale; tensors returned as they are
+    for i, s in enumerate(out):
+        for k, c in enumerate(s, start=1):
+            concrete = not isinstance(c, Tracer) and c.stop_gradient
+            if k == 1 or series[i][k - 1] is None:
+                kept.append(c)
+            elif concrete and _backend_rescale is not None:
+                scaled.append((i, k))
+            else:
+                s[k - 1] = multiply(c, float(math.factorial(k)))
+    if scaled:
+        values = _backend_rescale([out[i][k - 1]._value for i, k in scaled],
+                                  [float(math.factorial(k)) for _, k in scaled],
+                                  [c._value for c in kept if not isinstance(c, Tracer)])
+        for (i, k), v in zip(scaled, values):
+            out[i][k - 1] = Tensor._wrap(v)
+    return out
 
 
 def _scaled(c, factor):
@@ -159,5 +184,7 @@ def _is_zero(c):
     treated as zero; nor is anything that requires grad (its derivative may be wanted)."""
     if isinstance(c, Tracer) or not c.stop_gradient or not c.dtype.is_floating:
         return False
+    if _backend_is_zero is not None:  # one pass at most, no temporaries
+        return _backend_is_zero(c._value)
     with no_grad():
         return not bool(any_(ne(c, zeros_like(c))))

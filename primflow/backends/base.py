@@ -20,11 +20,23 @@ class Backend(abc.ABC):
             ...) to a ``(forward, backward)`` pair of fused kernels for eager first-order use
             (see ``numpy_fused.py`` for the calling convention). Empty by default: then
             every composite runs as its primitive decomposition, which is always correct.
+        taylor_kernels: optional dict from unary primitive name (``"tanh"``, ``"exp"``, ...)
+            to a fused kernel for its Taylor rule in eager mode (see ``numpy_taylor.py``).
+            Empty by default: then every Taylor rule runs as written in primitives.
+        taylor_is_zero: optional ``is_zero(array) -> bool``, whether a native array is
+            identically zero, cheaply (``pf.jet`` skips zero input coefficients). None by
+            default: then jet checks with primitives.
+        taylor_rescale: optional ``rescale(values, factors, others) -> list`` of
+            ``factor * value``, in place for values only the Taylor kernels have seen
+            (``pf.jet``'s conversion to derivative form). None by default: jet multiplies.
     """
 
     name = "abstract"
     kernels: dict = {}
     fused_kernels: dict = {}
+    taylor_kernels: dict = {}
+    taylor_is_zero = None
+    taylor_rescale = None
 
     @abc.abstractmethod
     def asarray(self, data, dtype):

@@ -14,6 +14,7 @@ import numpy as np
 from ..core import dtypes
 from .base import Backend
 from .numpy_fused import FUSED
+from .numpy_taylor import TAYLOR, is_zero as _taylor_is_zero, rescale as _taylor_rescale
 
 try:  # SciPy's erf is vectorised C; without SciPy fall back to the exact math.erf per element
     from scipy.special import erf as _scipy_erf
@@ -233,6 +234,9 @@ class NumpyBackend(Backend):
     name = "numpy"
     kernels = KERNELS
     fused_kernels = FUSED  # composites' fused eager kernels (numpy_fused.py)
+    taylor_kernels = TAYLOR  # unary Taylor rules' fused eager kernels (numpy_taylor.py)
+    taylor_is_zero = staticmethod(_taylor_is_zero)
+    taylor_rescale = staticmethod(_taylor_rescale)
 
     def asarray(self, data, dtype=None):
         if dtype is None:

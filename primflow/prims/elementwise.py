@@ -268,8 +268,8 @@ def _integer_pow_series(xs, z0, x0, *, y):
 
 
 integer_pow.taylor = tl.unary_rule(_integer_pow_series)(integer_pow)
-add.taylor = tl.linear_rule(add)
-sub.taylor = tl.linear_rule(sub)
+add.taylor = tl.sum_rule(add, tl.add)
+sub.taylor = tl.sum_rule(sub, tl.sub)
 mul.taylor = tl.bilinear_rule(mul)
 
 

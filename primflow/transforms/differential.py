@@ -33,6 +33,7 @@ from ..core.trace import Tracer, new_trace
 from ..ops import creation, manipulation
 from ..ops._helpers import as_tensor
 from ..ops.math import add, multiply
+from ..prims import _taylor as tl
 from .vmap import vmap
 
 METHODS = ("collapsed", "taylor", "nested", "stochastic")
@@ -59,7 +60,6 @@ class CollapsedTaylorTrace(TaylorTrace):
         self.weights = weights  # [R] tensor
 
     def process_primitive(self, prim, args, params):
-        K = self.order
         primals, lowers, tops = [], [], []
         for a in args:
             if isinstance(a, CollapsedTracer) and a._trace is self:
@@ -75,20 +75,26 @@ class CollapsedTaylorTrace(TaylorTrace):
         out = prim.bind(*primals, **params)
         if not out.dtype.is_floating:
             return out
-        out_lower, per_direction_top = self._lower_part(prim, primals, lowers, out, params)
+        out_lower, summed = self._lower_part(prim, primals, lowers, out, params)
         top = self._top_part(prim, primals, tops, out, params)
-        if per_direction_top is not None:  # the weighted sum over directions, done once
-            summed = prims.dot_general(self.weights, per_direction_top,
-                                       contracting=((0,), (0,)), batch=((), ()))
+        if summed is not None:
             top = summed if top is None else prims.add(top, summed)
         if all(c is None for c in out_lower) and top is None:
             return out
         return CollapsedTracer(self, out, out_lower, top)
 
     def _lower_part(self, prim, primals, lowers, out, params):
-        """Coefficients 1..K-1 per direction, and each direction's top coefficient with a
-        zero top input (the terms products of lower coefficients contribute)."""
+        """Coefficients 1..K-1 per direction, and the weighted sum over directions of each
+        one's top coefficient with a zero top input (the terms products of lower
+        coefficients contribute)."""
         K = self.order
+        if len(primals) == 1 and lowers[0] is not None:
+            # a unary primitive with a fused Taylor kernel takes the R directions at once,
+            # and sums the top coefficient over them as it goes
+            fast = tl.kernel_series(prim.name, primals[0], out,
+                                    [primals[0], *lowers[0], None], params, self.weights)
+            if fast is not None:
+                return fast[1:K], fast[K]
         present = [[i for i, c in enumerate(lo) if c is not None] if lo is not None else []
                    for lo in lowers]
         flat = [lowers[i][k] for i in range(len(lowers)) for k in present[i]]
@@ -116,8 +122,9 @@ class CollapsedTaylorTrace(TaylorTrace):
         out_lower = [None] * (K - 1)
         top = None
         for k, r in zip(pattern, results):
-            if k == K:
-                top = r
+            if k == K:  # the weighted sum over directions, done once
+                top = prims.dot_general(self.weights, r, contracting=((0,), (0,)),
+                                        batch=((), ()))
             else:
                 out_lower[k - 1] = r
         return out_lower, top
