@@ -316,3 +316,20 @@ def test_a_strided_program_input_reaches_a_contiguous_kernel_argument_correctly(
     exe, got = _compiled(fn, "numba", [a, b])
     assert exe.kernels
     assert _rel_err(got[0], evaluate(fn, [a, b])[0]) < 1e-13
+
+
+@needs_numba
+def test_jitted_wait_compiled_switches_to_the_numba_kernels():
+    fn_text_args = _tiered_args()
+    x, y = (pf.to_tensor(a) for a in fn_text_args)
+
+    def f(a, b):
+        return (a * b + a) * (a * b + a) - b
+
+    jitted = pf.jit(f)
+    first = jitted(x, y).numpy()
+    assert jitted.wait_compiled(300)
+    assert jitted.lower(x, y).compile().kernels
+    want = f(x, y).numpy()
+    np.testing.assert_allclose(first, want, rtol=1e-14)
+    assert _rel_err(jitted(x, y).numpy(), want) < 1e-13

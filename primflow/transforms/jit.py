@@ -502,6 +502,26 @@ class Jitted:
         """``{"traces": ..., "hits": ..., "entries": ...}``."""
         return {"traces": self.traces, "hits": self.hits, "entries": len(self._cache)}
 
+    def wait_compiled(self, timeout=None) -> bool:
+        """Waits until the numba kernels of every traced signature, compiled in the
+        background (see ``pf.jit``), are in use; returns whether none is still compiling.
+        Useful before timing a jitted function, or to run bitwise like later calls.
+
+        Example:
+            >>> import primflow as pf
+            >>> f = pf.jit(lambda x: x * 2.0 + 1.0)
+            >>> _ = f(pf.ones([3]))
+            >>> f.wait_compiled()
+            True
+        """
+        done = True
+        for entry in list(self._cache.values()):
+            executable = entry.executable
+            if hasattr(executable, "wait"):
+                executable.wait(timeout)
+                done = done and not executable.compiling
+        return done
+
     def clear_cache(self):
         self._cache.clear()
         self._fast.clear()
@@ -885,9 +905,12 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), optimize=True, backe
         static_argnames: the same for keyword arguments.
         optimize: run the IR passes (simplify, fold, CSE, DCE) before compiling.
         backend: ``"numpy"`` (generated NumPy code), ``"numba"`` (NumPy code plus numba
-            kernels for arithmetic groups; needs numba), ``"interpret"`` (the reference
-            interpreter) or None (numpy, with numba for large arithmetic groups when numba
-            is importable).
+            kernels for arithmetic groups, compiled in the first call; needs numba),
+            ``"interpret"`` (the reference interpreter) or None (numpy, with numba for large
+            arithmetic groups when numba is importable: kernels not yet in the disk cache
+            compile in a background process while the first calls run the NumPy code, see
+            ``Jitted.wait_compiled``; ``PRIMFLOW_JIT_TIERED=0`` compiles them in the first
+            call instead).
 
     Returns:
         A ``Jitted`` callable; ``f.lower(*args).as_text()`` prints the program.
