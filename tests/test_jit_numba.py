@@ -331,5 +331,5 @@ def test_jitted_wait_compiled_switches_to_the_numba_kernels():
     assert jitted.wait_compiled(300)
     assert jitted.lower(x, y).compile().kernels
     want = f(x, y).numpy()
-    np.testing.assert_allclose(first, want, rtol=1e-14)
+    assert _rel_err(first, want) < 1e-13  # NumPy code, or numba when loaded already
     assert _rel_err(jitted(x, y).numpy(), want) < 1e-13
