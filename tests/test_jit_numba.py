@@ -333,3 +333,37 @@ def test_jitted_wait_compiled_switches_to_the_numba_kernels():
     want = f(x, y).numpy()
     assert _rel_err(first, want) < 1e-13  # NumPy code, or numba when loaded already
     assert _rel_err(jitted(x, y).numpy(), want) < 1e-13
+
+
+@needs_numba
+def test_an_unwritable_kernel_cache_warns_and_runs_numpy_code(tmp_path, monkeypatch):
+    from primflow.backends import numba_codegen
+    from primflow.compiler import compile_program
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be")
+    monkeypatch.setenv("PRIMFLOW_CACHE_DIR", str(blocker))
+    monkeypatch.setattr(numba_codegen, "_kernels", {})
+    fn, args = parse(_TIERED_PROGRAM), _tiered_args()
+    with pytest.warns(RuntimeWarning, match="cannot write numba kernels"):
+        exe = compile_program(fn, backend="auto")
+    assert not exe.kernels and not exe.compiling
+    np.testing.assert_allclose(exe(args)[0], evaluate(fn, args)[0], rtol=1e-14)
+
+
+@needs_numba
+def test_a_hanging_compile_worker_is_killed_after_the_timeout(tmp_path, monkeypatch):
+    from primflow.backends import numba_codegen
+    from primflow.compiler import compile_program
+
+    hang = tmp_path / "hanging_worker.py"
+    hang.write_text("import time\ntime.sleep(600)\n")
+    monkeypatch.setattr(numba_codegen, "_WORKER", str(hang))
+    monkeypatch.setattr(numba_codegen, "WORKER_TIMEOUT_S", 1)
+    monkeypatch.setattr(numba_codegen, "_kernels", {})
+    fn, args = parse(_TIERED_PROGRAM), _tiered_args()
+    exe = compile_program(fn, backend="auto")
+    assert exe._pending.ready.wait(60)
+    with pytest.warns(RuntimeWarning, match="TimeoutExpired"):
+        exe(args)
+    assert not exe.kernels and numba_codegen._background["process"] is None

@@ -305,6 +305,7 @@ class _Launcher:
 # ---- compiling in a background process -----------------------------------------------------
 
 _WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "numba_worker.py")
+WORKER_TIMEOUT_S = 1800  # one job (a program's kernels); then the NumPy code stays
 _background = {"queue": None, "process": None}
 
 
@@ -342,13 +343,17 @@ def _serve():
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         text=True)
                 _background["process"] = proc
-                _, err = proc.communicate(json.dumps(jobs), timeout=1800)
+                _, err = proc.communicate(json.dumps(jobs), timeout=WORKER_TIMEOUT_S)
                 if proc.returncode != 0:
                     error = (f"the numba compile worker exited with code {proc.returncode}: "
                              f"{(err or '').strip()[-2000:]}")
             except Exception as e:  # noqa: BLE001 - reported to the caller, never raised here
                 error = f"the numba compile worker failed: {e!r}"
             finally:
+                proc = _background["process"]
+                if proc is not None and proc.poll() is None:  # timed out: never leave it
+                    proc.kill()
+                    proc.wait()
                 _background["process"] = None
         try:
             done(error)
