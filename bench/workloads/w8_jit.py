@@ -105,6 +105,10 @@ def make_step(config: str):
     def step():
         return run(*args)
 
+    if mode != "eager":  # the first call traces; time the numba version once it is in use
+        step()
+        run.wait_compiled()
+
     def result():
         out = step()
         first = out[0] if isinstance(out, tuple) else out
