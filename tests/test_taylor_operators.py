@@ -273,6 +273,8 @@ def test_grad_of_jet_equals_jet_of_grad_for_the_hessian_action():
     ("bare_scalar", TypeError, "list of coefficients"),
     ("not_a_sequence", ValueError, "one list per primal"),
     ("taylor_series_order", ValueError, "coefficients, the order"),
+    ("dtype", TypeError, "coefficient 1 of input 0 is float32 but the primal is float64"),
+    ("integer_primal", TypeError, "need floating inputs"),
 ])
 def test_jet_bad_input(case, exc, match):
     x, y, s = T([1.0, 2.0]), T([0.5, 0.5]), T(0.3)
@@ -286,9 +288,19 @@ def test_jet_bad_input(case, exc, match):
         "bare_scalar": lambda: pf.jet(pf.sin, (s,), (s,)),
         "not_a_sequence": lambda: pf.jet(pf.sin, (x,), None),
         "taylor_series_order": lambda: taylor_series(pf.sin, (x,), ([v],), 3),
+        "dtype": lambda: pf.jet(pf.sin, (x,), ([v.astype("float32")],)),
+        "integer_primal": lambda: pf.jet(pf.sin, (pf.to_tensor([1, 2]),), ([v],)),
     }
     with pytest.raises(exc, match=match):
         calls[case]()
+
+
+def test_jet_takes_numbers_and_arrays_in_the_primal_dtype():
+    x = T([0.3, 1.7])
+    _, (y1, y2) = pf.jet(pf.sin, (x,), ([np.ones(2), [0.0, 0.0]],))
+    assert y1.dtype == x.dtype
+    np.testing.assert_allclose(y1.numpy(), np.cos(x.numpy()), rtol=1e-15)
+    np.testing.assert_allclose(y2.numpy(), -np.sin(x.numpy()), rtol=1e-15)
 
 
 def test_jet_through_a_nondifferentiable_op_raises():
@@ -639,3 +651,19 @@ def test_operator_bad_input(call, exc, match):
     X = points(3, 2)
     with pytest.raises(exc, match=match):
         call(f, X)
+
+
+@pytest.mark.parametrize("method", ["collapsed", "taylor", "nested"])
+def test_operators_of_a_vector_valued_function_act_per_component(method):
+    # u(x, y) = [sin(x) y^3, y^4]: Laplacian [-sin(x) y^3 + 6 sin(x) y, 12 y^2] and
+    # biharmonic [-12 sin(x) y + ... ] checked against the closed forms below
+    X = points(6, 2)
+    f = lambda P: pf.stack([pf.sin(P[:, 0]) * P[:, 1] ** 3, P[:, 1] ** 4], axis=1)  # noqa: E731
+    x, y = X.numpy()[:, 0], X.numpy()[:, 1]
+    lap = np.stack([-np.sin(x) * y ** 3 + 6 * np.sin(x) * y, 12 * y ** 2], axis=1)
+    # Δ²(sin x y^3) = sin x y^3 - 2 * 6 sin x y + 0 ; Δ²(y^4) = 24
+    bih = np.stack([np.sin(x) * y ** 3 - 12 * np.sin(x) * y, np.full_like(y, 24.0)], axis=1)
+    np.testing.assert_allclose(pf.autograd.laplacian(f, X, method=method).numpy(), lap,
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(pf.autograd.biharmonic(f, X, method=method).numpy(), bih,
+                               rtol=1e-11, atol=1e-11)

@@ -133,12 +133,20 @@ def jet(f, primals, series):
     _check_order(order)
     normalised = []
     for i, (p, s) in enumerate(zip(primals, series)):
+        if not p.dtype.is_floating:
+            raise TypeError(f"jet: input {i} is {p.dtype.name}; Taylor series need floating "
+                            f"inputs (cast it, e.g. x.astype('float64'))")
         coeffs = []
         for k, c in enumerate(s, start=1):
-            c = as_tensor(c)
+            # numbers and arrays take the primal's dtype; a tensor must already have it
+            c = c if isinstance(c, Tensor) else as_tensor(c, dtype=p.dtype)
             if tuple(c._shape) != tuple(p._shape):
                 raise ValueError(f"jet: coefficient {k} of input {i} has shape {c.shape} but "
                                  f"the primal has shape {p.shape}")
+            if c.dtype is not p.dtype:
+                raise TypeError(f"jet: coefficient {k} of input {i} is {c.dtype.name} but the "
+                                f"primal is {p.dtype.name}; give the series in the primal's "
+                                f"dtype (c.astype('{p.dtype.name}'))")
             coeffs.append(None if _is_zero(c) else _scaled(c, 1.0 / math.factorial(k)))
         normalised.append(coeffs)
     out = taylor_series(f, primals, normalised, order)

@@ -208,9 +208,19 @@ def _watched(X):
 
 
 def _nested_partial(f, X, index):
-    """d^|index| f / dx_{i1} ... dx_{ik} by nested reverse mode (index is a tuple of dims)."""
+    """d^|index| f / dx_{i1} ... dx_{ik} by nested reverse mode (index is a tuple of dims).
+    ``f`` gives one value per point ([N]) or several ([N, ...]: each component separately,
+    since reverse mode differentiates one scalar, the sum over points, at a time)."""
     Xw = _watched(X)
     u = f(Xw)
+    if u.ndim <= 1:
+        return _nested_chain(u, Xw, index)
+    flat = manipulation.reshape(u, [u.shape[0], -1])
+    parts = [_nested_chain(flat[:, j], Xw, index) for j in range(flat.shape[1])]
+    return manipulation.reshape(manipulation.stack(parts, axis=1), u.shape)
+
+
+def _nested_chain(u, Xw, index):
     for i in index:
         if u.stop_gradient:
             return creation.zeros_like(u)
