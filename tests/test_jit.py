@@ -350,16 +350,6 @@ def test_backward_inside_jit_is_refused_with_the_fix():
     assert w.grad is None  # the traced gradient did not leak into the parameter
 
 
-def step(x):
-        (g,) = pf.grad((x * w).sum(), w)
-        w.grad = g
-        opt.step()
-        return x
-
-    with pytest.raises(Exception, match="functionally"):
-        pf.jit(step)(pf.ones([1]))
-
-
 def test_escaped_tracers_and_bad_arguments():
     leak = []
     f = pf.jit(lambda x: leak.append(x * 2) or x)
