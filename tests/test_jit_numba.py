@@ -367,3 +367,21 @@ def test_a_hanging_compile_worker_is_killed_after_the_timeout(tmp_path, monkeypa
     with pytest.warns(RuntimeWarning, match="TimeoutExpired"):
         exe(args)
     assert not exe.kernels and numba_codegen._background["process"] is None
+
+
+@needs_numba
+def test_a_tampered_kernel_source_in_the_cache_is_rewritten_not_run(tmp_path, monkeypatch):
+    from primflow.backends import numba_codegen
+    from primflow.compiler import compile_program
+    from primflow.ir.passes import fuse as fuse_groups
+
+    fn, args = parse(_TIERED_PROGRAM), _tiered_args()
+    (group,) = fuse_groups(fn)
+    sha, path = numba_codegen.write_source(group)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("raise SystemExit('tampered cache file ran')\n")
+    monkeypatch.setattr(numba_codegen, "_kernels", {})
+    exe = compile_program(fn, backend="numba")
+    assert _rel_err(exe(args)[0], evaluate(fn, args)[0]) < 1e-13
+    with open(path, encoding="utf-8") as f:
+        assert f.read() == numba_codegen.kernel_source(group)

@@ -252,12 +252,22 @@ def write_source(group):
     folder = cache_dir()
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"k_{sha}.py")
-    if not os.path.exists(path):
+    if not _holds(path, source):  # missing, or not what we generated: (re)write it
         tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(source)
         os.replace(tmp, path)
     return sha, path
+
+
+def _holds(path, source):
+    """Whether the file at ``path`` has exactly ``source`` (the cache is imported as code:
+    a file that was changed is written again rather than run)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read() == source
+    except OSError:
+        return False
 
 
 def is_loaded(group) -> bool:
