@@ -43,8 +43,11 @@ SUPPORTED = frozenset(_BINARY) | frozenset(_UNARY) | {"select", "integer_pow",
                                                        "reduce_max", "reduce_min"}
 
 # the primitives the generated code computes as NumPy views (ir.passes.fuse.VIEWS; a test
-# keeps the two equal): a kernel input made by one may be strided
+# keeps the two equal); kernels read a broadcast's source, and a reshape of a contiguous
+# array is contiguous (the launcher copies one that is not), so only these two give a
+# kernel strided inputs
 VIEW_PRIMS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice"})
+STRIDED_VIEWS = frozenset({"transpose", "slice"})
 
 _state = {"numba": None, "checked": False}
 _lock = threading.Lock()
@@ -115,13 +118,20 @@ def kernel_source(group):
     lines_pre = []
     params = []
     for k, v in enumerate(group.inputs):
+        src = kernel_operand(v)
         if v.op is not None and v.op.prim == "full":
             names[v] = f"c{k}"
             lines_pre.append(f"    c{k} = {_literal(v.op.params['value'], v.aval.dtype)}")
-        elif v.aval.shape == () and shape != ():
+        elif src.aval.shape == () and shape != ():
             params.append(f"x{k}")
             lines_pre.append(f"    s{k} = x{k}[()]")
             names[v] = f"s{k}"
+        elif src is not v:  # a broadcast: read its source, a loop index per kept dim
+            params.append(f"x{k}")
+            dims = v.op.params["broadcast_dimensions"]
+            index = ", ".join(f"i{d}" if n == shape[d] else "0"
+                              for n, d in zip(src.aval.shape, dims))
+            names[v] = f"x{k}[{index}]"
         else:
             params.append(f"x{k}")
             names[v] = f"x{k}[{_index(ndim)}]" if ndim else f"x{k}[()]"
@@ -235,7 +245,8 @@ def kernel_signature(group):
     for v in group.inputs:
         if v.op is not None and v.op.prim == "full":
             continue
-        strided = v.op is not None and v.op.prim in VIEW_PRIMS
+        v = kernel_operand(v)
+        strided = v.op is not None and v.op.prim in STRIDED_VIEWS
         sig.append((v.aval.dtype.name, len(v.aval.shape), "A" if strided else "C", True))
     for v in group.outputs:
         if red is None or v is not red.out:
@@ -243,6 +254,15 @@ def kernel_signature(group):
     if red is not None:
         sig.append((red.out.aval.dtype.name, len(red.out.aval.shape), "C", False))
     return sig
+
+
+def kernel_operand(v):
+    """The value a kernel reads for its input ``v``: the source of a broadcast (indexed
+    with the broadcast's dims inside the kernel: no stride-0 array, which LLVM cannot
+    vectorise, and less memory to read), else ``v`` itself."""
+    if v.op is not None and v.op.prim == "broadcast_in_dim":
+        return v.op.inputs[0]
+    return v
 
 
 def write_source(group):

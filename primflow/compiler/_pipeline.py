@@ -289,7 +289,7 @@ def _generate(fn, groups, numba_groups, backend):
                     else:
                         outs.append(f"empty({v.aval.shape!r}, dtype=D_{vname})")
                         ns[f"D_{vname}"] = npc.native_dtype(v.aval.dtype)
-                ins = ", ".join(var[v] for v in g.inputs)
+                ins = ", ".join(var[numba_codegen.kernel_operand(v)] for v in g.inputs)
                 body.append(f"    # numba kernel {k}: group {g.gid} "
                             f"({' '.join(o.prim for o in g.ops)})")
                 body.append(f"    {', '.join(var[v] for v in g.outputs)}"
