@@ -43,6 +43,8 @@ class TaylorTracer(Tracer):
 
 
 class TaylorTrace(Trace):
+    transform_name = "pf.jet"
+
     def __init__(self, level, order):
         super().__init__(level)
         self.order = order

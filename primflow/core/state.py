@@ -13,7 +13,7 @@ class _State(threading.local):
     def __init__(self):
         self.grad_enabled = True  # tape records ops whose inputs require grad
         self.trace_stack = []  # active transform traces, innermost last (see core/trace.py)
-        self.decompose = False  # composites skip their fused kernels (pf.decompose)
+        self.decompose = False  # no fused composite / Taylor kernels (pf.decompose)
 
 
 state = _State()
@@ -111,8 +111,10 @@ def is_grad_enabled() -> bool:
 
 class decompose(contextlib.ContextDecorator):
     """Forces composites with fused kernels (softmax, layer_norm, ...) to run as their
-    primitive decomposition, like Paddle's prim flags. Usable as a context manager or a
-    plain call: ``pf.decompose(True)`` switches it on until ``pf.decompose(False)``.
+    primitive decomposition, like Paddle's prim flags, and Taylor mode to run every
+    primitive's Taylor rule in primitives (no fused Taylor kernels). Usable as a context
+    manager or a plain call: ``pf.decompose(True)`` switches it on until
+    ``pf.decompose(False)``.
 
     Example:
         >>> import primflow as pf
