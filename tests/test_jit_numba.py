@@ -385,3 +385,36 @@ def test_a_tampered_kernel_source_in_the_cache_is_rewritten_not_run(tmp_path, mo
     assert _rel_err(exe(args)[0], evaluate(fn, args)[0]) < 1e-13
     with open(path, encoding="utf-8") as f:
         assert f.read() == numba_codegen.kernel_source(group)
+
+
+@needs_numba
+def test_calls_from_several_threads_across_the_switch_to_numba_are_correct(monkeypatch):
+    import threading
+
+    from primflow.backends import numba_codegen
+    from primflow.compiler import compile_program
+
+    monkeypatch.setattr(numba_codegen, "_kernels", {})
+    fn, args = parse(_TIERED_PROGRAM), _tiered_args()
+    want = evaluate(fn, args)[0]
+    exe = compile_program(fn, backend="auto")
+    errors = []
+
+    def work():
+        try:
+            for _ in range(400):
+                if _rel_err(exe(args)[0], want) > 1e-13:
+                    errors.append("wrong result")
+                if not exe.compiling:
+                    break
+        except Exception as e:  # noqa: BLE001 - collected for the assertion
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert exe.wait(300) and exe.kernels
+    assert not errors
+    assert _rel_err(exe(args)[0], want) < 1e-13

@@ -66,11 +66,11 @@ class Executable:
     def __init__(self, fn, run, source, plan=None, groups=(), kernels=(), backend="numpy",
                  workspace=None):
         self.fn = fn
-        self._run = run
-        # the planned buffers, passed to the generated program at each call: held here
-        # (not in the program's globals, a reference cycle) so they are freed as soon as
-        # the executable switches to its numba version
-        self._workspace = workspace
+        # the program and its planned buffers, swapped together (one attribute, so a call
+        # in another thread never pairs one version's code with the other's buffers); the
+        # buffers are passed at each call, not kept in the program's globals (a reference
+        # cycle), so they are freed as soon as the executable switches to numba kernels
+        self._code = (run, workspace)
         self.source = source
         self.plan = plan
         self.groups = list(groups)
@@ -96,6 +96,8 @@ class Executable:
 
     def _upgrade(self):
         pending, self._pending = self._pending, None
+        if pending is None:  # another thread switched already
+            return
         if pending.error is not None:
             import warnings
 
@@ -104,8 +106,8 @@ class Executable:
                           RuntimeWarning, stacklevel=3)
             return
         new = pending.result
-        self._run, self.source, self.plan = new._run, new.source, new.plan
-        self._workspace = new._workspace
+        self._code = new._code
+        self.source, self.plan = new.source, new.plan
         self.groups, self.kernels, self.backend = new.groups, new.kernels, new.backend
 
     def __call__(self, args, keys=None):
@@ -115,9 +117,10 @@ class Executable:
             from ..core import random as _random
 
             keys = [_random.next_key() for _ in range(self.n_random)]
-        if self._workspace is None:
-            return self._run(args, keys)
-        return self._run(args, keys, self._workspace)
+        run, workspace = self._code
+        if workspace is None:
+            return run(args, keys)
+        return run(args, keys, workspace)
 
     def __repr__(self):
         return (f"Executable({self.backend}: {len(self.fn.ops)} ops, {len(self.groups)} fused "
