@@ -83,6 +83,36 @@ def _attach(outputs, inputs, name, pullback):
     return result
 
 
+def recomputing_pullback(name, run, inputs, extra=()):
+    """The backward of a recomputed function (``pf.checkpoint``, a jitted program):
+    ``pullback(cotangents) -> list`` re-runs ``run(handles) -> list of outputs`` on fresh
+    grad handles of ``inputs`` with the tape on and backpropagates the cotangents (None for
+    none) to those handles and to ``extra`` (tensors ``run`` reads without taking them as
+    arguments, e.g. closed-over parameters). Recorded when the backward itself is, so every
+    order of derivative is available. Refuses tensors changed in place since the forward."""
+    watched = list(inputs) + list(extra)
+    versions = [t._version for t in watched]
+
+    def pullback(cotangents):
+        for t, v in zip(watched, versions):
+            if t._version != v:
+                raise RuntimeError(f"{name}: a tensor of shape {t.shape} that the function "
+                                   f"reads was modified in place between the forward call "
+                                   f"and backward")
+        create_graph = state.grad_enabled
+        with enable_grad():
+            handles = [_grad_handle(x) for x in inputs]
+            recomputed = run(handles)
+        seeds = [(o, g) for o, g in zip(recomputed, cotangents)
+                 if g is not None and not o.stop_gradient]
+        if not seeds:
+            return [None] * len(watched)
+        return _run_backward(seeds, handles + list(extra), create_graph=create_graph,
+                             retain_graph=create_graph)
+
+    return pullback
+
+
 # ---- custom_vjp ----------------------------------------------------------------------------
 
 class custom_vjp:
@@ -405,24 +435,9 @@ def checkpoint(f):
         originals = inputs + params
         if not any(not t.stop_gradient for t in originals):
             return tree_unflatten(out_tree, [_detached(o) for o in outs])
-        param_versions = [p._version for p in params]
         del handles, out
-
-        def pullback(cotangents):
-            for p, v in zip(params, param_versions):
-                if p._version != v:
-                    raise RuntimeError(f"{name}: a tensor the function reads was modified in "
-                                       f"place between forward and backward")
-            create_graph = state.grad_enabled
-            with enable_grad():
-                again = [_grad_handle(x) for x in inputs]
-                recomputed = tree_flatten(run(again))[0]
-            seeds = [(o, g) for o, g in zip(recomputed, cotangents) if not o.stop_gradient]
-            if not seeds:
-                return [None] * len(originals)
-            return _run_backward(seeds, again + params, create_graph=create_graph,
-                                 retain_graph=create_graph)
-
+        pullback = recomputing_pullback(name, lambda again: tree_flatten(run(again))[0],
+                                        inputs, params)
         results = _attach(outs, originals, name, pullback)
         return tree_unflatten(out_tree, results)
 
@@ -431,4 +446,5 @@ def checkpoint(f):
 
 recompute = checkpoint
 
-__all__ = ["PyLayer", "PyLayerContext", "checkpoint", "custom_jvp", "custom_vjp", "recompute"]
+__all__ = ["PyLayer", "PyLayerContext", "checkpoint", "custom_jvp", "custom_vjp", "recompute",
+           "recomputing_pullback"]

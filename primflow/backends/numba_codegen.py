@@ -16,11 +16,11 @@ directory and imported with importlib, so a new process loads it instead of comp
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import math
 import os
 import sys
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -265,19 +265,35 @@ def kernel_operand(v):
     return v
 
 
-def write_source(group):
-    """Writes the kernel's source to the cache directory (once); returns ``(sha, path)``."""
+class KernelSpec(NamedTuple):
+    """What identifies a group's kernel: its source, its signature, their hash and the
+    file the source lives in (computed without touching the disk)."""
+
+    source: str
+    signature: list
+    sha: str
+    path: str
+
+
+def kernel_spec(group) -> KernelSpec:
+    """The ``KernelSpec`` of ``group``'s kernel."""
     source = kernel_source(group)
-    sha = hashlib.sha1((source + repr(kernel_signature(group))).encode()).hexdigest()[:16]
-    folder = cache_dir()
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"k_{sha}.py")
-    if not _holds(path, source):  # missing, or not what we generated: (re)write it
-        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    signature = kernel_signature(group)
+    sha = hashlib.sha1((source + repr(signature)).encode()).hexdigest()[:16]
+    return KernelSpec(source, signature, sha, os.path.join(cache_dir(), f"k_{sha}.py"))
+
+
+def write_source(group, spec=None):
+    """Writes the kernel's source to the cache directory (unless the file there already
+    holds exactly it); returns ``(sha, path)``."""
+    spec = spec or kernel_spec(group)
+    if not _holds(spec.path, spec.source):  # missing, or not what we generated: (re)write
+        os.makedirs(os.path.dirname(spec.path), exist_ok=True)
+        tmp = f"{spec.path}.{os.getpid()}.{threading.get_ident()}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            f.write(source)
-        os.replace(tmp, path)
-    return sha, path
+            f.write(spec.source)
+        os.replace(tmp, spec.path)
+    return spec.sha, spec.path
 
 
 def _holds(path, source):
@@ -292,22 +308,23 @@ def _holds(path, source):
 
 def is_loaded(group) -> bool:
     """Whether the kernel for ``group`` is already compiled or loaded in this process."""
-    return write_source(group)[0] in _kernels
+    return kernel_spec(group).sha in _kernels
 
 
 def compile_group(group):
     """A launcher for ``group``'s kernel: ``launcher(*inputs, *outputs) -> outputs``, where
     ``full`` inputs are inlined constants and are not passed. Compiles the kernel, or loads
     it from numba's disk cache."""
-    sha, path = write_source(group)
-    entry = _kernels.get(sha)
+    spec = kernel_spec(group)
+    entry = _kernels.get(spec.sha)
     if entry is None:
         with _lock:
-            entry = _kernels.get(sha)
+            entry = _kernels.get(spec.sha)
             if entry is None:
-                entry = _kernels[sha] = load_kernel(path, kernel_signature(group))
-                mark_ready(path)
-    return _Launcher(entry, group, kernel_source(group), kernel_signature(group))
+                write_source(group, spec)
+                entry = _kernels[spec.sha] = load_kernel(spec.path, spec.signature)
+                mark_ready(spec.path)
+    return _Launcher(entry, group, spec.source, spec.signature)
 
 
 class _Launcher:
@@ -346,9 +363,10 @@ def compile_in_background(groups, done):
     message), which loads them from the disk cache. Kernels already on disk are skipped."""
     jobs = []
     for g in groups:
-        sha, path = write_source(g)
-        if not os.path.exists(ready_marker(path)):
-            jobs.append({"path": path, "sig": kernel_signature(g)})
+        spec = kernel_spec(g)
+        write_source(g, spec)
+        if not os.path.exists(ready_marker(spec.path)):
+            jobs.append({"path": spec.path, "sig": spec.signature})
     with _lock:
         if _background["queue"] is None:
             import atexit

@@ -164,9 +164,11 @@ def compile_program(fn, backend=None) -> Executable:
     if use_numba:
         min_size = 0 if backend == "numba" else numba_codegen.AUTO_MIN_ELEMENTS
         numba_groups = {id(g): g for g in groups if numba_codegen.supports(g, min_size)}
-    if numba_groups and backend == "auto":
-        try:
-            loaded = all(numba_codegen.is_loaded(g) for g in numba_groups.values())
+    if numba_groups and backend == "auto" and not all(
+            numba_codegen.is_loaded(g) for g in numba_groups.values()):
+        try:  # the kernels' sources go to the disk cache (numba compiles from files)
+            for g in numba_groups.values():
+                numba_codegen.write_source(g)
         except OSError as e:  # the kernel cache is not writable: stay with NumPy code
             import warnings
 
@@ -174,7 +176,7 @@ def compile_program(fn, backend=None) -> Executable:
                           f"({e}); running generated NumPy code. Set PRIMFLOW_CACHE_DIR to a "
                           f"writable folder", RuntimeWarning, stacklevel=2)
             return _generate(fn, groups, {}, backend)
-        if not loaded and os.environ.get("PRIMFLOW_JIT_TIERED") != "0":
+        if os.environ.get("PRIMFLOW_JIT_TIERED") != "0":
             return _tiered(fn, groups, numba_groups, backend)
     return _generate(fn, groups, numba_groups, backend)
 

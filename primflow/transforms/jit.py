@@ -56,7 +56,7 @@ from ..core import dtypes
 from ..core import random as _random
 from ..core.primitive import Aval, PrimitiveError, record_custom
 from ..core.pytree import tree_flatten, tree_unflatten
-from ..core.state import enable_grad, state
+from ..core.state import state
 from ..core.tensor import Tensor
 from ..core.trace import Trace, Tracer, new_trace, outside_update_error
 from ..ir import Builder, evaluate_bound
@@ -832,31 +832,18 @@ def _check_side_effects(trace, inputs, labels):
 
 def _attach_backward(entry, inputs, diff, results, keys):
     """Tape nodes for the outputs: their backward re-runs the program with the tape on."""
+    from ..autodiff.custom import recomputing_pullback
+
     diff_inputs = [inputs[i] for i in diff]
-    versions = [t._version for t in diff_inputs]
     name = f"jit({entry.name})"
 
-    def pullback(cotangents):
-        from ..autodiff.functional import _grad_handle
-        from ..autodiff.tape import _run_backward
+    def run(handles):
+        full = list(inputs)
+        for i, h in zip(diff, handles):
+            full[i] = h
+        return evaluate_bound(entry.program, full, keys=keys)
 
-        for t, v in zip(diff_inputs, versions):
-            if t._version != v:
-                raise RuntimeError(f"{name}: an input of shape {t.shape} was modified in place "
-                                   f"between the forward call and backward")
-        create_graph = state.grad_enabled
-        with enable_grad():
-            handles = [_grad_handle(t) for t in diff_inputs]
-            full = list(inputs)
-            for i, h in zip(diff, handles):
-                full[i] = h
-            recomputed = evaluate_bound(entry.program, full, keys=keys)
-        seeds = [(o, g) for o, g in zip(recomputed, cotangents)
-                 if g is not None and not o.stop_gradient]
-        if not seeds:
-            return [None] * len(handles)
-        return _run_backward(seeds, handles, create_graph=create_graph,
-                             retain_graph=create_graph)
+    pullback = recomputing_pullback(name, run, diff_inputs)
 
     out = []
     for k, r in enumerate(results):
