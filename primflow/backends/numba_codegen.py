@@ -75,23 +75,31 @@ def cache_dir() -> str:
     return os.path.join(base, "numba")
 
 
+def computes(op) -> bool:
+    """Whether a kernel can compute ``op`` (a supported primitive on float or bool values)."""
+    return op.prim in SUPPORTED and all(
+        v.aval.dtype.name in ("float32", "float64", "bool") for v in list(op.inputs) + [op.out])
+
+
 def supports(group, min_elements=0) -> bool:
     """Whether ``group`` can become a numba kernel worth compiling (with ``min_elements``,
-    the automatic choice, a bare ``sum(a * b)`` stays with NumPy's einsum)."""
-    if any(op.prim not in SUPPORTED for op in group.ops):
+    the automatic choice, a bare ``sum(a * b)`` stays with NumPy's einsum, and a single
+    operation only becomes a kernel when it reads a broadcast)."""
+    computed = [op for op in group.ops if op.prim not in VIEW_PRIMS]
+    if not all(computes(op) for op in computed):
         return False
-    if min_elements and [op.prim for op in group.ops] == ["mul", "reduce_sum"]:
+    if min_elements and [op.prim for op in computed] == ["mul", "reduce_sum"]:
         return False
+    if min_elements and len(computed) == 1 and all(kernel_operand(v) is v
+                                                   for v in group.inputs):
+        return False  # one operation on plain arrays: a NumPy ufunc is as fast
     if math.prod(group.shape) < max(min_elements, 1):
         return False
-    for op in group.ops:
-        for v in list(op.inputs) + [op.out]:
-            if v.aval.dtype.name not in ("float32", "float64", "bool"):
-                return False
+    space = [n for n in group.shape if n != 1]  # shapes may differ by unit dims only
     for v in group.inputs:
         if v.op is not None and v.op.prim == "full":
             continue
-        if v.aval.shape not in (group.shape, ()):
+        if v.aval.shape != () and [n for n in v.aval.shape if n != 1] != space:
             return False
     return True
 
@@ -112,7 +120,6 @@ def _literal(value, dtype):
 def kernel_source(group):
     """The Python source of the kernel for ``group`` (a function ``kernel``)."""
     shape = group.shape
-    ndim = len(shape)
     red = group.reduction
     names = {}
     lines_pre = []
@@ -128,13 +135,14 @@ def kernel_source(group):
             names[v] = f"s{k}"
         elif src is not v:  # a broadcast: read its source, a loop index per kept dim
             params.append(f"x{k}")
+            loop = _loop_dims(v.aval.shape, shape)
             dims = v.op.params["broadcast_dimensions"]
-            index = ", ".join(f"i{d}" if n == shape[d] else "0"
+            index = ", ".join(f"i{loop[d]}" if n != 1 and loop[d] is not None else "0"
                               for n, d in zip(src.aval.shape, dims))
-            names[v] = f"x{k}[{index}]"
+            names[v] = f"x{k}[{index}]" if index else f"x{k}[()]"
         else:
             params.append(f"x{k}")
-            names[v] = f"x{k}[{_index(ndim)}]" if ndim else f"x{k}[()]"
+            names[v] = f"x{k}[{_index_of(v.aval.shape, shape)}]"
     outs = [v for v in group.outputs if red is None or v is not red.out]
     out_params = [f"o{k}" for k in range(len(outs))]
     red_param = "r" if red is not None else None
@@ -142,6 +150,9 @@ def kernel_source(group):
     body = []
     for i, op in enumerate(group.ops):
         if op is red:
+            continue
+        if op.prim in VIEW_PRIMS:  # a unit view: the same element, another shape
+            names[op.out] = names[op.inputs[0]]
             continue
         tmp = f"t{i}"
         args = [names[v] for v in op.inputs]
@@ -170,7 +181,7 @@ def kernel_source(group):
         body.append(f"{tmp} = {expr}")
         names[op.out] = tmp
     for k, v in enumerate(outs):
-        body.append(f"o{k}[{_index(ndim) if ndim else '()'}] = {names[v]}")
+        body.append(f"o{k}[{_index_of(v.aval.shape, shape)}] = {names[v]}")
     lines = [f"def kernel({', '.join(sig)}):"] + lines_pre
     if red is None:
         lines += _loops(shape, body, 1)
@@ -184,8 +195,18 @@ def kernel_source(group):
     return header + "\n".join(lines) + "\n"
 
 
-def _index(ndim):
-    return ", ".join(f"i{d}" for d in range(ndim))
+def _loop_dims(value_shape, shape):
+    """For each dim of ``value_shape`` (equal to the loop nest's ``shape`` up to unit
+    dims), the loop dim that indexes it, or None for a unit dim (index 0)."""
+    loops = iter(d for d, n in enumerate(shape) if n != 1)
+    return [None if n == 1 else next(loops) for n in value_shape]
+
+
+def _index_of(value_shape, shape):
+    """The subscript reading or writing a value of ``value_shape`` inside the loop nest."""
+    if not value_shape:
+        return "()"
+    return ", ".join("0" if d is None else f"i{d}" for d in _loop_dims(value_shape, shape))
 
 
 def _loops(shape, body, depth):

@@ -28,6 +28,7 @@ from ..backends import numpy_codegen as npc
 from ..ir import CONSTANT, IMPURE, Function, Operation, evaluate
 from ..ir.passes import fuse, plan_memory, run_pipeline
 from ..ir.passes.fuse import ELEMENTWISE, TRANSCENDENTAL, VIEWS
+from ..ir.passes.recompute import recompute_broadcasts
 from ..ir.printer import format_op, names_of
 
 _code_cache = {}  # source text -> code object
@@ -151,7 +152,6 @@ def compile_program(fn, backend=None) -> Executable:
     if backend == "interpret":
         return Executable(fn, lambda args, keys: evaluate(fn, args, keys=keys or "traced"),
                           None, backend="interpret")
-    numba_groups = {}
     use_numba = False
     if backend in ("numba", "auto"):
         from ..backends import numba_codegen
@@ -159,13 +159,19 @@ def compile_program(fn, backend=None) -> Executable:
         use_numba = numba_codegen.available()
         if not use_numba and backend == "numba":
             raise ImportError("pf.jit(backend='numba') needs numba (pip install numba)")
-    # with numba, transcendental functions stay NumPy ufuncs between the fused kernels
-    groups = fuse(fn, exclude=TRANSCENDENTAL if use_numba else frozenset())
-    if use_numba:
-        min_size = 0 if backend == "numba" else numba_codegen.AUTO_MIN_ELEMENTS
-        numba_groups = {id(g): g for g in groups if numba_codegen.supports(g, min_size)}
-    if numba_groups and backend == "auto" and not all(
-            numba_codegen.is_loaded(g) for g in numba_groups.values()):
+    groups = fuse(fn)
+    if not use_numba:
+        return _generate(fn, groups, {}, backend)
+    # the kernels' program: cheap broadcast products are recomputed inside the kernels that
+    # read them, and transcendental functions stay NumPy ufuncs between the kernels
+    kernel_fn = recompute_broadcasts(fn.copy(), fusible=numba_codegen.computes)
+    kernel_groups = fuse(kernel_fn, min_size=1, exclude=TRANSCENDENTAL)
+    min_size = 0 if backend == "numba" else numba_codegen.AUTO_MIN_ELEMENTS
+    numba_groups = {id(g): g for g in kernel_groups if numba_codegen.supports(g, min_size)}
+    if not numba_groups:
+        return _generate(fn, groups, {}, backend)
+    if backend == "auto" and not all(numba_codegen.is_loaded(g)
+                                     for g in numba_groups.values()):
         try:  # the kernels' sources go to the disk cache (numba compiles from files)
             for g in numba_groups.values():
                 numba_codegen.write_source(g)
@@ -177,8 +183,9 @@ def compile_program(fn, backend=None) -> Executable:
                           f"writable folder", RuntimeWarning, stacklevel=2)
             return _generate(fn, groups, {}, backend)
         if os.environ.get("PRIMFLOW_JIT_TIERED") != "0":
-            return _tiered(fn, groups, numba_groups, backend)
-    return _generate(fn, groups, numba_groups, backend)
+            return _tiered(_generate(fn, groups, {}, backend),
+                           kernel_fn, kernel_groups, numba_groups, backend)
+    return _generate(kernel_fn, kernel_groups, numba_groups, backend)
 
 
 class _Pending:
@@ -190,9 +197,10 @@ class _Pending:
         self.result = None
 
 
-def _tiered(fn, groups, numba_groups, backend):
-    """The NumPy version of ``fn`` now, and its numba kernels compiled in a background
-    process; the executable switches to them at the first call after they are ready.
+def _tiered(exe, fn, groups, numba_groups, backend):
+    """``exe`` (the NumPy version) now, and the numba version of ``fn`` (the same program
+    prepared for kernels) with its kernels compiled in a background process; the executable
+    switches to them at the first call after they are ready.
 
     numba compiles a kernel in 0.25-0.5 s, so a program with twenty fusion groups would
     spend seconds in its first call; this way the first call costs what generating NumPy
@@ -200,7 +208,6 @@ def _tiered(fn, groups, numba_groups, backend):
     process) are loaded by a background thread, which still takes 30-50 ms a kernel."""
     from ..backends import numba_codegen
 
-    exe = _generate(fn, groups, {}, backend)
     pending = exe._pending = _Pending()
 
     def done(error):

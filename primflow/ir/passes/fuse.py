@@ -1,19 +1,26 @@
 """Fusion grouping: which operations the compiler may emit as one kernel.
 
-A group is a chain of elementwise operations on one shape (unary and binary math,
-comparisons, select, casts) plus, optionally, one reduction that consumes the chain (the
-"reduction with its producers" pattern: ``sum(x * y)``, ``max(exp(x))``). Broadcasts,
-reshapes and transposes feeding a group are views in the generated code, so they stay
-outside and cost nothing.
+A group is a set of elementwise operations over one iteration space (unary and binary math,
+comparisons, select, casts) plus, optionally, one reduction that consumes them (the
+"reduction with its producers" pattern: ``sum(x * y)``, ``max(exp(x))``). Shapes that differ
+only by unit dimensions (``[256, 32, 128]`` and ``[256, 32, 1, 128]``) are one iteration
+space: a reshape or broadcast that only inserts or drops unit dimensions ("unit view") joins
+its operand's group, so the chain continues through it. Other broadcasts, reshapes and
+transposes feeding a group are views in the generated code, so they stay outside and cost
+nothing.
 
-Groups are convex: an operation joins a producer's group only if none of its other operands
-depends on that group through an operation outside it (otherwise the group would have to
-run both before and after that operation).
+An operation joins the group of one of its operands; when it reads two groups it merges
+them (multi-output fusion: one kernel instead of one storing a value the other reloads).
+Groups are convex: an operation joins (or merges) a group only if none of its other
+operands depends on that group through an operation outside it (otherwise the group would
+have to run both before and after that operation).
 
 This pass is an analysis: the program is unchanged; ``fuse`` returns the groups.
 """
 
 from __future__ import annotations
+
+import math
 
 ELEMENTWISE = frozenset({
     "neg", "exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "sqrt", "rsqrt", "abs",
@@ -27,9 +34,30 @@ REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min"})
 VIEWS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice"})
 
 
+def squeezed(shape) -> tuple:
+    """``shape`` without its unit dimensions: the iteration space an elementwise value
+    shares with its unit-dimension reshapes."""
+    return tuple(n for n in shape if n != 1)
+
+
+def is_unit_view(op) -> bool:
+    """Whether ``op`` is a reshape or broadcast that only inserts or drops unit dimensions
+    (the same elements in the same order, only the shape's 1s differ)."""
+    if op.prim not in ("reshape", "broadcast_in_dim") or not op.inputs:
+        return False
+    src, out = op.inputs[0].aval.shape, op.out.aval.shape
+    if squeezed(src) != squeezed(out):
+        return False
+    if op.prim == "broadcast_in_dim":  # the kept dims stay in order
+        dims = [d for n, d in zip(src, op.params["broadcast_dimensions"]) if n != 1]
+        return dims == sorted(dims)
+    return True
+
+
 class FusionGroup:
     """Operations emitted together: ``ops`` in program order, ``inputs`` (values read from
-    outside), ``outputs`` (values used outside or returned)."""
+    outside), ``outputs`` (values used outside or returned). ``shape`` is the iteration
+    space (every member's shape equals it up to unit dimensions)."""
 
     __slots__ = ("gid", "inputs", "ops", "outputs", "shape")
 
@@ -49,16 +77,21 @@ class FusionGroup:
     def transcendental(self):
         return any(op.prim in TRANSCENDENTAL for op in self.ops)
 
+    @property
+    def size(self) -> int:
+        """The number of elements the group iterates over."""
+        return math.prod(self.shape)
+
     def __repr__(self):
         return (f"FusionGroup({self.gid}: {' '.join(op.prim for op in self.ops)}; "
                 f"{len(self.inputs)} in, {len(self.outputs)} out)")
 
 
 def fuse(fn, min_size=2, exclude=frozenset()) -> list:
-    """The fusion groups of ``fn`` with at least ``min_size`` operations, in program order.
-    Operations whose primitive is in ``exclude`` stay outside every group (the numba
-    compiler excludes ``TRANSCENDENTAL``: NumPy's vectorised ufuncs compute those faster,
-    and the arithmetic around them still fuses).
+    """The fusion groups of ``fn`` with at least ``min_size`` operations (unit views not
+    counted), in program order. Operations whose primitive is in ``exclude`` stay outside
+    every group (the numba compiler excludes ``TRANSCENDENTAL``: NumPy's vectorised ufuncs
+    compute those faster, and the arithmetic around them still fuses).
 
     Example:
         >>> from primflow.ir import parse
@@ -74,12 +107,19 @@ def fuse(fn, min_size=2, exclude=frozenset()) -> list:
     # computed early in a group depends on everything the group reads, even what a later
     # member brings in. ``deps[v]`` holds the groups v reads directly or through operations
     # outside any group; ``group_deps[gid]`` the same for a group's members (it grows as the
-    # group does); "u depends on g" is reachability through both.
+    # group does); "u depends on g" is reachability through both. A merged group's id
+    # forwards to the group it joined (``merged_into``).
     deps = {v: frozenset() for v in fn.inputs}
     group_deps = []
+    merged_into = {}
 
-    def depends_on(u, gid):
-        todo = list(deps.get(u, ()))
+    def find(gid):
+        while gid in merged_into:
+            gid = merged_into[gid]
+        return gid
+
+    def reaches(start, gid):
+        todo = [find(h) for h in start]
         seen = set()
         while todo:
             h = todo.pop()
@@ -87,31 +127,52 @@ def fuse(fn, min_size=2, exclude=frozenset()) -> list:
                 return True
             if h not in seen:
                 seen.add(h)
-                todo.extend(group_deps[h])
+                todo.extend(find(k) for k in group_deps[h])
         return False
 
+    def open_group(v, shape):
+        """The group computing ``v``, if an operation over ``shape`` may still join it."""
+        g = group_of.get(v)
+        if g is None or g.reduction is not None or squeezed(g.shape) != squeezed(shape):
+            return None
+        return g
+
+    position = {id(op): i for i, op in enumerate(fn.ops)}
     groups = []
     for op in fn.ops:
         target = None
-        if (op.prim in ELEMENTWISE or op.prim in REDUCTIONS) and op.prim not in exclude:
-            for v in op.inputs:
-                g = group_of.get(v)
-                if g is None or g.reduction is not None:
-                    continue  # a group ends at its reduction
-                if op.prim in ELEMENTWISE and g.shape != op.out.aval.shape:
-                    continue
-                if op.prim in REDUCTIONS and g.shape != op.inputs[0].aval.shape:
-                    continue
-                # convexity: no other operand may reach g through an outside operation
-                if all(group_of.get(u) is g or not depends_on(u, g.gid) for u in op.inputs):
-                    target = g
-                    break
-            if target is None and op.prim in ELEMENTWISE:
-                target = FusionGroup(len(groups), op.out.aval.shape)
-                groups.append(target)
-                group_deps.append(set())
+        candidates = []
+        if op.prim in exclude:
+            pass
+        elif op.prim in ELEMENTWISE:
+            candidates = [open_group(v, op.out.aval.shape) for v in op.inputs]
+        elif op.prim in REDUCTIONS:
+            g = group_of.get(op.inputs[0])
+            if g is not None and g.reduction is None and g.shape == op.inputs[0].aval.shape:
+                candidates = [g]
+        elif is_unit_view(op):
+            candidates = [open_group(op.inputs[0], op.out.aval.shape)]
+        candidates = [g for i, g in enumerate(candidates) if g is not None
+                      and all(g is not h for h in candidates[:i])]
+        for g in candidates:
+            # convexity: no other operand may reach g through an outside operation
+            if all(group_of.get(u) is g or not reaches(deps.get(u, ()), g.gid)
+                   for u in op.inputs):
+                target = g
+                break
+        if target is None and op.prim in ELEMENTWISE and op.prim not in exclude:
+            target = FusionGroup(len(groups), op.out.aval.shape)
+            groups.append(target)
+            group_deps.append(set())
+        elif target is not None and op.prim in ELEMENTWISE:
+            for g in candidates:  # merge the other operands' groups (when still convex)
+                if g is not target and not reaches(group_deps[target.gid], g.gid) and all(
+                        group_of.get(u) in (g, target) or not reaches(deps.get(u, ()), g.gid)
+                        for u in op.inputs):
+                    _merge(g, target, group_of, group_deps, merged_into, position)
         in_deps = frozenset().union(*(deps.get(v, frozenset()) for v in op.inputs
-                                      if group_of.get(v) is not target or target is None))
+                                      if target is None or group_of.get(v) is not target))
+        in_deps = frozenset(find(h) for h in in_deps)
         if target is not None:
             target.ops.append(op)
             group_of[op.out] = target
@@ -126,7 +187,10 @@ def fuse(fn, min_size=2, exclude=frozenset()) -> list:
     returned = set(fn.outputs)
     result = []
     for g in groups:
-        if len(g.ops) < min_size:
+        if g.gid in merged_into:
+            continue
+        _drop_trailing_views(g, users, returned)
+        if sum(op.prim not in VIEWS for op in g.ops) < min_size:
             continue
         inside = {op.out for op in g.ops}
         members = set(map(id, g.ops))
@@ -139,3 +203,24 @@ def fuse(fn, min_size=2, exclude=frozenset()) -> list:
         g.gid = len(result)
         result.append(g)
     return result
+
+
+def _merge(g, target, group_of, group_deps, merged_into, position):
+    """Moves group ``g``'s operations into ``target`` (kept in program order)."""
+    for op in g.ops:
+        group_of[op.out] = target
+    target.ops = sorted(target.ops + g.ops, key=lambda op: position[id(op)])
+    group_deps[target.gid].update(group_deps[g.gid] - {target.gid})
+    merged_into[g.gid] = target.gid
+    g.ops = []
+
+
+def _drop_trailing_views(g, users, returned):
+    """Unit views whose results only operations outside ``g`` read leave the group: the
+    kernel stores their operand, and the view costs nothing outside."""
+    members = set(map(id, g.ops))
+    for op in reversed(list(g.ops)):
+        if op.prim in VIEWS and op.out not in returned and all(
+                id(u) not in members for u in users.get(op.out, ())):
+            g.ops.remove(op)
+            members.discard(id(op))

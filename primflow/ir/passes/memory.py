@@ -10,7 +10,7 @@ overwrite them.
 
 from __future__ import annotations
 
-from .fuse import ELEMENTWISE, REDUCTIONS, VIEWS
+from .fuse import ELEMENTWISE, REDUCTIONS, VIEWS, squeezed
 
 
 class MemoryPlan:
@@ -61,18 +61,19 @@ def plan_memory(fn, can_write=None, views=VIEWS, units=()) -> MemoryPlan:
     """
     if can_write is None:
         can_write = _default_can_write
+    units = [list(unit) for unit in units if unit]
+    # a view inside a unit (a unit reshape in a kernel) renames a register, or is stored
+    # like any other result: it aliases nothing
+    in_unit = {id(op) for unit in units for op in unit}
     root = {}  # view value -> the value whose memory it shows
     for op in fn.ops:
-        if op.prim in views and op.inputs:
+        if op.prim in views and op.inputs and id(op) not in in_unit:
             src = op.inputs[0]
             root[op.out] = root.get(src, src)
     escaping = {root.get(v, v) for v in fn.outputs}
     position = {id(op): i for i, op in enumerate(fn.ops)}
     unit_of = {}  # id(op) -> (index of the unit's last operation, roots read through views)
     for unit in units:
-        unit = list(unit)
-        if not unit:
-            continue
         end = max(position[id(op)] for op in unit)
         if end - min(position[id(op)] for op in unit) != len(unit) - 1:
             raise ValueError("plan_memory: the operations of a unit must be contiguous")
@@ -84,7 +85,8 @@ def plan_memory(fn, can_write=None, views=VIEWS, units=()) -> MemoryPlan:
             for v in op.inputs:
                 if v in inside:
                     continue
-                if v in root or (v.aval.shape != shape and v.aval.shape != ()):
+                if v in root or (squeezed(v.aval.shape) != squeezed(shape)
+                                 and v.aval.shape != ()):
                     unsafe.add(root.get(v, v))
         info = (end, unsafe)
         for op in unit:
