@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ..core import dtypes
+from . import blas
 from .base import Backend
 from .numpy_fused import FUSED
 from .numpy_taylor import TAYLOR, is_zero as _taylor_is_zero, rescale as _taylor_rescale
@@ -177,8 +178,17 @@ def _full(*, shape, value, dtype):
 def _dot_general(x, y, *, contracting, batch):
     (lc, rc), (lb, rb) = contracting, batch
     if not lb:
-        # One GEMM over all free dims (np.matmul would loop over leading dims instead).
-        return np.tensordot(x, y, axes=(lc, rc))
+        # One GEMM over all free dims (np.matmul would loop over leading dims instead), as
+        # np.tensordot computes it, through the BLAS of ``backends/blas.py``
+        x_free = [d for d in range(x.ndim) if d not in lc]
+        y_free = [d for d in range(y.ndim) if d not in rc]
+        m = math.prod(x.shape[d] for d in x_free)
+        k = math.prod(x.shape[d] for d in lc)
+        n = math.prod(y.shape[d] for d in y_free)
+        xt = np.transpose(x, x_free + list(lc)).reshape(m, k)
+        yt = np.transpose(y, list(rc) + y_free).reshape(k, n)
+        return blas.matmul(xt, yt).reshape(tuple(x.shape[d] for d in x_free)
+                                           + tuple(y.shape[d] for d in y_free))
     x_free = tuple(d for d in range(x.ndim) if d not in lc and d not in lb)
     y_free = tuple(d for d in range(y.ndim) if d not in rc and d not in rb)
     batch_shape = tuple(x.shape[d] for d in lb)

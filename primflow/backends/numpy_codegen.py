@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from . import blas
 from .numpy_backend import _TO_NATIVE, KERNELS
 
 try:  # SciPy's erf is a ufunc (it accepts out=)
@@ -43,7 +44,7 @@ _COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "lo
 
 def namespace():
     """Globals of generated code: numpy, the kernels (``K_<prim>``) and helpers."""
-    ns = {"np": np, "erf_ufunc": _erf_ufunc, "matmul": np.matmul, "copy_into": copy_into,
+    ns = {"np": np, "erf_ufunc": _erf_ufunc, "matmul": blas.matmul, "copy_into": copy_into,
           "empty": np.empty}
     for name, kernel in KERNELS.items():
         ns[f"K_{name}"] = kernel
