@@ -94,6 +94,17 @@ def _interpreter_info(python, env):
         return f"unusable ({e})"
 
 
+def _primflow_blas(python, env):
+    """Which BLAS primflow's matrix products use in the primflow interpreter."""
+    code = "from primflow.backends import blas; print(blas.backend_name())"
+    try:
+        out = subprocess.run([python, "-c", code], env=env, capture_output=True, text=True,
+                             timeout=60).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unknown ({e})"
+    return {"mkl": "MKL (the optional mkl package)", "numpy": "NumPy's OpenBLAS"}.get(out, "?")
+
+
 def _run_config(a, wid, cfg, pythons, env, skipped, rnd, rounds):
     fw = registry.FRAMEWORKS[cfg.framework]
     python = pythons[fw.side]
@@ -174,6 +185,8 @@ def main(argv=None) -> int:
     print("one thread per framework (OMP/MKL/OPENBLAS_NUM_THREADS=1, torch.set_num_threads(1), "
           "JAX pinned to one core); one process per configuration")
     print(f"  primflow/NumPy interpreter: {meta['interpreters']['primflow']['info']}")
+    meta["primflow_blas"] = _primflow_blas(pythons["primflow"], env)
+    print(f"  primflow matrix products:   {meta['primflow_blas']}")
     print(f"  peer interpreter:           {meta['interpreters']['peer']['info']}")
     print()
 

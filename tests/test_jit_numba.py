@@ -418,3 +418,83 @@ def test_calls_from_several_threads_across_the_switch_to_numba_are_correct(monke
     assert exe.wait(300) and exe.kernels
     assert not errors
     assert _rel_err(exe(args)[0], want) < 1e-13
+
+
+# ---- kernels across unit dimensions, merged groups and recomputed broadcast products ---------
+
+_UNIT_DIMS = (
+    "def f(%0: float64[32,128], %1: float64[256,128], %2: float64[128,128], "
+    "%3: float64[256,128], %4: float64[1,128]):\n"
+    "    %5: float64[256,32,128] = broadcast_in_dim(%0, shape=(256,32,128), "
+    "broadcast_dimensions=(1,2))\n"
+    "    %6: float64[256,32,128] = broadcast_in_dim(%1, shape=(256,32,128), "
+    "broadcast_dimensions=(0,2))\n"
+    "    %7: float64[256,32,128] = mul(%5, %6)\n"
+    "    %8: float64[8192,128] = reshape(%7, shape=(8192,128))\n"
+    "    %9: float64[8192,128] = dot_general(%8, %2, contracting=((1,),(0,)), "
+    "batch=((),()))\n"
+    "    %10: float64[256,32,1,128] = reshape(%9, shape=(256,32,1,128))\n"
+    "    %11: float64[256,32,128] = broadcast_in_dim(%3, shape=(256,32,128), "
+    "broadcast_dimensions=(0,2))\n"
+    "    %12: float64[256,32,128] = mul(%7, %11)\n"
+    "    %13: float64[256,32,128] = neg(%12)\n"
+    "    %14: float64[256,32,1,128] = broadcast_in_dim(%13, shape=(256,32,1,128), "
+    "broadcast_dimensions=(0,1,3))\n"
+    "    %15: float64[256,32,1,128] = broadcast_in_dim(%4, shape=(256,32,1,128), "
+    "broadcast_dimensions=(2,3))\n"
+    "    %16: float64[256,32,1,128] = mul(%15, %10)\n"
+    "    %17: float64[256,32,1,128] = add(%16, %14)\n"
+    "    %18: float64[256,32] = reduce_sum(%12, axes=(2,))\n"
+    "    %19: float64[256,32,128] = reshape(%17, shape=(256,32,128))\n"
+    "    %20: float64[256,32,128] = mul(%19, %19)\n"
+    "    return %17, %18, %20\n")
+
+
+@needs_numba
+def test_kernels_across_unit_dims_with_recomputed_products_equal_the_interpreter():
+    fn = parse(_UNIT_DIMS)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(v.aval.shape) for v in fn.inputs]
+    want = evaluate(fn, args)
+    exe, got = _compiled(fn, "numba", args)
+    for _ in range(2):  # planned buffers are reused across calls
+        got = exe(args)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            assert _rel_err(g, w) < 1e-14
+    # the add and the multiply after its unit reshape run in one kernel that recomputes the
+    # broadcast product %7 (the matmul's operand is the only [256,32,128] value stored
+    # before the matmul)
+    final = [g for g in exe.groups if "add" in [op.prim for op in g.ops]]
+    assert len(final) == 1 and [op.prim for op in final[0].ops].count("mul") >= 3
+    assert any(op.prim == "reshape" for op in final[0].ops)
+
+
+@needs_numba
+def test_jitted_batched_hessian_with_numba_matches_the_closed_form(monkeypatch):
+    monkeypatch.setenv("PRIMFLOW_JIT_TIERED", "0")
+    rng = np.random.default_rng(1)
+    w1, b1 = rng.standard_normal((8, 64)) / 3, rng.standard_normal(64) / 10
+    w2, b2 = rng.standard_normal((64, 64)) / 8, rng.standard_normal(64) / 10
+    w3 = rng.standard_normal(64) / 8
+    x = rng.uniform(0, 1, (300, 8))
+    p = [pf.to_tensor(a) for a in (w1, b1, w2, b2, w3)]
+
+    def f(v):
+        h = pf.tanh(v @ p[0] + p[1])
+        return (pf.tanh(h @ p[2] + p[3]) * p[4]).sum()
+
+    hess = pf.jit(pf.vmap(pf.hessian(f)))
+    got = hess(pf.to_tensor(x)).numpy()
+    (entry,) = hess._cache.values()
+    assert entry.executable.kernels  # the tangent products ran in numba kernels
+    h1 = np.tanh(x @ w1 + b1)
+    s1 = 1 - h1 ** 2
+    h2 = np.tanh(h1 @ w2 + b2)
+    s2 = 1 - h2 ** 2
+    a = (w3 * s2) @ w2.T
+    m = (w1 * s1[:, None, :]) @ w2
+    want = ((w1 * (-2 * a * h1 * s1)[:, None, :]) @ w1.T
+            + (m * (-2 * w3 * h2 * s2)[:, None, :]) @ m.transpose(0, 2, 1))
+    assert _rel_err(got, want) < 1e-12
+    assert _rel_err(hess(pf.to_tensor(x)).numpy(), want) < 1e-12

@@ -8,6 +8,7 @@ import pytest
 
 from primflow.ir import evaluate, parse, verify
 from primflow.ir.passes import cse, dce, fold_constants, fuse, plan_memory, run_pipeline
+from primflow.ir.passes.fuse import TRANSCENDENTAL
 
 
 def _run(text, *passes):
@@ -210,3 +211,111 @@ def test_compiled_program_equals_the_interpreter(backend):
             np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
     if backend == "numpy":
         assert "out=b" in exe.source and "matmul" in exe.source
+
+
+# ---- fusion across unit dimensions, merging, and recomputed broadcast products -------------
+
+def test_fusion_continues_through_unit_dimension_reshapes():
+    fn = parse("def f(%0: float32[4,8], %1: float32[4,1,8]):\n"
+               "    %2: float32[4,8] = mul(%0, %0)\n"
+               "    %3: float32[4,1,8] = reshape(%2, shape=(4,1,8))\n"
+               "    %4: float32[4,1,8] = add(%3, %1)\n"
+               "    %5: float32[4,8,1] = broadcast_in_dim(%2, shape=(4,8,1), "
+               "broadcast_dimensions=(0,1))\n"
+               "    %6: float32[2,16] = reshape(%2, shape=(2,16))\n"
+               "    return %4, %5, %6\n")
+    (group,) = fuse(fn)
+    # the unit reshape joins; the unit broadcast only feeds the output and stays a view; the
+    # reshape to [2,16] changes the element layout and never joins
+    assert [op.prim for op in group.ops] == ["mul", "reshape", "add"]
+    assert group.outputs == [fn.ops[0].out, fn.ops[2].out]
+
+
+def test_fusion_merges_the_groups_an_operation_reads():
+    fn = parse("def f(%0: float32[64], %1: float32[64]):\n"
+               "    %2: float32[64] = mul(%0, %0)\n"
+               "    %3: float32[64] = tanh(%1)\n"
+               "    %4: float32[64] = mul(%3, %3)\n"
+               "    %5: float32[64] = add(%2, %4)\n"
+               "    return %5\n")
+    (group,) = fuse(fn, exclude=TRANSCENDENTAL)
+    assert [op.prim for op in group.ops] == ["mul", "mul", "add"]
+    assert group.outputs == [fn.ops[3].out]  # %2 and %4 stay in registers
+
+
+def test_fusion_does_not_merge_groups_linked_through_an_outside_operation():
+    fn = parse("def f(%0: float32[64], %1: float32[64]):\n"
+               "    %2: float32[64] = mul(%0, %0)\n"
+               "    %3: float32[64] = tanh(%2)\n"
+               "    %4: float32[64] = mul(%3, %1)\n"
+               "    %5: float32[64] = add(%2, %4)\n"
+               "    return %5\n")
+    groups = fuse(fn, min_size=1, exclude=TRANSCENDENTAL)
+    # {%2} runs before tanh, {%4, %5} after it: one group would need tanh in its middle
+    assert [[op.prim for op in g.ops] for g in groups] == [["mul"], ["mul", "add"]]
+
+
+_SHARED_PRODUCT = (
+    "def f(%0: float64[32,128], %1: float64[256,128], %2: float64[128,128], "
+    "%3: float64[256,128]):\n"
+    "    %4: float64[256,32,128] = broadcast_in_dim(%0, shape=(256,32,128), "
+    "broadcast_dimensions=(1,2))\n"
+    "    %5: float64[256,32,128] = broadcast_in_dim(%1, shape=(256,32,128), "
+    "broadcast_dimensions=(0,2))\n"
+    "    %6: float64[256,32,128] = mul(%4, %5)\n"
+    "    %7: float64[8192,128] = reshape(%6, shape=(8192,128))\n"
+    "    %8: float64[8192,128] = dot_general(%7, %2, contracting=((1,),(0,)), "
+    "batch=((),()))\n"
+    "    %9: float64[256,32,1,128] = reshape(%8, shape=(256,32,1,128))\n"
+    "    %10: float64[256,32,128] = broadcast_in_dim(%3, shape=(256,32,128), "
+    "broadcast_dimensions=(0,2))\n"
+    "    %11: float64[256,32,128] = mul(%6, %10)\n"
+    "    %12: float64[256,32,128] = neg(%11)\n"
+    "    %13: float64[256,32,1,128] = reshape(%12, shape=(256,32,1,128))\n"
+    "    %14: float64[256,32,1,128] = add(%9, %13)\n"
+    "    return %14\n")
+
+
+def test_recompute_gives_the_fused_consumer_its_own_broadcast_product():
+    from primflow.ir.passes.recompute import recompute_broadcasts
+
+    fn = parse(_SHARED_PRODUCT)
+    # before: the product %6 is stored for the matmul and read back by a second kernel,
+    # which also stores %12 for the add (the add cannot join it: the matmul is between)
+    assert [[op.prim for op in g.ops] for g in fuse(fn, min_size=1)] == [
+        ["mul", "mul", "neg"], ["add"]]
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(v.aval.shape) for v in fn.inputs]
+    want = evaluate(fn, args)[0]
+    recompute_broadcasts(fn)
+    verify(fn)
+    lines = fn.as_text().splitlines()
+    assert lines[8:12] == [
+        "    %11: float64[256,32,128] = mul(%4, %5)",  # the copy of %6, right before its use
+        "    %12: float64[256,32,128] = mul(%11, %10)",
+        "    %13: float64[256,32,128] = neg(%12)",
+        "    %14: float64[256,32,1,128] = reshape(%13, shape=(256,32,1,128))"]
+    # after: the matmul's operand is one multiply; the add's kernel recomputes the product
+    assert [[op.prim for op in g.ops] for g in fuse(fn, min_size=1)] == [
+        ["mul"], ["mul", "mul", "neg", "reshape", "add"]]
+    np.testing.assert_array_equal(evaluate(fn, args)[0], want)
+
+
+def test_recompute_leaves_products_of_large_operands_and_single_uses_alone():
+    from primflow.ir.passes.recompute import recompute_broadcasts
+
+    text = ("def f(%0: float32[64], %1: float32[64]):\n"
+            "    %2: float32[64] = mul(%0, %1)\n"  # full-size operands: not cheap
+            "    %3: float32[64] = exp(%2)\n"
+            "    %4: float32[64] = add(%2, %3)\n"
+            "    return %4\n")
+    fn = parse(text)
+    assert recompute_broadcasts(fn).as_text() == parse(text).as_text()
+    text = ("def f(%0: float32[8], %1: float32[4,8]):\n"
+            "    %2: float32[4,8] = broadcast_in_dim(%0, shape=(4,8), "
+            "broadcast_dimensions=(1,))\n"
+            "    %3: float32[4,8] = mul(%2, %2)\n"  # cheap, but read once
+            "    %4: float32[4,8] = add(%3, %1)\n"
+            "    return %4\n")
+    fn = parse(text)
+    assert recompute_broadcasts(fn).as_text() == parse(text).as_text()

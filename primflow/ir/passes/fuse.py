@@ -189,7 +189,7 @@ def fuse(fn, min_size=2, exclude=frozenset()) -> list:
     for g in groups:
         if g.gid in merged_into:
             continue
-        _drop_trailing_views(g, users, returned)
+        _drop_trailing_views(g, users)
         if sum(op.prim not in VIEWS for op in g.ops) < min_size:
             continue
         inside = {op.out for op in g.ops}
@@ -215,12 +215,11 @@ def _merge(g, target, group_of, group_deps, merged_into, position):
     g.ops = []
 
 
-def _drop_trailing_views(g, users, returned):
-    """Unit views whose results only operations outside ``g`` read leave the group: the
-    kernel stores their operand, and the view costs nothing outside."""
+def _drop_trailing_views(g, users):
+    """Unit views whose results only operations outside ``g`` read (or the caller) leave
+    the group: the kernel stores their operand, and the view costs nothing outside."""
     members = set(map(id, g.ops))
     for op in reversed(list(g.ops)):
-        if op.prim in VIEWS and op.out not in returned and all(
-                id(u) not in members for u in users.get(op.out, ())):
+        if op.prim in VIEWS and all(id(u) not in members for u in users.get(op.out, ())):
             g.ops.remove(op)
             members.discard(id(op))

@@ -1,0 +1,80 @@
+"""backends/blas.py: matrix products through MKL (when the optional ``mkl`` package is
+installed) must equal NumPy's matmul for every layout, dtype and ``out`` it accepts, and
+everything else must fall back to NumPy. Without MKL these tests check the fallback."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from primflow.backends import blas
+
+
+def _operands(rng, m, k, n, dtype, a_transposed, b_transposed):
+    a = rng.standard_normal((k, m) if a_transposed else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if b_transposed else (k, n)).astype(dtype)
+    return (a.T if a_transposed else a), (b.T if b_transposed else b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("a_transposed", [False, True])
+@pytest.mark.parametrize("b_transposed", [False, True])
+@pytest.mark.parametrize("with_out", [False, True])
+def test_matmul_equals_numpy_for_every_layout(dtype, a_transposed, b_transposed, with_out):
+    rng = np.random.default_rng(0)
+    a, b = _operands(rng, 37, 19, 23, dtype, a_transposed, b_transposed)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    out = np.full((37, 23), np.nan, dtype=dtype) if with_out else None
+    got = blas.matmul(a, b, out=out)
+    assert got.dtype == dtype and got.shape == (37, 23)
+    if with_out:
+        assert got is out
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("case", ["strided", "batched", "int", "mixed", "empty", "vector",
+                                  "aliased_out"])
+def test_matmul_falls_back_to_numpy_for_everything_else(case):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((6, 8))
+    b = rng.standard_normal((8, 5))
+    out = None
+    if case == "strided":
+        a = rng.standard_normal((12, 8))[::2]
+    elif case == "batched":
+        a, b = rng.standard_normal((3, 6, 8)), rng.standard_normal((3, 8, 5))
+    elif case == "int":
+        a, b = np.arange(48).reshape(6, 8), np.arange(40).reshape(8, 5)
+    elif case == "mixed":
+        a = a.astype(np.float32)
+    elif case == "empty":
+        a, b = np.zeros((6, 0)), np.zeros((0, 5))
+    elif case == "vector":
+        b = b[:, 0]
+    elif case == "aliased_out":
+        a = rng.standard_normal((8, 8))
+        b = rng.standard_normal((8, 8))
+        want = np.matmul(a, b)
+        np.testing.assert_allclose(blas.matmul(a, b, out=a), want, rtol=1e-13, atol=1e-13)
+        return
+    np.testing.assert_allclose(blas.matmul(a, b, out=out), np.matmul(a, b), rtol=1e-6)
+
+
+def test_numpy_can_be_chosen_even_with_mkl_installed(monkeypatch):
+    monkeypatch.setenv("PRIMFLOW_BLAS", "numpy")
+    monkeypatch.setattr(blas, "_state", {"gemm": None, "checked": False, "name": "numpy"})
+    assert blas.backend_name() == "numpy"
+    a = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(blas.matmul(a, a.T), a @ a.T)
+
+
+def test_eager_dot_general_uses_the_same_products():
+    import primflow as pf
+    from primflow.prims import dot_general
+
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((5, 4, 3)), rng.standard_normal((3, 4, 2))
+    got = dot_general(pf.to_tensor(x), pf.to_tensor(w), contracting=((1, 2), (1, 0)),
+                      batch=((), ())).numpy()
+    np.testing.assert_allclose(got, np.tensordot(x, w, axes=([1, 2], [1, 0])), rtol=1e-13)
