@@ -28,6 +28,7 @@ from ..backends import numpy_codegen as npc
 from ..ir import CONSTANT, IMPURE, Function, Operation, evaluate
 from ..ir.passes import fuse, plan_memory, run_pipeline
 from ..ir.passes.fuse import ELEMENTWISE, TRANSCENDENTAL, VIEWS
+from ..ir.passes.blocking import batch_axes, block_program
 from ..ir.passes.recompute import recompute_broadcasts
 from ..ir.printer import format_op, names_of
 
@@ -136,7 +137,7 @@ def _choose_backend(backend):
     return backend
 
 
-def compile_program(fn, backend=None) -> Executable:
+def compile_program(fn, backend=None, blocking=True) -> Executable:
     """An ``Executable`` for ``fn`` (which should be optimized already).
 
     Args:
@@ -147,11 +148,18 @@ def compile_program(fn, backend=None) -> Executable:
             With "auto", kernels not yet in the disk cache compile in a background
             process while the NumPy version runs (``Executable.wait()`` waits for them;
             ``PRIMFLOW_JIT_TIERED=0`` compiles them in the first call instead).
+        blocking: run a program whose rows are independent (``ir.passes.blocking``) in
+            blocks of rows when its largest value exceeds ``BLOCK_BYTES``
+            (``PRIMFLOW_JIT_BLOCKING=0`` turns this off).
     """
     backend = _choose_backend(backend)
     if backend == "interpret":
         return Executable(fn, lambda args, keys: evaluate(fn, args, keys=keys or "traced"),
                           None, backend="interpret")
+    if blocking and os.environ.get("PRIMFLOW_JIT_BLOCKING") != "0":
+        blocked = _compile_blocked(fn, backend)
+        if blocked is not None:
+            return blocked
     use_numba = False
     if backend in ("numba", "auto"):
         from ..backends import numba_codegen
@@ -186,6 +194,68 @@ def compile_program(fn, backend=None) -> Executable:
             return _tiered(_generate(fn, groups, {}, backend),
                            kernel_fn, kernel_groups, numba_groups, backend)
     return _generate(kernel_fn, kernel_groups, numba_groups, backend)
+
+
+# ---- row blocking ----------------------------------------------------------------------------
+
+BLOCK_BYTES = 1 << 20  # the largest value of a blocked program: well inside L2
+MAX_BLOCKS = 64  # more blocks cost more in per-call overhead than cache locality saves
+
+
+def _compile_blocked(fn, backend):
+    """A ``BlockedExecutable`` for ``fn`` when its rows are independent and its largest
+    value is larger than ``BLOCK_BYTES``, else None."""
+    found = batch_axes(fn)
+    if found is None:
+        return None
+    n, axis_of = found
+    per_row = max((_nbytes(v) // n for v, a in axis_of.items() if a is not None), default=0)
+    budget = int(os.environ.get("PRIMFLOW_JIT_BLOCK_BYTES") or BLOCK_BYTES)
+    if per_row * n <= budget:
+        return None
+    # equal blocks (one program, one set of kernels): the largest divisor of n that fits
+    rows = next((d for d in range(max(1, budget // max(per_row, 1)), 0, -1) if n % d == 0), 1)
+    if rows == n or n // rows > MAX_BLOCKS:
+        return None
+    inner = compile_program(block_program(fn, axis_of, n, rows), backend, blocking=False)
+    return BlockedExecutable(fn, inner, axis_of, n, rows)
+
+
+def _nbytes(v):
+    size = v.aval.dtype.itemsize
+    for d in v.aval.shape:
+        size *= d
+    return size
+
+
+class BlockedExecutable:
+    """Runs ``inner`` (the program compiled for ``rows`` rows of the batch dimension) on each
+    block of the ``n`` rows and assembles the outputs. Everything else (``source``,
+    ``kernels``, ``wait()``, ...) is the inner executable's."""
+
+    def __init__(self, fn, inner, axis_of, n, rows):
+        self.fn = fn
+        self.inner = inner
+        self.n, self.rows = n, rows
+        self.in_axes = [axis_of[v] for v in fn.inputs]
+        self.out_axes = [axis_of[v] for v in fn.outputs]
+        self.out_specs = [(v.aval.shape, v.aval.dtype) for v in fn.outputs]
+
+    def __getattr__(self, name):  # source, plan, groups, kernels, backend, wait, compiling
+        return getattr(self.inner, name)
+
+    def __call__(self, args, keys=None):
+        outs = [npc.allocate(shape, dtype) for shape, dtype in self.out_specs]
+        for start in range(0, self.n, self.rows):
+            rows = slice(start, start + self.rows)
+            block = [a if ax is None else a[(slice(None),) * ax + (rows,)]
+                     for a, ax in zip(args, self.in_axes)]
+            for out, res, ax in zip(outs, self.inner(block, keys), self.out_axes):
+                out[(slice(None),) * ax + (rows,)] = res
+        return outs
+
+    def __repr__(self):
+        return f"BlockedExecutable({self.n // self.rows} blocks of {self.rows} rows: {self.inner!r})"
 
 
 class _Pending:

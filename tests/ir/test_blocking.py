@@ -1,0 +1,123 @@
+"""Row blocking (ir/passes/blocking.py): which programs may run in blocks of rows, the
+rewritten block program, and compiled blocked programs against the interpreter and eager."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import primflow as pf
+from primflow.ir import evaluate, parse, verify
+from primflow.ir.passes.blocking import batch_axes, block_program
+
+_MLP = ("def f(%0: float64[12,3], %1: float64[3,5], %2: float64[5]):\n"
+        "    %3: float64[12,5] = dot_general(%0, %1, contracting=((1,),(0,)), batch=((),()))\n"
+        "    %4: float64[12,5] = broadcast_in_dim(%2, shape=(12,5), broadcast_dimensions=(1,))\n"
+        "    %5: float64[12,5] = add(%3, %4)\n"
+        "    %6: float64[12,5] = tanh(%5)\n"
+        "    %7: float64[12,1,5] = reshape(%6, shape=(12,1,5))\n"
+        "    %8: float64[5,12] = transpose(%6, perm=(1,0))\n"
+        "    %9: float64[12] = reduce_sum(%6, axes=(1,))\n"
+        "    %10: float64[12,2] = slice(%6, start=(0,1), limit=(12,3), strides=(1,1))\n"
+        "    %11: float64[12,5] = full(shape=(12,5), value=2.0, dtype=float64)\n"
+        "    %12: float64[12,5] = mul(%6, %11)\n"
+        "    return %7, %8, %9, %10, %12\n")
+
+
+def test_batch_axes_of_a_per_point_program():
+    fn = parse(_MLP)
+    n, axis_of = batch_axes(fn)
+    assert n == 12
+    assert [axis_of[v] for v in fn.inputs] == [0, None, None]
+    assert [axis_of[v] for v in fn.outputs] == [0, 1, 0, 0, 0]
+
+
+def test_block_program_rewrites_shapes_and_computes_the_rows():
+    fn = parse(_MLP)
+    n, axis_of = batch_axes(fn)
+    block = block_program(fn, axis_of, n, 4)
+    verify(block)
+    text = block.as_text()
+    assert "float64[4,1,5] = reshape(%6, shape=(4,1,5))" in text
+    assert "full(shape=(4,5), value=2.0" in text
+    assert "slice(%6, start=(0,1), limit=(4,3)" in text
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(v.aval.shape) for v in fn.inputs]
+    whole = evaluate(fn, args)
+    for start in range(0, 12, 4):
+        part = evaluate(block, [args[0][start:start + 4]] + args[1:])
+        for w, p, v in zip(whole, part, fn.outputs):
+            ax = axis_of[v]
+            np.testing.assert_allclose(np.take(w, range(start, start + 4), axis=ax), p,
+                                       rtol=1e-15)
+
+
+_HEAD = "def f(%0: float64[12,3], %1: float64[12,3], %2: float64[3,3]):\n"
+
+
+@pytest.mark.parametrize("body", [
+    # a reduction over the points (a loss)
+    "    %3: float64[3] = reduce_sum(%0, axes=(0,))\n    return %3\n",
+    # a product that contracts the points
+    "    %3: float64[3,3] = dot_general(%0, %1, contracting=((0,),(0,)), batch=((),()))\n"
+    "    return %3\n",
+    # rows paired with rows (an outer product over points)
+    "    %3: float64[12,12] = dot_general(%0, %1, contracting=((1,),(1,)), batch=((),()))\n"
+    "    return %3\n",
+    # points merged with another dimension
+    "    %3: float64[36] = reshape(%0, shape=(36,))\n    return %3\n",
+    # cumulative sums and gathers mix rows
+    "    %3: float64[12,3] = cumsum(%0, axis=0, reverse=False)\n    return %3\n",
+    # a constant with the points' size (captured data): not sliced, so never blocked
+    "    %3: float64[12,3] = constant(index=0)\n    %4: float64[12,3] = add(%0, %3)\n"
+    "    return %4\n",
+    # an output without the points
+    "    %3: float64[12,3] = exp(%0)\n    %4: float64[3,3] = exp(%2)\n    return %3, %4\n",
+])
+def test_programs_that_mix_rows_are_not_blocked(body):
+    fn = parse(_HEAD + body, consts={0: np.zeros((12, 3))}) if "constant" in body else \
+        parse(_HEAD + body)
+    assert batch_axes(fn) is None
+
+
+def test_a_size_that_occurs_twice_in_a_value_is_ambiguous():
+    fn = parse("def f(%0: float64[5,5]):\n    %1: float64[5,5] = exp(%0)\n    return %1\n")
+    assert batch_axes(fn) is None
+
+
+@pytest.mark.parametrize("backend", ["numpy", "auto"])
+def test_blocked_jit_equals_eager_values_and_gradients(backend, monkeypatch, tmp_path):
+    from primflow.compiler import _pipeline
+
+    monkeypatch.setenv("PRIMFLOW_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("PRIMFLOW_JIT_TIERED", "0")
+    monkeypatch.setattr(_pipeline, "BLOCK_BYTES", 4096)
+    rng = np.random.default_rng(3)
+    w1, w2 = (pf.to_tensor(rng.standard_normal(s) / 2) for s in ((2, 16), (16, 1)))
+    x = pf.to_tensor(rng.uniform(0, 1, (96, 2)))
+
+    def laplacian(x, w):
+        return pf.autograd.laplacian(lambda p: (pf.tanh(p @ w) @ w2)[:, 0], x)
+
+    jitted = pf.jit(laplacian, backend=backend)
+    got = jitted(x, w1)
+    (entry,) = jitted._cache.values()
+    assert type(entry.executable).__name__ == "BlockedExecutable"
+    assert entry.executable.n // entry.executable.rows > 1
+    np.testing.assert_allclose(got.numpy(), laplacian(x, w1).numpy(), rtol=1e-13, atol=1e-13)
+    # gradients through the blocked program (the pullback re-runs it)
+    g_jit = pf.grad(lambda w: jitted(x, w).sum())(w1)
+    g_eager = pf.grad(lambda w: laplacian(x, w).sum())(w1)
+    assert float(np.abs(g_eager.numpy()).max()) > 1e-3
+    np.testing.assert_allclose(g_jit.numpy(), g_eager.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_a_batch_size_without_a_fitting_divisor_runs_unblocked(monkeypatch):
+    from primflow.compiler import _pipeline
+
+    monkeypatch.setattr(_pipeline, "BLOCK_BYTES", 64)
+    x = pf.to_tensor(np.linspace(0, 1, 97 * 3).reshape(97, 3))  # 97 is prime
+    f = pf.jit(lambda x: pf.tanh(x) * 2.0, backend="numpy")
+    np.testing.assert_allclose(f(x).numpy(), np.tanh(x.numpy()) * 2.0, rtol=1e-15)
+    (entry,) = f._cache.values()
+    assert type(entry.executable).__name__ == "Executable"
