@@ -202,6 +202,10 @@ def emit(op, args, out, params_name):
         return f"matmul({a}, {b}{_out(out)})"
     if prim == "dot_general" and _gemm_form(op) is not None:
         return _emit_gemm(op, args, out)
+    if prim == "reshape":  # views spelled out: no keyword-dict call per block and call
+        return f"np.reshape({args[0]}, {tuple(op.params['shape'])!r})"
+    if prim == "transpose":
+        return f"np.transpose({args[0]}, {tuple(op.params['perm'])!r})"
     if args:
         return f"K_{prim}({', '.join(args)}, **{params_name})"
     return f"K_{prim}(**{params_name})"

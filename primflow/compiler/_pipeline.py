@@ -217,8 +217,11 @@ def _compile_blocked(fn, backend):
     rows = next((d for d in range(max(1, budget // max(per_row, 1)), 0, -1) if n % d == 0), 1)
     if rows == n or n // rows > MAX_BLOCKS:
         return None
-    inner = compile_program(block_program(fn, axis_of, n, rows), backend, blocking=False)
-    return BlockedExecutable(fn, inner, axis_of, n, rows)
+    prologue, body = block_program(fn, axis_of, n, rows)
+    if prologue is not None:
+        prologue = compile_program(prologue, "numpy", blocking=False)
+    inner = compile_program(body, backend, blocking=False)
+    return BlockedExecutable(fn, prologue, inner, axis_of, n, rows)
 
 
 def _nbytes(v):
@@ -229,14 +232,17 @@ def _nbytes(v):
 
 
 class BlockedExecutable:
-    """Runs ``inner`` (the program compiled for ``rows`` rows of the batch dimension) on each
-    block of the ``n`` rows and assembles the outputs. Everything else (``source``,
-    ``kernels``, ``wait()``, ...) is the inner executable's."""
+    """Runs ``prologue`` (what does not depend on the rows, NumPy code) once, then ``inner``
+    (the program compiled for ``rows`` rows of the batch dimension) on each block of the
+    ``n`` rows, and assembles the outputs. Everything else (``source``, ``kernels``,
+    ``wait()``, ...) is the inner executable's."""
 
-    def __init__(self, fn, inner, axis_of, n, rows):
+    def __init__(self, fn, prologue, inner, axis_of, n, rows):
         self.fn = fn
+        self.prologue = prologue
         self.inner = inner
         self.n, self.rows = n, rows
+        self.n_random = sum(op.prim in IMPURE for op in fn.ops)
         self.in_axes = [axis_of[v] for v in fn.inputs]
         self.out_axes = [axis_of[v] for v in fn.outputs]
         self.out_specs = [(v.aval.shape, v.aval.dtype) for v in fn.outputs]
@@ -245,17 +251,25 @@ class BlockedExecutable:
         return getattr(self.inner, name)
 
     def __call__(self, args, keys=None):
+        if keys is None and self.n_random:
+            from ..core import random as _random
+
+            keys = [_random.next_key() for _ in range(self.n_random)]
+        # random draws do not depend on the rows (else the program is not blocked): they
+        # are hoisted into the prologue, in program order
+        hoisted = self.prologue(args, keys) if self.prologue is not None else []
         outs = [npc.allocate(shape, dtype) for shape, dtype in self.out_specs]
         for start in range(0, self.n, self.rows):
             rows = slice(start, start + self.rows)
             block = [a if ax is None else a[(slice(None),) * ax + (rows,)]
                      for a, ax in zip(args, self.in_axes)]
-            for out, res, ax in zip(outs, self.inner(block, keys), self.out_axes):
+            for out, res, ax in zip(outs, self.inner(block + hoisted), self.out_axes):
                 out[(slice(None),) * ax + (rows,)] = res
         return outs
 
     def __repr__(self):
-        return f"BlockedExecutable({self.n // self.rows} blocks of {self.rows} rows: {self.inner!r})"
+        return (f"BlockedExecutable({self.n // self.rows} blocks of {self.rows} rows"
+                f"{', with a prologue' if self.prologue is not None else ''}: {self.inner!r})")
 
 
 class _Pending:
@@ -312,6 +326,7 @@ def _generate(fn, groups, numba_groups, backend):
     if kernel_groups:
         fn = _schedule(fn, kernel_groups)
     fn = _fuse_products_into_sums(fn, skip)
+    unread = _views_only_kernels_see_through(fn, skip, kernel_groups)
 
     def can_write(op):
         if id(op) in skip:
@@ -353,6 +368,8 @@ def _generate(fn, groups, numba_groups, backend):
             if op.prim == "full":  # elementwise consumers broadcast a scalar instead
                 scalar[op.out] = f"s{name}"
                 ns[f"s{name}"] = npc.scalar(op.params["value"], op.params["dtype"])
+            continue
+        if id(op) in unread:
             continue
         if id(op) in skip:
             if id(op) in kernel_of:
@@ -410,6 +427,28 @@ def _generate(fn, groups, numba_groups, backend):
     exec(code, ns)  # noqa: S102 - our own generated source
     return Executable(fn, ns["program"], source, plan, groups, compiled_kernels,
                       backend="numba" if compiled_kernels else "numpy", workspace=workspace)
+
+
+def _views_only_kernels_see_through(fn, skip, kernel_groups):
+    """Ids of the broadcasts (and views of them) nothing reads: a numba kernel reads a
+    broadcast's source instead (``numba_codegen.kernel_operand``), so the NumPy view would
+    only cost a call per block."""
+    if not kernel_groups:
+        return set()
+    from ..backends import numba_codegen
+
+    read = set(fn.outputs)
+    for g in kernel_groups:
+        read.update(numba_codegen.kernel_operand(v) for v in g.inputs)
+    unread = set()
+    for op in reversed(fn.ops):
+        if id(op) in skip:
+            continue
+        if op.prim in VIEWS and op.out not in read:
+            unread.add(id(op))
+        else:
+            read.update(op.inputs)
+    return unread
 
 
 def _schedule(fn, kernel_groups):

@@ -35,7 +35,8 @@ def test_batch_axes_of_a_per_point_program():
 def test_block_program_rewrites_shapes_and_computes_the_rows():
     fn = parse(_MLP)
     n, axis_of = batch_axes(fn)
-    block = block_program(fn, axis_of, n, 4)
+    prologue, block = block_program(fn, axis_of, n, 4)
+    assert prologue is None  # nothing to hoist (fills stay: kernels inline them)
     verify(block)
     text = block.as_text()
     assert "float64[4,1,5] = reshape(%6, shape=(4,1,5))" in text
@@ -50,6 +51,33 @@ def test_block_program_rewrites_shapes_and_computes_the_rows():
             ax = axis_of[v]
             np.testing.assert_allclose(np.take(w, range(start, start + 4), axis=ax), p,
                                        rtol=1e-15)
+
+
+def test_block_program_hoists_what_does_not_depend_on_the_rows():
+    fn = parse("def f(%0: float64[12,3], %1: float64[3,3]):\n"
+               "    %2: float64[3,3] = exp(%1)\n"
+               "    %3: float64[3,3] = dot_general(%2, %1, contracting=((1,),(0,)), "
+               "batch=((),()))\n"
+               "    %4: float64[12,3] = dot_general(%0, %3, contracting=((1,),(0,)), "
+               "batch=((),()))\n"
+               "    %5: float64[3] = reduce_sum(%2, axes=(0,))\n"
+               "    %6: float64[12,3] = broadcast_in_dim(%5, shape=(12,3), "
+               "broadcast_dimensions=(1,))\n"
+               "    %7: float64[12,3] = add(%4, %6)\n"
+               "    return %7\n")
+    n, axis_of = batch_axes(fn)
+    prologue, block = block_program(fn, axis_of, n, 3)
+    verify(prologue)
+    verify(block)
+    assert [op.prim for op in prologue.ops] == ["exp", "dot_general", "reduce_sum"]
+    assert [op.prim for op in block.ops] == ["dot_general", "broadcast_in_dim", "add"]
+    assert [v.aval.shape for v in block.inputs] == [(3, 3), (3, 3), (3, 3), (3,)]
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(v.aval.shape) for v in fn.inputs]
+    hoisted = evaluate(prologue, args)
+    got = np.concatenate([evaluate(block, [args[0][i:i + 3], args[1]] + hoisted)[0]
+                          for i in range(0, 12, 3)])
+    np.testing.assert_allclose(got, evaluate(fn, args)[0], rtol=1e-14)
 
 
 _HEAD = "def f(%0: float64[12,3], %1: float64[12,3], %2: float64[3,3]):\n"

@@ -19,12 +19,14 @@ rows stay independent:
 
 Anything else that touches a dimension of size N (gathers, cumulative sums, random draws,
 constants with that dimension, ...) means: no blocking. ``block_program`` rewrites the
-program for blocks of b rows (shapes and shape parameters); the compiler runs it per block.
+program for blocks of b rows (shapes and shape parameters), with what does not depend on
+the rows hoisted into a prologue that runs once; the compiler runs the rest per block.
 """
 
 from __future__ import annotations
 
 from .._program import CONSTANT, Aval, Function, Operation, Value
+from .dce import dce
 from .fuse import ELEMENTWISE, REDUCTIONS
 
 
@@ -142,17 +144,43 @@ def _prod(shape):
 
 
 def block_program(fn, axis_of, n, rows):
-    """A copy of ``fn`` computing ``rows`` rows of the batch dimension instead of ``n`` (the
-    shapes of values, and the shape parameters of operations, rewritten).
+    """``(prologue, body)``: ``body`` is a copy of ``fn`` computing ``rows`` rows of the
+    batch dimension instead of ``n`` (the shapes of values, and the shape parameters of
+    operations, rewritten); ``prologue`` computes, once for all blocks, the values that do
+    not depend on the rows (a product of two weight matrices, an identity matrix), and
+    ``body`` reads them as extra inputs after ``fn``'s: ``body(*args_block, *prologue(*args))``.
+    ``prologue`` is None when there is nothing to hoist. Constant fills stay in ``body``
+    (kernels inline them).
 
     Example:
         >>> from primflow.ir import parse
-        >>> fn = parse("def f(%0: float32[100,3]):\\n    %1: float32[100,3] = exp(%0)\\n"
-        ...            "    return %1\\n")
+        >>> fn = parse("def f(%0: float32[100,3], %1: float32[3,3]):\\n"
+        ...            "    %2: float32[3,3] = exp(%1)\\n"
+        ...            "    %3: float32[100,3] = dot_general(%0, %2, contracting=((1,),(0,)), "
+        ...            "batch=((),()))\\n    return %3\\n")
         >>> n, axis_of = batch_axes(fn)
-        >>> print(block_program(fn, axis_of, n, 25).as_text().splitlines()[1])
-            %1: float32[25,3] = exp(%0)
+        >>> prologue, body = block_program(fn, axis_of, n, 25)
+        >>> [op.prim for op in prologue.ops], [op.prim for op in body.ops]
+        (['exp'], ['dot_general'])
+        >>> [v.aval.shape for v in body.inputs]
+        [(25, 3), (3, 3), (3, 3)]
     """
+    def hoisted(op):
+        return axis_of.get(op.out) is None and op.prim not in _LEFT_IN_BODY
+
+    body_ops = [op for op in fn.ops if not hoisted(op)]
+    carried = []  # values the prologue computes and the body reads
+    for op in body_ops:
+        for v in op.inputs:
+            if v.op is not None and hoisted(v.op) and v not in carried:
+                carried.append(v)
+    prologue = None
+    if carried:
+        pro = Function(fn.name + "_prologue", fn.inputs, [op for op in fn.ops if hoisted(op)
+                                                         or op.prim in _LEFT_IN_BODY],
+                       carried, dict(fn.consts))
+        prologue = dce(pro.copy())
+
     def aval(v):
         a = axis_of.get(v)
         if a is None:
@@ -163,12 +191,12 @@ def block_program(fn, axis_of, n, rows):
 
     mapping = {}
     inputs = []
-    for v in fn.inputs:
+    for v in list(fn.inputs) + carried:
         nv = Value(aval(v))
         mapping[v] = nv
         inputs.append(nv)
     ops = []
-    for op in fn.ops:
+    for op in body_ops:
         params = dict(op.params)
         a = axis_of.get(op.out)
         if a is not None and op.prim != CONSTANT:
@@ -183,4 +211,8 @@ def block_program(fn, axis_of, n, rows):
         new = Operation(op.prim, [mapping[v] for v in op.inputs], params, aval(op.out))
         mapping[op.out] = new.out
         ops.append(new)
-    return Function(fn.name, inputs, ops, [mapping[v] for v in fn.outputs], dict(fn.consts))
+    body = Function(fn.name, inputs, ops, [mapping[v] for v in fn.outputs], dict(fn.consts))
+    return prologue, dce(body)
+
+
+_LEFT_IN_BODY = frozenset({CONSTANT, "full", "iota"})  # free to compute, inlined by kernels
