@@ -20,7 +20,9 @@ def _operands(rng, m, k, n, dtype, a_transposed, b_transposed):
 @pytest.mark.parametrize("a_transposed", [False, True])
 @pytest.mark.parametrize("b_transposed", [False, True])
 @pytest.mark.parametrize("with_out", [False, True])
-def test_matmul_equals_numpy_for_every_layout(dtype, a_transposed, b_transposed, with_out):
+def test_matmul_equals_numpy_for_every_layout(dtype, a_transposed, b_transposed, with_out,
+                                              monkeypatch):
+    monkeypatch.setattr(blas, "MKL_MIN_WORK", 1)  # small products through MKL too
     rng = np.random.default_rng(0)
     a, b = _operands(rng, 37, 19, 23, dtype, a_transposed, b_transposed)
     want = np.matmul(a.astype(np.float64), b.astype(np.float64))
@@ -35,7 +37,8 @@ def test_matmul_equals_numpy_for_every_layout(dtype, a_transposed, b_transposed,
 
 @pytest.mark.parametrize("case", ["strided", "batched", "int", "mixed", "empty", "vector",
                                   "aliased_out"])
-def test_matmul_falls_back_to_numpy_for_everything_else(case):
+def test_matmul_falls_back_to_numpy_for_everything_else(case, monkeypatch):
+    monkeypatch.setattr(blas, "MKL_MIN_WORK", 1)
     rng = np.random.default_rng(1)
     a = rng.standard_normal((6, 8))
     b = rng.standard_normal((8, 5))

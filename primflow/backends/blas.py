@@ -7,7 +7,8 @@ GFLOP/s on one thread for the tall-skinny products of derivative programs
 XLA's. ``pip install "primflow[mkl]"`` (or ``pip install mkl``) turns it on; primflow
 calls ``cblas_sgemm``/``cblas_dgemm`` of ``libmkl_rt`` through ctypes for 2-d float32 and
 float64 products whose operands are C- or Fortran-contiguous (a transposed matrix is read
-in place); everything else, and every product without MKL, goes to ``np.matmul``.
+in place) and at least ``MKL_MIN_WORK`` multiply-adds; everything else, and every product
+without MKL, goes to ``np.matmul``.
 ``PRIMFLOW_BLAS=numpy`` keeps NumPy's BLAS even when MKL is installed. MKL follows its own
 thread settings (``MKL_NUM_THREADS``).
 """
@@ -21,6 +22,8 @@ import threading
 import numpy as np
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+# below about a million multiply-adds MKL's call overhead (~10 us) outweighs its speed
+MKL_MIN_WORK = 1 << 20
 _state = {"gemm": None, "checked": False, "name": "numpy"}
 _lock = threading.Lock()
 
@@ -103,7 +106,7 @@ def matmul(a, b, out=None):
         f = gemm.get(a.dtype)
         m, k = a.shape
         n = b.shape[1]
-        if f is not None and b.shape[0] == k and m and n and k:
+        if f is not None and b.shape[0] == k and m * n * k >= MKL_MIN_WORK:
             ta, tb = _operand(a), _operand(b)
             if out is None:
                 out = np.empty((m, n), dtype=a.dtype)
