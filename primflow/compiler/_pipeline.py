@@ -218,6 +218,10 @@ def _compile_blocked(fn, backend):
     if rows == n or n // rows > MAX_BLOCKS:
         return None
     prologue, body = block_program(fn, axis_of, n, rows)
+    n_random = sum(op.prim in IMPURE for op in fn.ops)
+    if n_random and (prologue is None or n_random != sum(op.prim in IMPURE
+                                                         for op in prologue.ops)):
+        return None  # every draw must run once, in the prologue, in program order
     if prologue is not None:
         prologue = compile_program(prologue, "numpy", blocking=False)
     inner = compile_program(body, backend, blocking=False)

@@ -149,3 +149,26 @@ def test_a_batch_size_without_a_fitting_divisor_runs_unblocked(monkeypatch):
     np.testing.assert_allclose(f(x).numpy(), np.tanh(x.numpy()) * 2.0, rtol=1e-15)
     (entry,) = f._cache.values()
     assert type(entry.executable).__name__ == "Executable"
+
+
+def test_random_draws_run_once_in_the_prologue(monkeypatch):
+    from primflow.compiler import _pipeline
+
+    monkeypatch.setattr(_pipeline, "BLOCK_BYTES", 256)
+    x = pf.to_tensor(np.random.default_rng(4).uniform(1, 2, (64, 3)))
+
+    def f(x):
+        return x * pf.randn([3], "float64")
+
+    blocked = pf.jit(f, backend="numpy")
+    pf.seed(5)
+    a = blocked(x).numpy()
+    (entry,) = blocked._cache.values()
+    assert "with a prologue" in repr(entry.executable)
+    monkeypatch.setenv("PRIMFLOW_JIT_BLOCKING", "0")
+    whole = pf.jit(f, backend="numpy")
+    pf.seed(5)
+    b = whole(x).numpy()
+    np.testing.assert_array_equal(a, b)
+    ratio = a / x.numpy()  # one draw shared by every row
+    np.testing.assert_allclose(ratio, np.broadcast_to(ratio[:1], ratio.shape), rtol=1e-14)
