@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import math
 
-from .._program import CONSTANT, Function, Operation
+from .._program import CONSTANT, Operation
+from .._program import uses as count_uses
 from .dce import dce
 from .fuse import ELEMENTWISE, REDUCTIONS, is_unit_view
 
@@ -55,12 +56,7 @@ def recompute_broadcasts(fn, fusible=None, max_ops=MAX_OPS):
     copies = _cheap_values(fn, fusible, max_ops)
     if not copies:
         return fn
-    uses = {}
-    for op in fn.ops:
-        for v in op.inputs:
-            uses[v] = uses.get(v, 0) + 1
-    for v in fn.outputs:
-        uses[v] = uses.get(v, 0) + 1
+    uses = count_uses(fn)
     ops = []
     changed = False
     for op in fn.ops:
