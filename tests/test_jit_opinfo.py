@@ -122,3 +122,29 @@ def test_grad_through_jit_matches_eager(info):
     expected = _grads(fn, weights, 2, directions)(*xs)
     got = _grads(pf.jit(fn), weights, 2, directions)(*cg.leaves(primals, True))
     _assert_same(got, expected, f"{info.name} through jit {sample!r}")
+
+
+_BLOCKED = []  # names of the entries whose jitted program ran in row blocks
+
+
+@pytest.mark.parametrize("info", _entries(("diff", "nondiff", "nograd")))
+def test_jit_in_row_blocks_matches_eager(info, monkeypatch):
+    """Every program the row-blocking analysis accepts, run one row per block."""
+    from primflow.compiler import _pipeline
+
+    monkeypatch.setattr(_pipeline, "BLOCK_BYTES", 1)
+    monkeypatch.setattr(_pipeline, "MAX_BLOCKS", 1 << 20)
+    for sample in info.samples():
+        fn, primals = sample.bind(info.op)
+        xs = cg.leaves(primals, False)
+        jitted = pf.jit(fn)
+        _assert_same(jitted(*xs), fn(*xs), f"{info.name} {sample!r} (row blocks)")
+        if any("Blocked" in type(e.executable).__name__ for e in jitted._cache.values()):
+            _BLOCKED.append(info.name)
+
+
+def test_row_blocking_covered_many_opinfo_entries():
+    # runs after the parametrized test above (pytest keeps file order)
+    if not _BLOCKED:
+        pytest.skip("run together with test_jit_in_row_blocks_matches_eager")
+    assert len(set(_BLOCKED)) >= 30, sorted(set(_BLOCKED))
