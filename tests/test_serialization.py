@@ -90,11 +90,12 @@ def test_unsupported_objects_are_refused_with_the_path(tmp_path):
 
 
 @pytest.mark.parametrize("content, message", [
-    (os.urandom(256), "unrecognised file format"),
+    # fixed bytes: random ones start like a pickle 4 times in 256 (a flaky test)
+    (b"\x07junk" + bytes(range(251)), "unrecognised file format"),
     (pickle.dumps({"w": [1.0, 2.0]}), "looks like a pickle"),
     (pickle.dumps([1], protocol=0), "looks like a pickle"),
     (b"", "empty"),
-], ids=["random", "pickle", "pickle-protocol-0", "empty"])
+], ids=["garbage", "pickle", "pickle-protocol-0", "empty"])
 def test_foreign_files_are_refused(tmp_path, content, message):
     path = tmp_path / "bad.pdparams"
     path.write_bytes(content)
