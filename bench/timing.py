@@ -86,6 +86,17 @@ def rss_bytes() -> int:
 
 
 def peak_rss_bytes() -> int:
+    """This process's peak resident set size: ``VmHWM`` on Linux (the mark that
+    ``5 > /proc/self/clear_refs`` resets), else ``ru_maxrss``. ``ru_maxrss`` is not reset by
+    clear_refs and, in a process started by fork + exec, can still hold the parent's RSS
+    from before the exec (the second-process cells read 2x their real peak that way)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     import resource
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -23,8 +23,8 @@ not differentiated), the points are uniform in [0, 1]^2, N = 1,024 and 4,096 (on
 Memory (every cell in its own process): the resident set size right after imports and setup
 (weights, points, the function built; before the first call) is the baseline. After the first
 call (JAX: trace + compile) the kernel's peak-RSS mark is reset (``/proc/self/clear_refs``),
-the timed calls run, and ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` minus the baseline is
-the cell's peak memory (``peak_mb``). Where the reset is unavailable the peak also covers the
+the timed calls run, and the peak RSS (``VmHWM``; ``ru_maxrss`` off Linux) minus the
+baseline is the cell's peak memory (``peak_mb``). Where the reset is unavailable the peak also covers the
 first call. primflow cells also report ``traced_mb``: the tracemalloc peak of one call (NumPy
 arrays and Python objects allocated during the call), a per-call figure free of allocator
 effects.
@@ -147,7 +147,7 @@ def jax_biharmonic(u):
 
 def reset_peak_rss() -> bool:
     """Resets this process's peak-RSS mark (Linux >= 4.0: ``5 > /proc/self/clear_refs``), so
-    that ``ru_maxrss`` measures from here on. False where that is not possible."""
+    that ``peak_rss_bytes`` measures from here on. False where that is not possible."""
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
@@ -183,9 +183,9 @@ def measure_with_memory(step, quick, extra_first=None, first_call=None):
     mem = {"peak_mb": (peak - base) / 2**20, "baseline_mb": base / 2**20,
            "after_first_mb": after_first / 2**20, "peak_rss_mb": peak / 2**20,
            "peak_reset": reset,
-           "memory_method": ("ru_maxrss after resetting the peak mark past the first call, "
+           "memory_method": ("peak RSS (VmHWM) after resetting the peak mark past the first call, "
                              "minus the RSS after imports and setup" if reset else
-                             "ru_maxrss (whole process, incl. the first call) minus the RSS "
+                             "peak RSS (whole process, incl. the first call) minus the RSS "
                              "after imports and setup")}
     return m, first, mem
 
@@ -377,7 +377,7 @@ def report(results) -> str:
     out.append(rp.table([""] + labels + ["collapsed/torch", "collapsed/jax",
                                          "pf collapsed traced MB"], mrows))
     reset = all(res.get("peak_reset", False) for res in results.values() if rp.ok(res))
-    out.append("  memory: ru_maxrss minus the RSS after imports and setup; "
+    out.append("  memory: peak RSS (VmHWM) minus the RSS after imports and setup; "
                + ("the peak mark is reset after the first call (JAX compile excluded)"
                   if reset else "the peak includes the first call (JAX: compile)")
                + "; traced MB = tracemalloc peak of one primflow call.")
