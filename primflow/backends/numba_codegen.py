@@ -76,7 +76,15 @@ def cache_dir() -> str:
 
 
 def computes(op) -> bool:
-    """Whether a kernel can compute ``op`` (a supported primitive on float or bool values)."""
+    """Whether a kernel can compute ``op`` (a supported primitive on float or bool values).
+
+    Example:
+        >>> from primflow.ir import parse
+        >>> fn = parse("def f(%0: float64[4]):\\n    %1: float64[4] = mul(%0, %0)\\n"
+        ...            "    %2: float64[4] = tanh(%1)\\n    return %2\\n")
+        >>> [computes(op) for op in fn.ops]
+        [True, False]
+    """
     return op.prim in SUPPORTED and all(
         v.aval.dtype.name in ("float32", "float64", "bool") for v in list(op.inputs) + [op.out])
 

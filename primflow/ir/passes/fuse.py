@@ -36,13 +36,27 @@ VIEWS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice"})
 
 def squeezed(shape) -> tuple:
     """``shape`` without its unit dimensions: the iteration space an elementwise value
-    shares with its unit-dimension reshapes."""
+    shares with its unit-dimension reshapes.
+
+    Example:
+        >>> squeezed((256, 32, 1, 128))
+        (256, 32, 128)
+    """
     return tuple(n for n in shape if n != 1)
 
 
 def is_unit_view(op) -> bool:
     """Whether ``op`` is a reshape or broadcast that only inserts or drops unit dimensions
-    (the same elements in the same order, only the shape's 1s differ)."""
+    (the same elements in the same order, only the shape's 1s differ).
+
+    Example:
+        >>> from primflow.ir import parse
+        >>> fn = parse("def f(%0: float32[4,8]):\\n"
+        ...            "    %1: float32[4,1,8] = reshape(%0, shape=(4,1,8))\\n"
+        ...            "    %2: float32[8,4] = reshape(%0, shape=(8,4))\\n    return %1, %2\\n")
+        >>> [is_unit_view(op) for op in fn.ops]
+        [True, False]
+    """
     if op.prim not in ("reshape", "broadcast_in_dim") or not op.inputs:
         return False
     src, out = op.inputs[0].aval.shape, op.out.aval.shape
