@@ -148,3 +148,30 @@ def test_row_blocking_covered_many_opinfo_entries():
     if not _BLOCKED:
         pytest.skip("run together with test_jit_in_row_blocks_matches_eager")
     assert len(set(_BLOCKED)) >= 30, sorted(set(_BLOCKED))
+
+
+def _has_numba():
+    from primflow.backends import numba_codegen
+
+    return numba_codegen.available()
+
+
+@pytest.mark.skipif(not _has_numba(), reason="numba is not installed")
+@pytest.mark.parametrize("info", _entries(("diff", "nondiff", "nograd")))
+def test_jit_numba_kernels_match_eager(info, monkeypatch, tmp_path):
+    """backend="numba" makes every supported fusion group a kernel, however small: the
+    kernel code (unit reshapes, merged groups, recomputed broadcasts, reductions) on every
+    op, forward and first derivatives."""
+    monkeypatch.setenv("PRIMFLOW_CACHE_DIR", str(tmp_path))
+    for sample in info.samples():
+        fn, primals = sample.bind(info.op)
+        xs = cg.leaves(primals, False)
+        jitted = pf.jit(fn, backend="numba")
+        _assert_same(jitted(*xs), fn(*xs), f"{info.name} {sample!r} (numba)")
+    if info.kind == "diff":  # the gradient program: products, broadcasts, reductions
+        sample = info.samples()[0]
+        fn, primals = sample.bind(info.op)
+        xs = cg.leaves(primals, True)
+        run = _grads(fn, _weights(info, fn, xs, "w"), 1, None)
+        got = pf.jit(run, backend="numba")(*cg.leaves(primals, True))
+        _assert_same(got, run(*xs), f"{info.name} gradient {sample!r} (numba)")
