@@ -9,6 +9,7 @@ from __future__ import annotations
 
 _SEED = 0
 _counter = 0
+_epoch = 0  # how many times seed() ran: pf.jit tells a reseed from ordinary draws by it
 
 
 def seed(value: int) -> None:
@@ -21,11 +22,12 @@ def seed(value: int) -> None:
         >>> bool((a == b).all())
         True
     """
-    global _SEED, _counter
+    global _SEED, _counter, _epoch
     if not isinstance(value, int) or value < 0:
         raise ValueError(f"seed must be a non-negative int, got {value!r}")
     _SEED = value
     _counter = 0
+    _epoch += 1
 
 
 def next_key() -> int:

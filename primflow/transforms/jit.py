@@ -533,6 +533,7 @@ class Jitted:
         self.traces += 1
         builder = Builder(self._name)
         random_before = (_random._SEED, _random._counter)
+        epoch_before = _random._epoch
         with new_trace(JitTrace, builder) as trace:
             try:
                 trace.fn_name = self._display
@@ -580,9 +581,11 @@ class Jitted:
         # pf.seed(...) inside the function: its draws are fixed by that seed, so replay the
         # traced keys and leave the generator where the traced call left it
         random_after = (_random._SEED, _random._counter)
-        drawn = _keys_drawn(random_before, random_after)
+        # pf.seed ran inside (even to the state the generator was already in): replay
+        reseeded = _random._epoch != epoch_before
+        drawn = frozenset() if reseeded else _keys_drawn(random_before, random_after)
         n_draws = sum(op.prim in IMPURE and op.params["key"] in drawn for op in fn.ops)
-        reseeded = random_after[1] != random_before[1] + n_draws
+        reseeded = reseeded or random_after[1] != random_before[1] + n_draws
         captures = [entry[0] for entry in trace.captured.values()]
         traced = fn.copy()
         program = optimize_program(fn) if self.optimize else fn
