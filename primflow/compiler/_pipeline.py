@@ -200,6 +200,9 @@ def compile_program(fn, backend=None, blocking=True) -> Executable:
 
 BLOCK_BYTES = 1 << 20  # the largest value of a blocked program: well inside L2
 MAX_BLOCKS = 64  # more blocks cost more in per-call overhead than cache locality saves
+# values this many times smaller per row than the largest are computed for all rows at once
+# before the blocks (when they can be): one call instead of one per block
+EARLY_FRACTION = 8
 
 
 def _compile_blocked(fn, backend):
@@ -217,7 +220,8 @@ def _compile_blocked(fn, backend):
     rows = next((d for d in range(max(1, budget // max(per_row, 1)), 0, -1) if n % d == 0), 1)
     if rows == n or n // rows > MAX_BLOCKS:
         return None
-    prologue, body = block_program(fn, axis_of, n, rows)
+    prologue, body = block_program(fn, axis_of, n, rows,
+                                   early_row_bytes=per_row // EARLY_FRACTION)
     n_random = sum(op.prim in IMPURE for op in fn.ops)
     if n_random and (prologue is None or n_random != sum(op.prim in IMPURE
                                                          for op in prologue.ops)):
@@ -248,6 +252,12 @@ class BlockedExecutable:
         self.n, self.rows = n, rows
         self.n_random = sum(op.prim in IMPURE for op in fn.ops)
         self.in_axes = [axis_of[v] for v in fn.inputs]
+        # the prologue's results the body reads: a block of rows of those that have rows
+        body_inputs = inner.fn.inputs[len(fn.inputs):]
+        full = prologue.fn.outputs if prologue is not None else []
+        self.hoisted_axes = [next((d for d, (a, b) in enumerate(zip(f.aval.shape,
+                                                                    v.aval.shape)) if a != b),
+                                  None) for f, v in zip(full, body_inputs)]
         self.out_axes = [axis_of[v] for v in fn.outputs]
         self.out_specs = [(v.aval.shape, v.aval.dtype) for v in fn.outputs]
 
@@ -266,8 +276,8 @@ class BlockedExecutable:
         for start in range(0, self.n, self.rows):
             rows = slice(start, start + self.rows)
             block = [a if ax is None else a[(slice(None),) * ax + (rows,)]
-                     for a, ax in zip(args, self.in_axes)]
-            for out, res, ax in zip(outs, self.inner(block + hoisted), self.out_axes):
+                     for a, ax in zip(list(args) + hoisted, self.in_axes + self.hoisted_axes)]
+            for out, res, ax in zip(outs, self.inner(block), self.out_axes):
                 out[(slice(None),) * ax + (rows,)] = res
         return outs
 

@@ -172,3 +172,33 @@ def test_random_draws_run_once_in_the_prologue(monkeypatch):
     np.testing.assert_array_equal(a, b)
     ratio = a / x.numpy()  # one draw shared by every row
     np.testing.assert_allclose(ratio, np.broadcast_to(ratio[:1], ratio.shape), rtol=1e-14)
+
+
+def test_small_per_row_values_are_computed_for_all_rows_before_the_blocks():
+    # %3 (3 floats a row) is computed once for all 12 rows; %5 (24 a row) per block
+    fn = parse("def f(%0: float64[12,3], %1: float64[3,3], %2: float64[3,8]):\n"
+               "    %3: float64[12,3] = dot_general(%0, %1, contracting=((1,),(0,)), "
+               "batch=((),()))\n"
+               "    %4: float64[12,3,8] = broadcast_in_dim(%2, shape=(12,3,8), "
+               "broadcast_dimensions=(1,2))\n"
+               "    %5: float64[12,3,8] = broadcast_in_dim(%3, shape=(12,3,8), "
+               "broadcast_dimensions=(0,1))\n"
+               "    %6: float64[12,3,8] = mul(%4, %5)\n"
+               "    return %6, %3\n")
+    n, axis_of = batch_axes(fn)
+    prologue, block = block_program(fn, axis_of, n, 4, early_row_bytes=3 * 8)
+    verify(prologue)
+    verify(block)
+    assert [op.prim for op in prologue.ops] == ["dot_general"]
+    assert [v.aval.shape for v in prologue.outputs] == [(12, 3)]  # all rows
+    assert [v.aval.shape for v in block.inputs][-1] == (4, 3)  # a block of them
+    assert block.outputs[1] is block.inputs[-1]  # an output computed early is passed on
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(v.aval.shape) for v in fn.inputs]
+    (early,) = evaluate(prologue, args)
+    parts = [evaluate(block, [args[0][i:i + 4], args[1], args[2], early[i:i + 4]])
+             for i in range(0, 12, 4)]
+    want = evaluate(fn, args)
+    for k in range(2):
+        np.testing.assert_allclose(np.concatenate([p[k] for p in parts]), want[k],
+                                   rtol=1e-14)

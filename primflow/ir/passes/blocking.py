@@ -143,14 +143,17 @@ def _prod(shape):
     return p
 
 
-def block_program(fn, axis_of, n, rows):
+def block_program(fn, axis_of, n, rows, early_row_bytes=0):
     """``(prologue, body)``: ``body`` is a copy of ``fn`` computing ``rows`` rows of the
     batch dimension instead of ``n`` (the shapes of values, and the shape parameters of
     operations, rewritten); ``prologue`` computes, once for all blocks, the values that do
     not depend on the rows (a product of two weight matrices, an identity matrix), and
     ``body`` reads them as extra inputs after ``fn``'s: ``body(*args_block, *prologue(*args))``.
     ``prologue`` is None when there is nothing to hoist. Constant fills stay in ``body``
-    (kernels inline them).
+    (kernels inline them). With ``early_row_bytes``, values of at most that many bytes per
+    row that the prologue can compute (from inputs and prologue values) are computed there
+    too, for all ``n`` rows at once (a small layer's matrix product on all points instead
+    of one call per block), and ``body`` reads their block of rows.
 
     Example:
         >>> from primflow.ir import parse
@@ -165,15 +168,25 @@ def block_program(fn, axis_of, n, rows):
         >>> [v.aval.shape for v in body.inputs]
         [(25, 3), (3, 3), (3, 3)]
     """
+    in_prologue = set()
+    for op in fn.ops:
+        if op.prim in _LEFT_IN_BODY:
+            continue
+        if axis_of.get(op.out) is None:  # then its operands do not depend on rows either
+            in_prologue.add(id(op))
+        elif (early_row_bytes and _row_bytes(op.out, n) <= early_row_bytes
+              and all(v.op is None or id(v.op) in in_prologue or v.op.prim in _LEFT_IN_BODY
+                      for v in op.inputs)):
+            in_prologue.add(id(op))
+
     def hoisted(op):
-        return axis_of.get(op.out) is None and op.prim not in _LEFT_IN_BODY
+        return id(op) in in_prologue
 
     body_ops = [op for op in fn.ops if not hoisted(op)]
     carried = []  # values the prologue computes and the body reads
-    for op in body_ops:
-        for v in op.inputs:
-            if v.op is not None and hoisted(v.op) and v not in carried:
-                carried.append(v)
+    for v in [v for op in body_ops for v in op.inputs] + list(fn.outputs):
+        if v.op is not None and hoisted(v.op) and v not in carried:
+            carried.append(v)  # (an output computed early: the body passes its block on)
     prologue = None
     if carried:
         pro = Function(fn.name + "_prologue", fn.inputs, [op for op in fn.ops if hoisted(op)
@@ -216,3 +229,10 @@ def block_program(fn, axis_of, n, rows):
 
 
 _LEFT_IN_BODY = frozenset({CONSTANT, "full", "iota"})  # free to compute, inlined by kernels
+
+
+def _row_bytes(v, n):
+    size = v.aval.dtype.itemsize
+    for d in v.aval.shape:
+        size *= d
+    return size // n
