@@ -158,8 +158,9 @@ def cached_first_call(workload_id, framework, config, quick, timeout=600.0):
     if quick:
         cmd.append("--quick")
     try:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
-                              check=False, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                              check=False, cwd=root)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     for line in reversed(proc.stdout.splitlines()):
@@ -260,13 +261,14 @@ def rel_diff(got, want):
     return float(np.abs(got - want).max() / max(float(np.abs(want).max()), 1e-300))
 
 
-def _reset_peak_rss() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
+def check_lines(bad, diffs, what, tolerance) -> list:
+    """The report's jit-vs-eager check: the failures, or ``what`` agreed and how closely
+    (``tolerance`` is the text after the largest difference, e.g. "tolerance 1e-10")."""
+    if bad:
+        return ["  CHECK FAILED (jit vs eager): " + "; ".join(bad)]
+    if diffs:
+        return [f"  check: {what} (max relative difference {max(diffs):.1e}, {tolerance})"]
+    return []
 
 
 def _second_main(argv=None) -> int:
@@ -284,7 +286,7 @@ def _second_main(argv=None) -> int:
     import gc
 
     from . import registry
-    from .timing import peak_rss_bytes, rss_bytes
+    from .timing import peak_rss_bytes, reset_peak_rss, rss_bytes
 
     out = {}
     try:
@@ -294,7 +296,7 @@ def _second_main(argv=None) -> int:
         gc.collect()
         base = rss_bytes()
         first, phases, counts = first_call(step)
-        reset = _reset_peak_rss()
+        reset = reset_peak_rss()
         warm = []
         for _ in range(3 if a.quick else 5):
             t0 = time.perf_counter()

@@ -42,3 +42,13 @@ def table(headers, rows, align=None) -> str:
     out = [line(headers), line(["-" * w for w in widths])]
     out += [line(r) for r in rows]
     return "\n".join(out)
+
+
+def per_round(a, b, label="per round") -> str:
+    """`` (per round: r1, r2, ...)``: the ratio a/b in each round of a multi-round run, or ""
+    when either result has no per-round values."""
+    if not (ok(a) and ok(b) and "rounds_values" in a and "rounds_values" in b):
+        return ""
+    return (f" ({label}: "
+            + ", ".join(f"{x / y:.2f}" for x, y in zip(a["rounds_values"], b["rounds_values"]))
+            + ")")

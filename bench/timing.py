@@ -85,6 +85,17 @@ def rss_bytes() -> int:
         return peak_rss_bytes()
 
 
+def reset_peak_rss() -> bool:
+    """Resets this process's peak-RSS mark (Linux >= 4.0: ``5 > /proc/self/clear_refs``), so
+    that ``peak_rss_bytes`` measures from here on. False where that is not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
 def peak_rss_bytes() -> int:
     """This process's peak resident set size: ``VmHWM`` on Linux (the mark that
     ``5 > /proc/self/clear_refs`` resets), else ``ru_maxrss``. ``ru_maxrss`` is not reset by

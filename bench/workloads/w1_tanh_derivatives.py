@@ -239,13 +239,6 @@ def run(framework: str, config: str, quick: bool) -> dict:
 
 # --- the table --------------------------------------------------------------------------------
 
-def _per_round(a, b):
-    if a and b and "rounds_values" in a and "rounds_values" in b:
-        return " (per round: " + ", ".join(
-            f"{x / y:.2f}" for x, y in zip(a["rounds_values"], b["rounds_values"])) + ")"
-    return ""
-
-
 def report(results) -> str:
     def r(fw, method, k):
         return results.get((fw, f"{method}_k{k}"))
@@ -315,7 +308,7 @@ def report(results) -> str:
     t2, t8 = r("primflow", "taylor", 2), r("primflow", "taylor", 8)
     if rp.ok(t2) and rp.ok(t8):
         q = t8["value"] / t2["value"]
-        verdict = f"{q:.2f}x -> {'met' if q <= 4.0 else 'NOT met'}{_per_round(t8, t2)}"
+        verdict = f"{q:.2f}x -> {'met' if q <= 4.0 else 'NOT met'}{rp.per_round(t8, t2)}"
     else:
         verdict = "n/a (needs primflow taylor at k=2 and k=8)"
     out.append(f"  target: primflow Taylor time at k=8 <= 4x its time at k=2 (eager): {verdict}")

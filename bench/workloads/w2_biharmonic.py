@@ -24,10 +24,10 @@ Memory (every cell in its own process): the resident set size right after import
 (weights, points, the function built; before the first call) is the baseline. After the first
 call (JAX: trace + compile) the kernel's peak-RSS mark is reset (``/proc/self/clear_refs``),
 the timed calls run, and the peak RSS (``VmHWM``; ``ru_maxrss`` off Linux) minus the
-baseline is the cell's peak memory (``peak_mb``). Where the reset is unavailable the peak also covers the
-first call. primflow cells also report ``traced_mb``: the tracemalloc peak of one call (NumPy
-arrays and Python objects allocated during the call), a per-call figure free of allocator
-effects.
+baseline is the cell's peak memory (``peak_mb``). Where the reset is unavailable the peak
+also covers the first call. primflow cells also report ``traced_mb``: the tracemalloc peak
+of one call (NumPy arrays and Python objects allocated during the call), a per-call figure
+free of allocator effects.
 
 Correctness: every cell returns a strided sample of its output; the report checks that the
 exact methods agree (max |a - b| / max |b| < 1e-8) and shows the stochastic estimate's
@@ -145,17 +145,6 @@ def jax_biharmonic(u):
 
 # --- memory ------------------------------------------------------------------------------------
 
-def reset_peak_rss() -> bool:
-    """Resets this process's peak-RSS mark (Linux >= 4.0: ``5 > /proc/self/clear_refs``), so
-    that ``peak_rss_bytes`` measures from here on. False where that is not possible."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
 def measure_with_memory(step, quick, extra_first=None, first_call=None):
     """Baseline RSS (the caller has done imports and setup), first call, peak reset, timing.
     Returns (timing dict, first-call seconds, memory dict). ``first_call(step)``, when given,
@@ -163,7 +152,7 @@ def measure_with_memory(step, quick, extra_first=None, first_call=None):
     import gc
     import time
 
-    from ..timing import FULL, QUICK, measure, peak_rss_bytes, rss_bytes
+    from ..timing import FULL, QUICK, measure, peak_rss_bytes, reset_peak_rss, rss_bytes
 
     gc.collect()
     base = rss_bytes()
@@ -336,13 +325,6 @@ def _mem(res, key="peak_mb"):
     return f"{res[key]:.0f}" if rp.ok(res) and res.get(key) is not None else rp.NA
 
 
-def _per_round(a, b):
-    if rp.ok(a) and rp.ok(b) and "rounds_values" in a and "rounds_values" in b:
-        return " (per round: " + ", ".join(
-            f"{x / y:.2f}" for x, y in zip(a["rounds_values"], b["rounds_values"])) + ")"
-    return ""
-
-
 def report(results) -> str:
     def r(fw, method, n):
         return results.get((fw, f"{method}_{n}"))
@@ -432,14 +414,14 @@ def report(results) -> str:
                                                   if bad_) + ")")
             out.append(f"  target N={n}: eager pf collapsed >= 2x faster than PyTorch nested, with "
                        f"less memory: time pf/torch {q:.2f}x (needs <= 0.50x)"
-                       f"{_per_round(pcr, tor)}, memory {pcr['peak_mb']:.0f} vs "
+                       f"{rp.per_round(pcr, tor)}, memory {pcr['peak_mb']:.0f} vs "
                        f"{tor['peak_mb']:.0f} MB -> {verdict}")
         else:
             out.append(f"  target N={n}: pf collapsed vs PyTorch: n/a (needs both results)")
         if rp.ok(pcr) and rp.ok(jxr):
             out.append(f"  jit target N={n} (reported only; goal: time and memory <= 0.50x of "
                        f"JAX jit): pf collapsed eager time {pcr['value'] / jxr['value']:.2f}x"
-                       f"{_per_round(pcr, jxr)}, memory "
+                       f"{rp.per_round(pcr, jxr)}, memory "
                        f"{pcr['peak_mb'] / max(jxr['peak_mb'], 1e-9):.2f}x of JAX jit's")
     out += _jit_report(results, sizes)
     out.append("  reference machine (workload notes): PyTorch N=1024 49 ms, N=4096 225 ms / "
@@ -485,7 +467,7 @@ def _jit_report(results, sizes) -> list:
             if rp.ok(res) and rp.ok(jx):
                 tq, mq = res["value"] / jx["value"], mb(res) / max(mb(jx), 1e-9)
                 ok_ = tq <= 0.5 and mq <= 0.5
-                text = f"{m[4:]}: time {tq:.2f}x{_per_round(res, jx)}, memory {mq:.2f}x"
+                text = f"{m[4:]}: time {tq:.2f}x{rp.per_round(res, jx)}, memory {mq:.2f}x"
                 verdicts.append((ok_, text))
         if verdicts:
             met = any(ok_ for ok_, _ in verdicts)
@@ -506,9 +488,6 @@ def _jit_report(results, sizes) -> list:
                "the disk cache (no LLVM compile in the process).")
     out += jit_support.compile_report(
         [(f"{m[4:]} N={n}", r("primflow", m, n)) for n in jsizes for m in JIT_METHODS])
-    if bad:
-        out.append("  CHECK FAILED (jit vs eager): " + "; ".join(bad))
-    elif diffs:
-        out.append(f"  check: jit results equal eager (max relative difference {max(diffs):.1e}, "
-                   f"tolerance {JIT_TOL:g})")
+    out += jit_support.check_lines(bad, diffs, "jit results equal eager",
+                                   f"tolerance {JIT_TOL:g}")
     return out + lines

@@ -85,7 +85,9 @@ def _data():
 # step(): one training step, returns the loss (before the update) as a float-convertible value;
 # initial_grads(): (loss, [gradient norm per parameter]) at the current weights, no update.
 
-def _primflow(method):
+def _primflow_setup(method):
+    """(make_net, loss_of): a fresh MLP with the shared weights, and the plate loss of a
+    network (biharmonic residual by ``method`` at the interior points, u on the boundary)."""
     import primflow as pf
 
     pf.set_default_dtype("float64")
@@ -93,16 +95,31 @@ def _primflow(method):
     Xi, Xb = pf.to_tensor(xi), pf.to_tensor(xb)
     F = pf.to_tensor(f[:, None])
 
-    def build():
+    def make_net():
         net = pf.nn.MLP(list(w2.DIMS), activation="tanh")
         for p, a in zip(net.parameters(), params):
             p.set_value(a)
+        return net
+
+    def loss_of(u):
+        res = pf.autograd.biharmonic(u, Xi, method=method)
+        return ((res - F) ** 2).mean() + (u(Xb) ** 2).mean()
+
+    return make_net, loss_of
+
+
+def _primflow(method):
+    import primflow as pf
+
+    make_net, loss_of = _primflow_setup(method)
+
+    def build():
+        net = make_net()
         opt = pf.optimizer.Adam(learning_rate=LR, beta1=BETA1, beta2=BETA2, epsilon=EPS,
                                 parameters=net.parameters())
 
         def loss_fn():
-            res = pf.autograd.biharmonic(net, Xi, method=method)
-            return ((res - F) ** 2).mean() + (net(Xb) ** 2).mean()
+            return loss_of(net)
 
         def step():
             loss = loss_fn()
@@ -131,20 +148,7 @@ def _primflow_jit(config):
 
     from .. import jit_support
 
-    pf.set_default_dtype("float64")
-    params, xi, xb, f = _data()
-    Xi, Xb = pf.to_tensor(xi), pf.to_tensor(xb)
-    F = pf.to_tensor(f[:, None])
-
-    def make_net():
-        net = pf.nn.MLP(list(w2.DIMS), activation="tanh")
-        for p, a in zip(net.parameters(), params):
-            p.set_value(a)
-        return net
-
-    def loss_of(u):
-        res = pf.autograd.biharmonic(u, Xi, method="collapsed")
-        return ((res - F) ** 2).mean() + (u(Xb) ** 2).mean()
+    make_net, loss_of = _primflow_setup("collapsed")
 
     if config == "jit":
         def build():
@@ -444,11 +448,8 @@ def report(results) -> str:
     for label, peer in (("PyTorch eager", ("torch", "nested")), ("JAX jit", ("jax_jit", "nested"))):
         a, b = r("primflow", "collapsed"), r(*peer)
         if rp.ok(a) and rp.ok(b):
-            extra = ""
-            if "rounds_values" in a and "rounds_values" in b:
-                extra = " (per round: " + ", ".join(
-                    f"{x / y:.2f}" for x, y in zip(a["rounds_values"], b["rounds_values"])) + ")"
-            out.append(f"  pf collapsed / {label}: {a['value'] / b['value']:.2f}x{extra}")
+            out.append(f"  pf collapsed / {label}: {a['value'] / b['value']:.2f}x"
+                       f"{rp.per_round(a, b)}")
     out += _jit_report(results)
     out.append("  reference machine (workload notes): JAX jit 160 ms (compile 5.8 s), PyTorch "
                "eager 146 ms")
@@ -493,11 +494,9 @@ def _jit_report(results) -> list:
                "pf.optimizer.Adam on the returned gradients; jit_adam: the whole step "
                "(functional_call, value_and_grad, functional Adam) in one pf.jit.")
     out += jit_support.compile_report([(c, r("primflow", c)) for c in JIT_CONFIGS])
-    if bad:
-        out.append("  CHECK FAILED (jit vs eager): " + "; ".join(bad))
-    elif diffs:
-        out.append(f"  check: jitted loss and gradients (jit) / step outputs (jit_adam) equal eager "
-                   f"(max relative difference {max(diffs):.1e}, tolerance {JIT_TOL:g})")
+    out += jit_support.check_lines(
+        bad, diffs, "jitted loss and gradients (jit) / step outputs (jit_adam) equal eager",
+        f"tolerance {JIT_TOL:g}")
     verdicts = []
     for c in JIT_CONFIGS:
         res = r("primflow", c)
@@ -506,11 +505,7 @@ def _jit_report(results) -> list:
         qe, qp = eager / res["value"], fastest[0] / res["value"]
         met = qe >= 3.0 and qp >= 2.0
         verdicts.append(met)
-        per = ""
-        ea = r("primflow", "collapsed")
-        if "rounds_values" in res and "rounds_values" in ea:
-            per = " (eager/jit per round: " + ", ".join(
-                f"{x / y:.2f}" for x, y in zip(ea["rounds_values"], res["rounds_values"])) + ")"
+        per = rp.per_round(r("primflow", "collapsed"), res, "eager/jit per round")
         out.append(f"  target ({c}): >= 2x faster than the fastest peer ({fastest[1]}) and >= 3x "
                    f"faster than primflow eager: {qp:.2f}x and {qe:.2f}x{per} -> "
                    f"{'met' if met else 'NOT met'}")

@@ -394,11 +394,8 @@ def report(results) -> str:
         if pf is None or to is None:
             verdict = "n/a (needs primflow and PyTorch results)"
         else:
-            verdict = f"{pf / to:.2f}x -> {'met' if pf <= to else 'not met'}"
-            rp_, rt_ = r(*pk), r(*tk)
-            if "rounds_values" in rp_ and "rounds_values" in rt_:
-                per = [f"{a / b:.2f}" for a, b in zip(rp_["rounds_values"], rt_["rounds_values"])]
-                verdict += f" (per round: {', '.join(per)})"
+            verdict = (f"{pf / to:.2f}x -> {'met' if pf <= to else 'not met'}"
+                       f"{rp.per_round(r(*pk), r(*tk))}")
         out.append(f"  target: primflow {kind} <= torch.func (eager; {ref:.0f} ms on the "
                    f"reference machine): {verdict}")
     return "\n".join(out)
@@ -448,19 +445,12 @@ def _jit_report(results, pf_jac) -> list:
         out.append(f"  primflow jit Jacobian: jit(vmap(jacrev)) {rp.cell(jr)} ms, "
                    f"jit(vmap(jacfwd)) {rp.cell(jf)} ms (the faster is in the table)")
     out += jit_support.compile_report([(c[4:], r("primflow", c)) for c in JIT_CONFIGS])
-    if bad:
-        out.append("  CHECK FAILED (jit vs eager): " + "; ".join(bad))
-    elif diffs:
-        out.append(f"  check: jit results equal eager (max relative difference {max(diffs):.1e}, "
-                   f"tolerance {TOL:g})")
+    out += jit_support.check_lines(bad, diffs, "jit results equal eager", f"tolerance {TOL:g}")
     a, b = r("primflow", "jit_hessian"), r("jax_jit", "hessian")
     if rp.ok(a) and rp.ok(b):
         q = a["value"] / b["value"]
-        extra = ""
-        if "rounds_values" in a and "rounds_values" in b:
-            extra = " (per round: " + ", ".join(
-                f"{x / y:.2f}" for x, y in zip(a["rounds_values"], b["rounds_values"])) + ")"
-        out.append(f"  target: primflow Hessian (jit) no slower than JAX jit: {q:.2f}x{extra} -> "
+        out.append(f"  target: primflow Hessian (jit) no slower than JAX jit: {q:.2f}x"
+                   f"{rp.per_round(a, b)} -> "
                    f"{'met' if q <= 1.0 else 'NOT met'}")
     else:
         out.append("  target: primflow Hessian (jit) no slower than JAX jit: n/a (needs both)")

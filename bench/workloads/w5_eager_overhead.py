@@ -320,10 +320,7 @@ def report(results) -> str:
     if pf is None or to is None:
         verdict = "n/a (needs primflow and PyTorch results)"
     else:
-        verdict = f"{pf / to:.2f}x -> {'met' if pf / to <= 1.5 else 'NOT met'}"
-        rp_, rt_ = r("primflow", "fwd_bwd"), r("torch", "fwd_bwd")
-        if "rounds_values" in rp_ and "rounds_values" in rt_:
-            per = [f"{a / b:.2f}" for a, b in zip(rp_["rounds_values"], rt_["rounds_values"])]
-            verdict += f" (per round: {', '.join(per)})"
+        verdict = (f"{pf / to:.2f}x -> {'met' if pf / to <= 1.5 else 'NOT met'}"
+                   f"{rp.per_round(r('primflow', 'fwd_bwd'), r('torch', 'fwd_bwd'))}")
     out.append(f"  target: primflow fwd_bwd per op <= 1.5x PyTorch eager: {verdict}")
     return "\n".join(out)

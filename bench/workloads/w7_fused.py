@@ -215,10 +215,7 @@ def _jit_report(results) -> list:
                 bad.append(f"{op}: jit differs from eager fused by {jr['jit_vs_eager']:.2e}")
         if jv is not None and dv is not None:
             q = dv / jv
-            per = ""
-            if "rounds_values" in jr and "rounds_values" in de:
-                per = " (per round: " + ", ".join(
-                    f"{x / y:.2f}" for x, y in zip(de["rounds_values"], jr["rounds_values"])) + ")"
+            per = rp.per_round(de, jr)
             lines.append(f"  target: {op} fused (jit) >= {SPEEDUP_TARGET:.0f}x faster than eager "
                          f"unfused (decomposed): {q:.2f}x{per} -> "
                          f"{'met' if q >= SPEEDUP_TARGET else 'NOT met'}")
@@ -227,9 +224,6 @@ def _jit_report(results) -> list:
                          "decomposed/jit", "fused/jit", "jit MB per call", "jit workspace MB"],
                         rows))
     out += jit_support.compile_report([(f"{op}-jit", r(op, "jit")) for op in ops])
-    if bad:
-        out.append("  CHECK FAILED: " + "; ".join(bad))
-    elif diffs:
-        out.append(f"  check: jit gradients equal eager fused ones (max relative difference "
-                   f"{max(diffs):.1e}, float32 tolerance {JIT_TOL:g})")
+    out += jit_support.check_lines(bad, diffs, "jit gradients equal eager fused ones",
+                                   f"float32 tolerance {JIT_TOL:g}")
     return out + lines
