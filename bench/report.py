@@ -52,3 +52,16 @@ def per_round(a, b, label="per round") -> str:
     return (f" ({label}: "
             + ", ".join(f"{x / y:.2f}" for x, y in zip(a["rounds_values"], b["rounds_values"]))
             + ")")
+
+
+def lookup(results):
+    """``(r, v)``: ``r(framework, config)`` the result of a cell (None when absent) and
+    ``v(framework, config)`` its value (None unless it ran ok)."""
+
+    def r(fw, cfg):
+        return results.get((fw, cfg))
+
+    def v(fw, cfg):
+        return value(r(fw, cfg))
+
+    return r, v

@@ -400,11 +400,7 @@ def _check_diff(a, b):
 
 
 def report(results) -> str:
-    def r(fw, cfg):
-        return results.get((fw, cfg))
-
-    def v(fw, cfg):
-        return rp.value(r(fw, cfg))
+    r, v = rp.lookup(results)
 
     pc, pn = v("primflow", "collapsed"), v("primflow", "nested")
     to, jx = v("torch", "nested"), v("jax_jit", "nested")
@@ -460,11 +456,7 @@ def _jit_report(results) -> list:
     """The primflow jit rows, their checks and the W3 jit target."""
     from .. import jit_support
 
-    def r(fw, cfg):
-        return results.get((fw, cfg))
-
-    def v(fw, cfg):
-        return rp.value(r(fw, cfg))
+    r, v = rp.lookup(results)
 
     if not any(r("primflow", c) for c in JIT_CONFIGS):
         return []

@@ -302,11 +302,7 @@ def _fmt_diff(d):
 
 
 def report(results) -> str:
-    def r(fw, cfg):
-        return results.get((fw, cfg))
-
-    def v(fw, cfg):
-        return rp.value(r(fw, cfg))
+    r, v = rp.lookup(results)
 
     # primflow's Jacobian headline: the faster of jacrev and jacfwd
     pf_jac = None
@@ -405,11 +401,7 @@ def _jit_report(results, pf_jac) -> list:
     """The primflow jit rows, the jit-vs-eager check and the jit target (Hessian vs JAX jit)."""
     from .. import jit_support
 
-    def r(fw, cfg):
-        return results.get((fw, cfg))
-
-    def v(fw, cfg):
-        return rp.value(r(fw, cfg))
+    r, v = rp.lookup(results)
 
     if not any(r("primflow", c) for c in JIT_CONFIGS):
         return []

@@ -245,11 +245,7 @@ def run(framework: str, config: str, quick: bool) -> dict:
 # --- the table --------------------------------------------------------------------------------
 
 def report(results) -> str:
-    def r(fw, cfg):
-        return results.get((fw, cfg))
-
-    def v(fw, cfg):
-        return rp.value(r(fw, cfg))
+    r, v = rp.lookup(results)
 
     numpy_cfg = {"no_grad": "forward", "record": "forward", "fwd_bwd": "fwd_bwd_manual"}
     rows = []
