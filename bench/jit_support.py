@@ -261,13 +261,23 @@ def rel_diff(got, want):
     return float(np.abs(got - want).max() / max(float(np.abs(want).max()), 1e-300))
 
 
-def check_lines(bad, diffs, what, tolerance) -> list:
-    """The report's jit-vs-eager check: the failures, or ``what`` agreed and how closely
-    (``tolerance`` is the text after the largest difference, e.g. "tolerance 1e-10")."""
+def check_lines(cells, what, tol, tol_label="tolerance") -> list:
+    """The report's jit-vs-eager check over ``cells`` (``[(label, result)]``, each result
+    with its ``jit_vs_eager`` relative difference): the cells off by more than ``tol``, or
+    that ``what`` held and how closely."""
+    from . import report as rp
+
+    bad, diffs = [], []
+    for label, res in cells:
+        if rp.ok(res) and res.get("jit_vs_eager") is not None:
+            diffs.append(res["jit_vs_eager"])
+            if not res["jit_vs_eager"] <= tol:
+                bad.append(f"{label} differs from eager by {res['jit_vs_eager']:.2e}")
     if bad:
         return ["  CHECK FAILED (jit vs eager): " + "; ".join(bad)]
     if diffs:
-        return [f"  check: {what} (max relative difference {max(diffs):.1e}, {tolerance})"]
+        return [f"  check: {what} (max relative difference {max(diffs):.1e}, "
+                f"{tol_label} {tol:g})"]
     return []
 
 

@@ -351,7 +351,7 @@ def _jit_report(results, ks) -> list:
     jks = [k for k in ks if any(r("primflow", m, k) for _, m, _ in JIT_METHODS)]
     if not jks:
         return []
-    rows, bad, diffs = [], [], []
+    rows = []
     for k in jks:
         jt, jn = v("primflow", "jit_taylor", k), v("primflow", "jit_nested", k)
         jbest = min([t for t in (jt, jn) if t is not None], default=None)
@@ -365,12 +365,6 @@ def _jit_report(results, ks) -> list:
                      rp.ratio(v("primflow", "nested", k), jn),
                      rp.ratio(jbest, xbest), rp.ratio(jbest, v("torch", "nested", k)),
                      rp.ratio(jbest, v("numpy", "closed", k))])
-        for _, m, _ in JIT_METHODS:
-            res = r("primflow", m, k)
-            if rp.ok(res) and res.get("jit_vs_eager") is not None:
-                diffs.append(res["jit_vs_eager"])
-                if not res["jit_vs_eager"] <= TOL:
-                    bad.append(f"{m}_k{k} differs from eager by {res['jit_vs_eager']:.2e}")
     out = ["", "  primflow jit (pf.jit of the same function; ms after the first call)"]
     out.append(rp.table(["", "pf taylor", "pf jit taylor", "pf nested", "pf jit nested",
                          "taylor eager/jit", "nested eager/jit", "pf jit best/jax best",
@@ -382,9 +376,7 @@ def _jit_report(results, ks) -> list:
         q = j8 / j2
         out.append(f"  target: primflow Taylor time at k=8 <= 4x its time at k=2, with jit: "
                    f"{q:.2f}x -> {'met' if q <= 4.0 else 'NOT met'}")
-    if bad:
-        out.append("  CHECK FAILED (jit vs eager): " + "; ".join(bad))
-    elif diffs:
-        out.append(f"  check: jit results equal eager (max relative difference {max(diffs):.1e}, "
-                   f"tolerance {TOL:g})")
+    out += jit_support.check_lines(
+        [(f"{m}_k{k}", r("primflow", m, k)) for k in jks for _, m, _ in JIT_METHODS],
+        "jit results equal eager", TOL)
     return out

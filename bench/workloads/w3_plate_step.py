@@ -465,7 +465,7 @@ def _jit_report(results) -> list:
                                                           ("jax_jit", "JAX jit"))
              if v(fw, "nested") is not None]
     fastest = min(peers) if peers else (None, None)
-    rows, diffs, bad = [], [], []
+    rows = []
     for c in JIT_CONFIGS:
         res = r("primflow", c)
         jv = rp.value(res)
@@ -475,10 +475,6 @@ def _jit_report(results) -> list:
         rows.append([c, rp.cell(res, "{:.1f}"), rp.ratio(eager, jv), rp.ratio(fastest[0], jv),
                      rp.ratio(v("torch", "nested"), jv), rp.ratio(v("jax_jit", "nested"), jv),
                      cold, cached])
-        if rp.ok(res) and res.get("jit_vs_eager") is not None:
-            diffs.append(res["jit_vs_eager"])
-            if not res["jit_vs_eager"] <= JIT_TOL:
-                bad.append(f"{c} differs from eager by {res['jit_vs_eager']:.2e}")
     out = ["", "  primflow jit (ms per step after the first call; speedups = other / jit)"]
     out.append(rp.table(["", "ms", "pf eager/jit", "fastest peer/jit", "torch/jit", "jax/jit",
                          "compile ms", "2nd-proc compile ms"], rows))
@@ -487,8 +483,8 @@ def _jit_report(results) -> list:
                "(functional_call, value_and_grad, functional Adam) in one pf.jit.")
     out += jit_support.compile_report([(c, r("primflow", c)) for c in JIT_CONFIGS])
     out += jit_support.check_lines(
-        bad, diffs, "jitted loss and gradients (jit) / step outputs (jit_adam) equal eager",
-        f"tolerance {JIT_TOL:g}")
+        [(c, r("primflow", c)) for c in JIT_CONFIGS],
+        "jitted loss and gradients (jit) / step outputs (jit_adam) equal eager", JIT_TOL)
     verdicts = []
     for c in JIT_CONFIGS:
         res = r("primflow", c)
