@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .. import prims
 from ..core.primitive import Aval, NonDifferentiableError
+from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.trace import Trace, Tracer, new_trace
 from ..ops._helpers import as_tensor
 from ..ops.creation import zeros_like
@@ -41,31 +42,45 @@ class JVPTrace(Trace):
         out = prim.bind(*primals, **params)
         if all(t is None for t in tangents) or not out.dtype.is_floating:
             return out
-        if prim.jvp is None:
-            raise NonDifferentiableError(
-                f"primitive '{prim.name}' is not differentiable but lies on the path being "
-                f"differentiated (forward mode); detach its input if a zero tangent is meant")
-        if callable(prim.jvp):
-            out_dot = prim.jvp(list(tangents), out, *primals, **params)
-        else:
-            out_dot = None
-            for i, t in enumerate(tangents):
-                if t is None:
-                    continue
-                rule = prim.jvp[i]
-                if rule is None:
-                    raise NonDifferentiableError(
-                        f"primitive '{prim.name}' has no derivative with respect to input {i}")
-                contribution = rule(t, out, *primals, **params)
-                out_dot = contribution if out_dot is None else prims.add(out_dot, contribution)
-        return JVPTracer(self, out, out_dot)
+        return JVPTracer(self, out, push_tangents(prim, tangents, out, primals, params))
+
+
+def push_tangents(prim, tangents, out, primals, params):
+    """The tangent of ``out = prim(*primals, **params)`` for input ``tangents`` (None: a
+    symbolic zero, at least one must be given), by the primitive's jvp rules.
+
+    Example:
+        >>> import primflow as pf
+        >>> from primflow import prims
+        >>> x = pf.to_tensor([0.0]); out = prims.sin(x)
+        >>> push_tangents(prims.sin, [pf.to_tensor([2.0])], out, [x], {}).numpy()
+        array([2.], dtype=float32)
+    """
+    if prim.jvp is None:
+        raise NonDifferentiableError(
+            f"primitive '{prim.name}' is not differentiable but lies on the path being "
+            f"differentiated (forward mode); detach its input if a zero tangent is meant")
+    if callable(prim.jvp):
+        out_dot = prim.jvp(list(tangents), out, *primals, **params)
+    else:
+        out_dot = None
+        for i, t in enumerate(tangents):
+            if t is None:
+                continue
+            rule = prim.jvp[i]
+            if rule is None:
+                raise NonDifferentiableError(
+                    f"primitive '{prim.name}' has no derivative with respect to input {i}")
+            contribution = rule(t, out, *primals, **params)
+            out_dot = contribution if out_dot is None else prims.add(out_dot, contribution)
+    return out_dot
 
 
 def jvp(f, primals, tangents):
     """Forward-mode derivative: ``(f(*primals), J_f(primals) @ tangents)``.
 
     Args:
-        f: function of tensors returning a tensor or a tuple/list of tensors.
+        f: function of tensors returning a tensor or a pytree of tensors (tuple, list, dict).
         primals: tuple of inputs.
         tangents: tuple of tangents, same shapes as ``primals``.
 
@@ -86,8 +101,7 @@ def jvp(f, primals, tangents):
     with new_trace(JVPTrace) as trace:
         inputs = [JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
         out = f(*inputs)
-        multi = isinstance(out, (tuple, list))
-        outs = list(out) if multi else [out]
+        outs, out_tree = tree_flatten(out)  # a tensor, or a pytree of them (tuple, dict...)
         values, dots = [], []
         for o in outs:
             if isinstance(o, JVPTracer) and o._trace is trace:
@@ -97,7 +111,5 @@ def jvp(f, primals, tangents):
                 o = as_tensor(o)
                 values.append(o)
                 dots.append(zeros_like(o))
-    if multi:
-        return type(out)(values), type(out)(dots)
-    return values[0], dots[0]
+    return tree_unflatten(out_tree, values), tree_unflatten(out_tree, dots)
 

@@ -70,13 +70,17 @@ def _seed_gradients(outputs, grad_outputs):
     return seeds
 
 
-def _topological_order(root_nodes):
-    """Nodes reachable from the roots, each after every node that consumes it (Kahn)."""
+def _topological_order(root_nodes, stop=()):
+    """Nodes reachable from the roots, each after every node that consumes it (Kahn).
+    The walk does not go past the nodes in ``stop`` (their inputs count as outside)."""
     consumers = {}  # node -> number of edges into it from reachable nodes
     stack = list(root_nodes)
     seen = set(stack)
     while stack:
-        for e in stack.pop().edges:
+        node = stack.pop()
+        if node in stop:
+            continue
+        for e in node.edges:
             if e.__class__ is Node:
                 if e in consumers:
                     consumers[e] += 1
@@ -90,6 +94,8 @@ def _topological_order(root_nodes):
     while ready:
         node = ready.pop()
         order.append(node)
+        if node in stop:
+            continue
         for e in node.edges:
             if e.__class__ is Node:
                 left = consumers[e] - 1

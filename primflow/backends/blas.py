@@ -25,7 +25,7 @@ _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 # below about a million multiply-adds MKL's call overhead (~10 us) outweighs its speed
 MKL_MIN_WORK = 1 << 20
 _MKL_THREADING_SEQUENTIAL = 1
-_state = {"gemm": None, "checked": False, "name": "numpy"}
+_state = {"gemm": None, "batched": {}, "checked": False, "name": "numpy"}
 _lock = threading.Lock()
 
 
@@ -71,16 +71,26 @@ def _load():
             # one thread asked for: MKL's sequential layer, without loading an OpenMP
             # runtime (5 MB less resident memory); must precede any other MKL call
             lib.MKL_Set_Threading_Layer(ctypes.c_int(_MKL_THREADING_SEQUENTIAL))
-        gemm = {}
-        for dtype, name, real in ((np.float32, "cblas_sgemm", ctypes.c_float),
-                                  (np.float64, "cblas_dgemm", ctypes.c_double)):
-            f = getattr(lib, name)
+        gemm, batched = {}, {}
+        for dtype, name, real in ((np.float32, "sgemm", ctypes.c_float),
+                                  (np.float64, "dgemm", ctypes.c_double)):
+            f = getattr(lib, "cblas_" + name)
             f.restype = None
             f.argtypes = ([ctypes.c_int] * 6 + [real, ctypes.c_void_p, ctypes.c_int,
                                                 ctypes.c_void_p, ctypes.c_int, real,
                                                 ctypes.c_void_p, ctypes.c_int])
             gemm[np.dtype(dtype)] = f
+            f = getattr(lib, f"cblas_{name}_batch_strided", None)  # MKL 2020 and later
+            if f is not None:
+                f.restype = None
+                stride = ctypes.c_longlong
+                f.argtypes = ([ctypes.c_int] * 6 + [real, ctypes.c_void_p, ctypes.c_int, stride,
+                                                    ctypes.c_void_p, ctypes.c_int, stride, real,
+                                                    ctypes.c_void_p, ctypes.c_int, stride,
+                                                    ctypes.c_int])
+                batched[np.dtype(dtype)] = f
         _state["gemm"] = gemm
+        _state["batched"] = batched
         _state["name"] = "mkl"
         return gemm
 
@@ -105,9 +115,43 @@ def _operand(a):
     return None
 
 
+def _batched_operand(a):
+    """(transpose flag, leading dimension, batch stride) for reading the stack of matrices
+    ``a`` (3-d) in place, or None."""
+    item = a.itemsize
+    s0, s1, s2 = a.strides
+    if s0 % item or s1 % item or s2 % item or s0 < a.shape[1] * a.shape[2] * item:
+        return None
+    if s2 == item and s1 >= a.shape[2] * item:
+        return _NO_TRANS, max(s1 // item, 1), s0 // item
+    if s1 == item and s2 >= a.shape[1] * item:
+        return _TRANS, max(s2 // item, 1), s0 // item
+    return None
+
+
+def _batched_matmul(a, b, out):
+    """MKL's strided batch GEMM for stacks ``a`` [B, m, k] and ``b`` [B, k, n]: True when
+    it computed ``out``, False when the operands do not suit it."""
+    f = _state["batched"].get(a.dtype)
+    batch, m, k = a.shape
+    n = b.shape[2]
+    if (f is None or b.shape[:2] != (batch, k) or batch * m * n * k < MKL_MIN_WORK
+            or out.shape != (batch, m, n) or not out.flags.c_contiguous
+            or out.dtype != a.dtype or np.may_share_memory(out, a)
+            or np.may_share_memory(out, b)):
+        return False
+    ta, tb = _batched_operand(a), _batched_operand(b)
+    if ta is None or tb is None:
+        return False
+    f(_ROW_MAJOR, ta[0], tb[0], m, n, k, 1.0, a.ctypes.data, ta[1], ta[2], b.ctypes.data,
+      tb[1], tb[2], 0.0, out.ctypes.data, max(n, 1), m * n, batch)
+    return True
+
+
 def matmul(a, b, out=None):
-    """``np.matmul(a, b, out=out)``, computed by MKL for 2-d float32/float64 operands when
-    it is installed (see the module docstring).
+    """``np.matmul(a, b, out=out)``, computed by MKL for 2-d float32/float64 operands, and
+    for stacks of them (3-d, same batch size) through its strided batch GEMM, when it is
+    installed (see the module docstring).
 
     Example:
         >>> import numpy as np
@@ -129,4 +173,9 @@ def matmul(a, b, out=None):
                 f(_ROW_MAJOR, ta[0], tb[0], m, n, k, 1.0, a.ctypes.data, ta[1],
                   b.ctypes.data, tb[1], 0.0, out.ctypes.data, max(n, 1))
                 return out
+    elif (gemm is not None and a.ndim == 3 and b.ndim == 3 and a.dtype == b.dtype
+          and a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1]):
+        result = np.empty(a.shape[:2] + b.shape[2:], dtype=a.dtype) if out is None else out
+        if _batched_matmul(a, b, result):
+            return result
     return np.matmul(a, b, out=out)

@@ -11,6 +11,10 @@ definition (in ``primflow/prims``) gives, in one place:
 * ``saves_inputs``: positions of the inputs whose *values* the vjp rules read (None: all).
   Only those are checked for in-place changes; linear ops read only shapes, so writing
   into their inputs afterwards (``y[i] = y[i - 1] * 2``) stays legal.
+* ``linear`` (jointly linear in its floating inputs: every second derivative is zero) and
+  ``linear_in`` (positions in which it is linear while the others stay fixed: ``mul`` and
+  ``dot_general`` in both, ``div`` in the numerator), set next to the Taylor rules; the
+  Hessian accumulation (transforms/second_order.py) skips what they say is zero.
 
 All rules are written in primitives, so a rule can be differentiated like anything else:
 derivatives of any order need nothing new. A rule entry of ``None`` means "no derivative
@@ -85,6 +89,8 @@ class Primitive:
         self.saves_inputs = None if saves_inputs is None else frozenset(saves_inputs)
         self.batch = batch  # vmap rule, filled in by the transforms issue
         self.taylor = taylor  # Taylor-mode rule, filled in by the Taylor issue
+        self.linear = False  # see the module docstring; set next to the Taylor rules
+        self.linear_in = frozenset()
         self.__doc__ = doc or f"The {name!r} primitive."
         try:
             self.impl = _backend.kernels[name]

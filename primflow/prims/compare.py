@@ -103,3 +103,4 @@ for _prim in (eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_not):
     _prim.taylor = tl.no_series_rule(_prim)
 select.taylor = tl.linear_rule(select, static_inputs=(0,))
 convert_element_type.taylor = tl.linear_rule(convert_element_type)
+select.linear = convert_element_type.linear = True  # select: in the two branches

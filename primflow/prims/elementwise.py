@@ -271,6 +271,8 @@ integer_pow.taylor = tl.unary_rule(_integer_pow_series)(integer_pow)
 add.taylor = tl.sum_rule(add, tl.add)
 sub.taylor = tl.sum_rule(sub, tl.sub)
 mul.taylor = tl.bilinear_rule(mul)
+neg.linear = add.linear = sub.linear = True
+mul.linear_in = frozenset((0, 1))
 
 
 def _div_taylor(primals, series, out=None):
@@ -330,6 +332,7 @@ def _atan2_taylor(primals, series, out=None):
 
 
 div.taylor = _div_taylor
+div.linear_in = frozenset((0,))  # x / y is linear in x
 pow.taylor = _pow_taylor
 maximum.taylor = _minmax_taylor(maximum, compare.gt)
 minimum.taylor = _minmax_taylor(minimum, compare.lt)

@@ -91,3 +91,4 @@ scatter_add = Primitive(
 # Taylor rules: linear in the values, the indices stay fixed
 gather.taylor = tl.linear_rule(gather, static_inputs=(1,))
 scatter_add.taylor = tl.linear_rule(scatter_add, static_inputs=(1,))
+gather.linear = scatter_add.linear = True  # in the values; the indices are integers

@@ -102,3 +102,4 @@ dot_general = Primitive(
     doc="generalised matrix product with contracting and batch dims")
 
 dot_general.taylor = tl.bilinear_rule(dot_general)  # Cauchy product of the coefficients
+dot_general.linear_in = frozenset((0, 1))

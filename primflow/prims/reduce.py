@@ -125,6 +125,7 @@ def _extremum_taylor(prim):
 
 reduce_sum.taylor = tl.linear_rule(reduce_sum)
 cumsum.taylor = tl.linear_rule(cumsum)
+reduce_sum.linear = cumsum.linear = True
 reduce_max.taylor = _extremum_taylor(reduce_max)
 reduce_min.taylor = _extremum_taylor(reduce_min)
 argmax.taylor = tl.no_series_rule(argmax)

@@ -247,3 +247,4 @@ concatenate = Primitive("concatenate", family=_F, infer=_concatenate_infer,
 # Taylor rules: every shape primitive is linear in its inputs
 for _prim in (reshape, broadcast_in_dim, transpose, slice, pad, concatenate):
     _prim.taylor = tl.linear_rule(_prim)
+    _prim.linear = True
