@@ -21,9 +21,13 @@ two large products and one contraction.
 
 Everything here is primflow ops on the tape's values, so the result differentiates again,
 batches under ``vmap`` and compiles under ``jit``, like ``jacfwd(jacrev(f))``, whose result
-it equals (up to rounding). Functions whose Hessian this cannot take (non-scalar output,
-custom rules on the path, inputs of mixed dtypes) return None and ``pf.hessian`` falls back
-to ``jacfwd(jacrev(f))``.
+it equals (up to rounding). Composites (softmax, layer_norm...) run as their primitives.
+Functions whose Hessian this cannot take (non-scalar output, custom_vjp / checkpoint rules
+on the path, inputs of mixed dtypes) return None and ``pf.hessian`` falls back
+to ``jacfwd(jacrev(f))``; so do functions for which a rough count of multiply-adds says
+forward over reverse is cheaper: the d x d contractions cost d^2 per element of each
+curving primitive's input, which loses when d is large next to the widths of the linear
+maps (``sum(sin(x))`` with x of 1,000 elements).
 """
 
 from __future__ import annotations
@@ -33,9 +37,9 @@ import math
 from ..autodiff.forward import jvp, push_tangents
 from ..autodiff.functional import _grad_handle, _reaches_outside
 from ..autodiff.tape import _apply_vjp, _saved_output, _topological_order
-from ..core.primitive import Node, Primitive
+from ..core.primitive import Aval, Node, Primitive
 from ..core.pytree import tree_flatten, tree_unflatten
-from ..core.state import enable_grad, set_grad_mode, state
+from ..core.state import decompose, enable_grad, set_grad_mode, state
 from ..core.tensor import Tensor
 from ..ops import math as ew
 from ..ops import manipulation
@@ -45,10 +49,11 @@ from ..ops.linalg import matmul
 from .vmap import vmap
 
 
-def hessian_by_adjoints(f, args, nums, argnums, has_aux):
+def hessian_by_adjoints(f, args, nums, argnums, has_aux, always=False):
     """The Hessian of ``f(*args)`` with respect to ``args[i] for i in nums``, nested like
     ``jacfwd(jacrev(f, argnums), argnums)(*args)`` (with aux: ``(hessian, aux)``), or None
-    when this method does not apply (see the module docstring).
+    when this method does not apply or (unless ``always``) is estimated to cost more than
+    forward over reverse (see the module docstring).
 
     Example:
         >>> import primflow as pf
@@ -61,7 +66,9 @@ def hessian_by_adjoints(f, args, nums, argnums, has_aux):
     in_leaves = [as_tensor(x) for x in in_leaves]
     if len({x.dtype for x in in_leaves}) != 1:
         return None
-    with enable_grad():
+    # composites run as their primitives (no fused kernels, whose tape nodes are custom
+    # rules without forward rules): their second derivatives are the decomposition's anyway
+    with enable_grad(), decompose():
         handles = [_grad_handle(x) for x in in_leaves]
         full = list(args)
         for i, d in zip(nums, tree_unflatten(in_tree, handles)):
@@ -82,7 +89,7 @@ def hessian_by_adjoints(f, args, nums, argnums, has_aux):
                     or _reaches_outside([out], handles))
     prev = set_grad_mode(create_graph)
     try:
-        h = _accumulate(out, handles, create_graph)
+        h = _accumulate(out, handles, create_graph, always)
     finally:
         set_grad_mode(prev)
     if h is None:
@@ -91,9 +98,10 @@ def hessian_by_adjoints(f, args, nums, argnums, has_aux):
     return (hessian, aux) if has_aux else hessian
 
 
-def _accumulate(out, handles, create_graph):
+def _accumulate(out, handles, create_graph, always):
     """The [d, d] Hessian of ``out`` with respect to the flattened ``handles`` (d entries
-    in all), or None if a node on the path is not a primitive (a custom rule)."""
+    in all), or None if a node on the path is not a primitive (a custom rule) or if
+    forward over reverse looks cheaper (unless ``always``)."""
     d = sum(h.size for h in handles)
     dtype = handles[0].dtype
     if out._node is None or any(out is h for h in handles):  # out does not depend on x
@@ -127,6 +135,8 @@ def _accumulate(out, handles, create_graph):
         if node in curving or node in needed:
             needed.update(e for e in node.edges if e.__class__ is Node and e in dependent)
 
+    if not always and _cost(curving, needed, d) > _cost_forward_over_reverse(dependent, d):
+        return None
     jacobians = dict(sources)
     total = None
     for node in reversed(order):  # inputs before consumers
@@ -142,6 +152,32 @@ def _accumulate(out, handles, create_graph):
     if total is None:
         return zeros([d, d], dtype=dtype)
     return total
+
+
+def _work(node):
+    """Multiply-adds of one application of the node's primitive (its output's size, times
+    the contracted size for a matrix product)."""
+    shape = node.prim.abstract_eval(*[Aval(x._shape, x.dtype) for x in node.inputs],
+                                    **node.params).shape
+    work = math.prod(shape)
+    if node.prim.name == "dot_general":
+        lhs = node.inputs[0]._shape
+        work *= math.prod(lhs[i] for i in node.params["contracting"][0])
+    return work
+
+
+def _cost(curving, needed, d):
+    """Rough multiply-adds of this method: the d-direction Jacobian sweep over ``needed``
+    and, per curving node, a d x d contraction over its inputs' elements."""
+    sweep = sum(d * _work(n) for n in needed | curving)
+    contractions = sum(d * d * sum(x.size for x in n.inputs) for n in curving)
+    return sweep + contractions
+
+
+def _cost_forward_over_reverse(dependent, d):
+    """Rough multiply-adds of jacfwd(jacrev): d directions through the forward and the
+    backward pass of every node depending on x."""
+    return sum(2 * d * _work(n) for n in dependent)
 
 
 def _start_tangents(handles, d):
