@@ -9,15 +9,20 @@ float64, fixed seed; the weights are plain tensors closed over (not differentiat
 uniform in [0, 1]. Milliseconds per batched call.
 
     primflow  ``pf.vmap(pf.hessian(f))(X)``; ``pf.vmap(pf.jacrev(g))(X)`` and
-              ``pf.vmap(pf.jacfwd(g))(X)`` (both measured; the faster is the headline)
+              ``pf.vmap(pf.jacfwd(g))(X)`` (both measured; the faster is the headline).
+              ``pf.hessian`` of a scalar function uses second-order adjoints (forward
+              Jacobians plus each primitive's curvature term, transforms/second_order.py),
+              about two thirds of the matrix-product work of the peers' forward over
+              reverse here.
     PyTorch   ``torch.func.vmap(torch.func.hessian(f))``; ``torch.func.vmap(torch.func.jacrev(g))``
     JAX jit   ``jax.jit(jax.vmap(jax.hessian(f)))``; ``jax.jit(jax.vmap(jax.jacrev(g)))``, timed
               after compilation; the first call (trace + compile + run) is reported separately
     NumPy     the closed-form Hessian / Jacobian written by hand (the floor, and the reference
               every cell checks its result against)
-    pf jit    ``pf.jit`` of the same ``pf.vmap(pf.hessian(f))`` (cell ``jit_hessian``), and of
-              ``vmap(jacrev)`` / ``vmap(jacfwd)`` (``jit_jacrev``, ``jit_jacfwd``; not with
-              ``--quick``), timed after the first call; compile time as in
+    pf jit    ``pf.jit`` of the same ``pf.vmap(pf.hessian(f))`` (cell ``jit_hessian``), of
+              ``vmap(jacfwd(jacrev(f)))`` (``jit_hessian_fwd_rev``, the peers' algorithm),
+              and of ``vmap(jacrev)`` / ``vmap(jacfwd)`` (``jit_jacrev``, ``jit_jacfwd``);
+              all but the first not with ``--quick``, timed after the first call; compile time as in
               ``bench/jit_support.py``; checked against eager primflow and the closed form
 
 Correctness: every cell compares its full output with the NumPy closed form (``max_abs_diff``
@@ -58,10 +63,12 @@ CONFIGS = [
     Config("torch", "jacrev", "torch.func.vmap(torch.func.jacrev(g))"),
     Config("jax_jit", "jacrev", "jax.jit(jax.vmap(jax.jacrev(g))), after compile"),
     Config("primflow", "jit_hessian", "pf.jit(pf.vmap(pf.hessian(f)))"),
+    Config("primflow", "jit_hessian_fwd_rev", "pf.jit(pf.vmap(pf.jacfwd(pf.jacrev(f))))",
+           quick=False),
     Config("primflow", "jit_jacrev", "pf.jit(pf.vmap(pf.jacrev(g)))", quick=False),
     Config("primflow", "jit_jacfwd", "pf.jit(pf.vmap(pf.jacfwd(g)))", quick=False),
 ]
-JIT_CONFIGS = ("jit_hessian", "jit_jacrev", "jit_jacfwd")
+JIT_CONFIGS = ("jit_hessian", "jit_hessian_fwd_rev", "jit_jacrev", "jit_jacfwd")
 
 
 # --- shared data (NumPy, the same in every process) -------------------------------------------
@@ -92,7 +99,7 @@ def _data(kind):
 
 
 def _kind(config):
-    return "hessian" if config.removeprefix("jit_") == "hessian" else "jacobian"
+    return "hessian" if config.removeprefix("jit_").startswith("hessian") else "jacobian"
 
 
 def _f(x, p, tanh):
@@ -156,7 +163,9 @@ def _primflow(config):
     X = pf.to_tensor(x)
     jit = config.startswith("jit_")
     base = config.removeprefix("jit_")
-    if kind == "hessian":
+    if base == "hessian_fwd_rev":  # JAX's algorithm, for comparison
+        fn = pf.vmap(pf.jacfwd(pf.jacrev(lambda v: _f(v, p, pf.tanh))))
+    elif kind == "hessian":
         fn = pf.vmap(pf.hessian(lambda v: _f(v, p, pf.tanh)))
     else:
         tr = pf.jacrev if base == "jacrev" else pf.jacfwd
@@ -426,6 +435,11 @@ def _jit_report(results, pf_jac) -> list:
     out = ["", "  primflow jit (ms after the first call)"]
     out.append(rp.table(["", "pf eager", "pf jit", "eager/jit", "jit/torch", "jit/jax",
                          "jit/numpy", "compile ms", "2nd-proc compile ms"], rows))
+    fr = r("primflow", "jit_hessian_fwd_rev")
+    if fr:
+        out.append(f"  primflow jit Hessian by forward over reverse (JAX's algorithm; pf.hessian "
+                   f"uses second-order adjoints): {rp.cell(fr)} ms, "
+                   f"{rp.ratio(rp.value(fr), v('jax_jit', 'hessian'))} JAX jit")
     jr, jf = r("primflow", "jit_jacrev"), r("primflow", "jit_jacfwd")
     if jr or jf:
         out.append(f"  primflow jit Jacobian: jit(vmap(jacrev)) {rp.cell(jr)} ms, "
