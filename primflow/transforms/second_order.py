@@ -144,7 +144,7 @@ def _accumulate(out, handles, create_graph, always):
             continue
         ts = input_tangents(node, jacobians)
         if node in curving:
-            part = _curvature(node, ts, adjoints[node], create_graph)
+            part = _curvature(node, ts, adjoints[node])
             if part is not None:
                 total = part if total is None else ew.add(total, part)
         if node in needed:
@@ -233,7 +233,7 @@ def _push(node, ts, create_graph):
     return vmap(one_direction)(*[ts[i] for i in idx])
 
 
-def _curvature(node, ts, g, create_graph):
+def _curvature(node, ts, g):
     """The node's term of the Hessian, [d, d]: ``sum_ij J_i^T d2<g, p>/du_i du_j J_j``."""
     prim, params, inputs = node.prim, node.params, node.inputs
     idx = [i for i, t in enumerate(ts) if t is not None]
