@@ -161,6 +161,18 @@ def test_jvp_matches_finite_differences_and_multiple_outputs():
     assert float(t2) == pytest.approx(fd2, rel=1e-7)
 
 
+
+def test_jvp_and_jacfwd_of_functions_returning_dicts():
+    """Outputs are pytrees: a dict of tensors comes back as a dict, for values and tangents,
+    and jacfwd nests its Jacobians in the same dict."""
+    x, dx = t64([0.4, -1.2]), t64([1.0, 0.5])
+    out, tan = pf.jvp(lambda v: {"s": pf.sin(v), "n": [v * v]}, (x,), (dx,))
+    assert set(out) == set(tan) == {"s", "n"}
+    np.testing.assert_allclose(tan["s"].numpy(), np.cos(x.numpy()) * dx.numpy(), rtol=1e-13)
+    np.testing.assert_allclose(tan["n"][0].numpy(), 2 * x.numpy() * dx.numpy(), rtol=1e-13)
+    jac = pf.jacfwd(lambda v: {"s": pf.sin(v)})(x)
+    np.testing.assert_allclose(jac["s"].numpy(), np.diag(np.cos(x.numpy())), rtol=1e-13)
+
 # ---- vmap ----------------------------------------------------------------------------------
 
 def test_vmap_equals_stacking_over_rows():
