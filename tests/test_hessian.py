@@ -10,10 +10,7 @@ import pytest
 
 import primflow as pf
 from primflow.transforms import second_order
-
-
-def t64(a, **kw):
-    return pf.to_tensor(np.asarray(a, dtype=np.float64), **kw)
+from test_transforms import mlp, t64  # tanh MLP on (weight, bias) pairs, float64 tensors
 
 
 def fd_jacobian(f, x, eps=1e-5):
@@ -30,14 +27,6 @@ def mlp_weights(sizes=(4, 8, 8, 1), seed=0):
     rng = np.random.default_rng(seed)
     return [(rng.standard_normal((a, b)) / math.sqrt(a), 0.1 * rng.standard_normal(b))
             for a, b in zip(sizes[:-1], sizes[1:])]
-
-
-def mlp(weights, x):
-    for i, (w, b) in enumerate(weights):
-        x = x @ w + b
-        if i < len(weights) - 1:
-            x = pf.tanh(x)
-    return x
 
 
 def mlp_hessian_closed_form(weights, x):

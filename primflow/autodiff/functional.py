@@ -73,11 +73,7 @@ def _vjp_with_weights(f, primals, weights, has_aux):
     with enable_grad(), _watching(weights):
         handles = [_grad_handle(p) for p in flat]
         result = f(*tree_unflatten(in_tree, handles))
-    aux = None
-    if has_aux:
-        if not (isinstance(result, (tuple, list)) and len(result) == 2):
-            raise TypeError("has_aux=True needs the function to return a pair (output, aux)")
-        result, aux = result
+    result, aux = split_aux(result, has_aux)
     out_flat, out_tree = tree_flatten(result)
     out_flat = [as_tensor(o) for o in out_flat]
     targets = handles + weights
@@ -105,6 +101,21 @@ def _vjp_with_weights(f, primals, weights, has_aux):
         return tuple(tree_unflatten(in_tree, grads[:len(handles)])), grads[len(handles):]
 
     return tree_unflatten(out_tree, out_flat), pullback, aux
+
+
+def split_aux(result, has_aux):
+    """``(output, aux)`` of a function's result: the pair it returned with ``has_aux``,
+    else ``(result, None)``.
+
+    Example:
+        >>> split_aux((1.0, "aux"), True)
+        (1.0, 'aux')
+    """
+    if not has_aux:
+        return result, None
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        raise TypeError("has_aux=True needs the function to return a pair (output, aux)")
+    return result[0], result[1]
 
 
 def _reaches_outside(outputs, targets):

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 
 from ..autodiff.forward import jvp, push_tangents
-from ..autodiff.functional import _grad_handle, _reaches_outside
+from ..autodiff.functional import _grad_handle, _reaches_outside, split_aux
 from ..autodiff.tape import _apply_vjp, _saved_output, _topological_order
 from ..core.primitive import Aval, Node, Primitive
 from ..core.pytree import tree_flatten, tree_unflatten
@@ -74,11 +74,7 @@ def hessian_by_adjoints(f, args, nums, argnums, has_aux, always=False):
         for i, d in zip(nums, tree_unflatten(in_tree, handles)):
             full[i] = d
         result = f(*full)
-    aux = None
-    if has_aux:
-        if not (isinstance(result, (tuple, list)) and len(result) == 2):
-            raise TypeError("has_aux=True needs the function to return a pair (output, aux)")
-        result, aux = result
+    result, aux = split_aux(result, has_aux)
     out_leaves, _ = tree_flatten(result)
     if len(out_leaves) != 1 or not isinstance(out_leaves[0], Tensor):
         return None
