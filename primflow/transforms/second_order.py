@@ -13,9 +13,10 @@ the forward Jacobians ``J_u = du/dx`` (d directions, one forward sweep) and the 
 through the Jacobians of its inputs). Linear primitives (``prim.linear``: add, reshape,
 reduce_sum...) add nothing, and neither do primitives linear in their only x-dependent
 input (``prim.linear_in``: ``x @ W``, ``x * c``). An elementwise function adds
-``J_u^T diag(g_v * p''(u)) J_u``; any other primitive (``a * b`` with both depending on x,
-``div``, ``pow``...) adds ``J^T (its Hessian-vector products of <g_v, p> along J)``,
-computed from its own rules. For ``tanh(tanh(x W1) W2) w`` that is one matrix product of
+``J_u^T diag(g_v * p''(u)) J_u``, a product ``a * b`` of two x-dependent factors
+``J_a^T diag(g_v) J_b`` plus its transpose; any other primitive (``div``, ``pow``, a matrix
+product of two x-dependent operands...) adds ``J^T (its Hessian-vector products of
+<g_v, p> along J)``, computed from its own rules. For ``tanh(tanh(x W1) W2) w`` that is one matrix product of
 the size of forward mode's plus two d x d contractions, instead of forward-over-reverse's
 two large products and one contraction.
 
@@ -237,6 +238,9 @@ def _curvature(node, ts, g):
         u = inputs[0]
         weights = ew.multiply(g, _second_derivative(prim, u, params))
         return _contract(ew.multiply(ts[0], weights), ts[0])
+    if prim.name == "mul" and len(idx) == 2:  # d2<g, a b> pairs J_a with g J_b, both ways
+        half = _contract(ts[0], ew.multiply(ts[1], g))
+        return ew.add(half, manipulation.transpose(half, [1, 0]))
 
     def gradient_of_pairing(*us):  # d<g, p(u)>/du_i for the x-dependent inputs
         full = list(inputs)
