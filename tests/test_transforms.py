@@ -330,3 +330,14 @@ def test_grad_errors_name_the_problem():
         pf.grad(lambda x: x.sum(), argnums=3)(t64([1.0]))
     with pytest.raises(TypeError, match="floating point"):
         pf.grad(lambda x: x.sum())(pf.to_tensor([1, 2]))
+
+
+def test_jacobians_of_empty_inputs_have_empty_shapes():
+    """Zero-size dims stay zero-size (pf.reshape reads 0 as "copy this dim"; the Jacobian
+    code must not)."""
+    x = t64(np.zeros((0, 2)))
+    f = lambda v: pf.tanh(v).sum()  # noqa: E731
+    assert pf.jacrev(f)(x).shape == [0, 2]
+    assert pf.jacfwd(pf.tanh)(x).shape == [0, 2, 0, 2]
+    assert pf.jacfwd(pf.jacrev(f))(x).shape == [0, 2, 0, 2]
+    assert pf.hessian(f)(x).shape == [0, 2, 0, 2]

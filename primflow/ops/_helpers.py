@@ -183,3 +183,17 @@ def shape_arg(shape) -> tuple:
         if s < 0:
             raise ValueError(f"shape entries must be >= 0, got {list(out)}")
     return out
+
+
+def exact_reshape(x, shape) -> Tensor:
+    """``x`` reshaped to exactly ``shape``: for internal code whose target shapes may hold
+    zero-size dims, which ``pf.reshape`` reads as Paddle's "copy this dim". Returns ``x``
+    itself when the shape is unchanged.
+
+    Example:
+        >>> import primflow as pf
+        >>> exact_reshape(pf.zeros([1, 0, 2]), [0, 2]).shape
+        [0, 2]
+    """
+    shape = tuple(int(s) for s in shape)
+    return x if tuple(x._shape) == shape else prims.reshape(x, shape=shape)

@@ -10,8 +10,7 @@ import functools
 from ..autodiff.forward import jvp
 from ..autodiff.functional import _check_argnums, vjp
 from ..core.pytree import tree_flatten, tree_unflatten
-from ..ops import manipulation
-from ..ops._helpers import as_tensor
+from ..ops._helpers import as_tensor, exact_reshape
 from ..ops.creation import eye, zeros_like
 from .second_order import hessian_by_adjoints
 from .vmap import vmap
@@ -19,7 +18,7 @@ from .vmap import vmap
 
 def _basis(n, like, shape):
     """The n unit vectors of a space shaped ``shape``, stacked: shape ``[n, *shape]``."""
-    return manipulation.reshape(eye(n, dtype=like.dtype), [n] + list(shape))
+    return exact_reshape(eye(n, dtype=like.dtype), [n] + list(shape))
 
 
 def _assemble(blocks_per_out, out_tree, in_tree, argnums):
@@ -66,7 +65,7 @@ def jacrev(f, argnums=0, has_aux=False):
                 return vjp_fn(tree_unflatten(out_tree, cts))
 
             rows = tree_flatten(vmap(pull)(_basis(o.size, o, o._shape)))[0]
-            blocks_per_out.append([manipulation.reshape(r, o.shape + x.shape)
+            blocks_per_out.append([exact_reshape(r, o.shape + x.shape)
                                    for r, x in zip(rows, in_leaves)])
         result = _assemble(blocks_per_out, out_tree, in_tree, argnums)
         return (result, aux[0]) if has_aux else result
@@ -113,7 +112,7 @@ def jacfwd(f, argnums=0, has_aux=False):
 
             cols = vmap(push, out_axes=-1)(_basis(x.size, x, x._shape))
             col_leaves, out_tree = tree_flatten(cols)
-            columns_per_in.append([manipulation.reshape(c, c.shape[:-1] + x.shape)
+            columns_per_in.append([exact_reshape(c, c.shape[:-1] + x.shape)
                                    for c in col_leaves])
         blocks_per_out = [list(col) for col in zip(*columns_per_in)]
         result = _assemble(blocks_per_out, out_tree, in_tree, argnums)

@@ -44,7 +44,7 @@ from ..core.state import decompose, enable_grad, set_grad_mode, state
 from ..core.tensor import Tensor
 from ..ops import math as ew
 from ..ops import manipulation
-from ..ops._helpers import as_tensor
+from ..ops._helpers import as_tensor, exact_reshape
 from ..ops.creation import eye, ones_like, zeros
 from ..ops.linalg import matmul
 from .vmap import vmap
@@ -183,7 +183,7 @@ def _start_tangents(handles, d):
     out, offset = [], 0
     for h in handles:
         rows = basis if len(handles) == 1 else basis[:, offset:offset + h.size]
-        out.append(manipulation.reshape(rows, [d] + list(h._shape)))
+        out.append(exact_reshape(rows, [d] + list(h._shape)))
         offset += h.size
     return out
 
@@ -280,7 +280,7 @@ def _second_derivative(prim, u, params):
 def _contract(a, b):
     """``sum over the value's elements of a[i, ...] * b[j, ...]``: a [d, d] matrix."""
     d, m = a._shape[0], math.prod(a._shape[1:])
-    return matmul(manipulation.reshape(a, [d, m]), manipulation.reshape(b, [d, m]),
+    return matmul(exact_reshape(a, [d, m]), exact_reshape(b, [d, m]),
                   transpose_y=True)
 
 
@@ -302,7 +302,7 @@ def _nest(h, out, handles, in_tree, argnums):
         for j, xj in enumerate(handles):
             block = h if len(handles) == 1 else h[offsets[i]:offsets[i + 1],
                                                    offsets[j]:offsets[j + 1]]
-            blocks.append(manipulation.reshape(
+            blocks.append(exact_reshape(
                 block, list(out._shape) + list(xi._shape) + list(xj._shape)))
         rows.append(nest(blocks))
     return nest(rows)
