@@ -35,8 +35,42 @@ def test_matmul_equals_numpy_for_every_layout(dtype, a_transposed, b_transposed,
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("case", ["strided", "batched", "int", "mixed", "empty", "vector",
-                                  "aliased_out"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("a_transposed", [False, True])
+@pytest.mark.parametrize("b_transposed", [False, True])
+@pytest.mark.parametrize("with_out", [False, True])
+def test_stacked_matmul_equals_numpy_for_every_layout(dtype, a_transposed, b_transposed,
+                                                      with_out, monkeypatch):
+    """3-d stacks go to MKL's strided batch GEMM (matrices read in place, transposed or
+    not); the result equals NumPy's."""
+    monkeypatch.setattr(blas, "MKL_MIN_WORK", 1)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((4, 11, 7) if a_transposed else (4, 7, 11)).astype(dtype)
+    b = rng.standard_normal((4, 5, 11) if b_transposed else (4, 11, 5)).astype(dtype)
+    a = a.transpose(0, 2, 1) if a_transposed else a
+    b = b.transpose(0, 2, 1) if b_transposed else b
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    out = np.full((4, 7, 5), np.nan, dtype=dtype) if with_out else None
+    taken = []
+    batched = blas._batched_matmul
+
+    def spy(*xs):
+        taken.append(batched(*xs))
+        return taken[-1]
+
+    monkeypatch.setattr(blas, "_batched_matmul", spy)
+    got = blas.matmul(a, b, out=out)
+    if blas.backend_name() == "mkl" and blas._state["batched"]:
+        assert taken == [True], "MKL's batch GEMM was not used"
+    assert got.dtype == dtype and got.shape == (4, 7, 5)
+    if with_out:
+        assert got is out
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("case", ["strided", "batched_4d", "int", "mixed", "empty", "vector",
+                                  "aliased_out", "batch_broadcast"])
 def test_matmul_falls_back_to_numpy_for_everything_else(case, monkeypatch):
     monkeypatch.setattr(blas, "MKL_MIN_WORK", 1)
     rng = np.random.default_rng(1)
@@ -45,8 +79,10 @@ def test_matmul_falls_back_to_numpy_for_everything_else(case, monkeypatch):
     out = None
     if case == "strided":
         a = rng.standard_normal((12, 8))[::2]
-    elif case == "batched":
-        a, b = rng.standard_normal((3, 6, 8)), rng.standard_normal((3, 8, 5))
+    elif case == "batched_4d":
+        a, b = rng.standard_normal((2, 3, 6, 8)), rng.standard_normal((2, 3, 8, 5))
+    elif case == "batch_broadcast":  # a stack times one matrix: NumPy broadcasts it
+        a, b = rng.standard_normal((3, 6, 8)), rng.standard_normal((1, 8, 5))
     elif case == "int":
         a, b = np.arange(48).reshape(6, 8), np.arange(40).reshape(8, 5)
     elif case == "mixed":
@@ -66,7 +102,8 @@ def test_matmul_falls_back_to_numpy_for_everything_else(case, monkeypatch):
 
 def test_numpy_can_be_chosen_even_with_mkl_installed(monkeypatch):
     monkeypatch.setenv("PRIMFLOW_BLAS", "numpy")
-    monkeypatch.setattr(blas, "_state", {"gemm": None, "checked": False, "name": "numpy"})
+    monkeypatch.setattr(blas, "_state", {"gemm": None, "batched": {}, "checked": False,
+                                         "name": "numpy"})
     assert blas.backend_name() == "numpy"
     a = np.arange(6.0).reshape(2, 3)
     np.testing.assert_array_equal(blas.matmul(a, a.T), a @ a.T)
