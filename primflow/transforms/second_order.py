@@ -135,17 +135,27 @@ def _accumulate(out, handles, create_graph, always):
     if not always and _cost(curving, needed, d) > _cost_forward_over_reverse(dependent, d):
         return None
     jacobians = dict(sources)
+    readers = {}  # node -> how many later nodes still read its Jacobian
+    for node in dependent:
+        for e in node.edges:
+            if e.__class__ is Node and e in needed:
+                readers[e] = readers.get(e, 0) + 1
     total = None
     for node in reversed(order):  # inputs before consumers
         if node in sources or node not in dependent:
             continue
         ts = input_tangents(node, jacobians)
         if node in curving:
-            part = _curvature(node, ts, adjoints[node])
+            part = _curvature(node, ts, adjoints.pop(node))
             if part is not None:
                 total = part if total is None else ew.add(total, part)
         if node in needed:
             jacobians[node] = _push(node, ts, create_graph)
+        for e in node.edges:  # free each Jacobian after its last reader (eager memory)
+            if e.__class__ is Node and e in readers:
+                readers[e] -= 1
+                if not readers[e]:
+                    jacobians.pop(e, None)
     if total is None:
         return zeros([d, d], dtype=dtype)
     return total
