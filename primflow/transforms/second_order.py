@@ -16,9 +16,9 @@ input (``prim.linear_in``: ``x @ W``, ``x * c``). An elementwise function adds
 ``J_u^T diag(g_v * p''(u)) J_u``, a product ``a * b`` of two x-dependent factors
 ``J_a^T diag(g_v) J_b`` plus its transpose; any other primitive (``div``, ``pow``, a matrix
 product of two x-dependent operands...) adds ``J^T (its Hessian-vector products of
-<g_v, p> along J)``, computed from its own rules. For ``tanh(tanh(x W1) W2) w`` that is one matrix product of
-the size of forward mode's plus two d x d contractions, instead of forward-over-reverse's
-two large products and one contraction.
+<g_v, p> along J)``, computed from its own rules. For ``tanh(tanh(x W1) W2) w`` that is
+one matrix product of the size of forward mode's plus two d x d contractions, instead of
+forward-over-reverse's two large products and one contraction.
 
 Everything here is primflow ops on the tape's values, so the result differentiates again,
 batches under ``vmap`` and compiles under ``jit``, like ``jacfwd(jacrev(f))``, whose result
@@ -111,20 +111,7 @@ def _accumulate(out, handles, create_graph, always):
     if any(not isinstance(n.prim, Primitive) for n in dependent if n not in sources):
         return None
 
-    adjoints = {out._node: ones_like(out)}
-    for node in order:
-        if node in dependent and node not in sources and node in adjoints:
-            _apply_vjp(node, adjoints[node], adjoints, {}, dependent, create_graph)
-
-    def input_tangents(node, jacobians):
-        ts = []
-        for e in node.edges:
-            if e.__class__ is Node:
-                ts.append(jacobians.get(e) if e in dependent else None)
-            else:
-                ts.append(None if e is None else leaf_sources.get(id(e)))
-        return ts
-
+    adjoints = _adjoints(out, order, dependent, sources, create_graph)
     curving = {n for n in dependent
                if n not in sources and n in adjoints and _may_curve(n, dependent, leaf_sources)}
     needed = set()  # nodes whose Jacobian a curving node reads (directly or through others)
@@ -144,7 +131,8 @@ def _accumulate(out, handles, create_graph, always):
     for node in reversed(order):  # inputs before consumers
         if node in sources or node not in dependent:
             continue
-        ts = input_tangents(node, jacobians)
+        ts = [(jacobians.get(e) if e.__class__ is Node else leaf_sources.get(id(e)))
+              if _is_x(e, dependent, leaf_sources) else None for e in node.edges]
         if node in curving:
             part = _curvature(node, ts, adjoints.pop(node))
             if part is not None:
@@ -159,6 +147,16 @@ def _accumulate(out, handles, create_graph, always):
     if total is None:
         return zeros([d, d], dtype=dtype)
     return total
+
+
+def _adjoints(out, order, dependent, sources, create_graph):
+    """``df/dv`` for the nodes v between the inputs and ``out``: one backward sweep by the
+    primitives' vjp rules, keeping every node's cotangent."""
+    adjoints = {out._node: ones_like(out)}
+    for node in order:  # consumers first: a node's cotangent is complete when it is reached
+        if node in dependent and node not in sources and node in adjoints:
+            _apply_vjp(node, adjoints[node], adjoints, {}, dependent, create_graph)
+    return adjoints
 
 
 def _work(node):
@@ -198,22 +196,20 @@ def _start_tangents(handles, d):
     return out
 
 
+def _is_x(edge, dependent, leaf_sources):
+    """Whether a node's input (its edge: a node, a leaf or None) depends on x."""
+    if edge.__class__ is Node:
+        return edge in dependent
+    return edge is not None and id(edge) in leaf_sources
+
+
 def _depending_on_x(order, sources, leaf_sources):
     """The nodes of ``order`` whose output depends on the differentiated inputs."""
     dependent = set(sources)
     for node in reversed(order):
-        for e in node.edges:
-            if (e in dependent) if e.__class__ is Node else (
-                    e is not None and id(e) in leaf_sources):
-                dependent.add(node)
-                break
+        if any(_is_x(e, dependent, leaf_sources) for e in node.edges):
+            dependent.add(node)
     return dependent
-
-
-def _x_inputs(node, dependent, leaf_sources):
-    return [i for i, e in enumerate(node.edges)
-            if (e in dependent if e.__class__ is Node else
-                e is not None and id(e) in leaf_sources)]
 
 
 def _may_curve(node, dependent, leaf_sources):
@@ -221,7 +217,7 @@ def _may_curve(node, dependent, leaf_sources):
     prim = node.prim
     if prim.linear:
         return False
-    idx = _x_inputs(node, dependent, leaf_sources)
+    idx = [i for i, e in enumerate(node.edges) if _is_x(e, dependent, leaf_sources)]
     return not (len(idx) == 1 and idx[0] in prim.linear_in)
 
 
