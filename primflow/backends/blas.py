@@ -129,16 +129,28 @@ def _batched_operand(a):
     return None
 
 
+def _gemm(a, b, out):
+    """MKL's GEMM for matrices ``a`` [m, k] and ``b`` [k, n] into ``out``: True when it
+    computed it, False when the operands do not suit it."""
+    f = _state["gemm"].get(a.dtype)
+    (m, k), n = a.shape, b.shape[1]
+    if f is None or m * n * k < MKL_MIN_WORK:
+        return False
+    ta, tb = _operand(a), _operand(b)
+    if ta is None or tb is None:
+        return False
+    f(_ROW_MAJOR, ta[0], tb[0], m, n, k, 1.0, a.ctypes.data, ta[1], b.ctypes.data, tb[1],
+      0.0, out.ctypes.data, max(n, 1))
+    return True
+
+
 def _batched_matmul(a, b, out):
-    """MKL's strided batch GEMM for stacks ``a`` [B, m, k] and ``b`` [B, k, n]: True when
-    it computed ``out``, False when the operands do not suit it."""
+    """MKL's strided batch GEMM for stacks ``a`` [B, m, k] and ``b`` [B, k, n] into
+    ``out``: True when it computed it, False when the operands do not suit it."""
     f = _state["batched"].get(a.dtype)
     batch, m, k = a.shape
     n = b.shape[2]
-    if (f is None or b.shape[:2] != (batch, k) or batch * m * n * k < MKL_MIN_WORK
-            or out.shape != (batch, m, n) or not out.flags.c_contiguous
-            or out.dtype != a.dtype or np.may_share_memory(out, a)
-            or np.may_share_memory(out, b)):
+    if f is None or batch * m * n * k < MKL_MIN_WORK:
         return False
     ta, tb = _batched_operand(a), _batched_operand(b)
     if ta is None or tb is None:
@@ -159,23 +171,13 @@ def matmul(a, b, out=None):
         [[0.0, 2.0], [1.0, 3.0]]
     """
     gemm = _state["gemm"] if _state["checked"] else _load()
-    if gemm is not None and a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype:
-        f = gemm.get(a.dtype)
-        m, k = a.shape
-        n = b.shape[1]
-        if f is not None and b.shape[0] == k and m * n * k >= MKL_MIN_WORK:
-            ta, tb = _operand(a), _operand(b)
-            if out is None:
-                out = np.empty((m, n), dtype=a.dtype)
-            if (ta is not None and tb is not None and out.dtype == a.dtype
-                    and out.shape == (m, n) and out.flags.c_contiguous
-                    and not np.may_share_memory(out, a) and not np.may_share_memory(out, b)):
-                f(_ROW_MAJOR, ta[0], tb[0], m, n, k, 1.0, a.ctypes.data, ta[1],
-                  b.ctypes.data, tb[1], 0.0, out.ctypes.data, max(n, 1))
-                return out
-    elif (gemm is not None and a.ndim == 3 and b.ndim == 3 and a.dtype == b.dtype
-          and a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1]):
-        result = np.empty(a.shape[:2] + b.shape[2:], dtype=a.dtype) if out is None else out
-        if _batched_matmul(a, b, result):
-            return result
+    if (gemm is not None and a.dtype == b.dtype and a.ndim == b.ndim and a.ndim in (2, 3)
+            and a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-2]):
+        shape = a.shape[:-1] + b.shape[-1:]
+        if out is None:
+            out = np.empty(shape, dtype=a.dtype)  # np.matmul below writes it if MKL does not
+        if (out.dtype == a.dtype and out.shape == shape and out.flags.c_contiguous
+                and not np.may_share_memory(out, a) and not np.may_share_memory(out, b)
+                and (_gemm if a.ndim == 2 else _batched_matmul)(a, b, out)):
+            return out
     return np.matmul(a, b, out=out)
