@@ -53,7 +53,7 @@ def test_mlp_hessian_equals_the_closed_form_and_takes_the_adjoint_route():
     f = lambda v: mlp(p, v).sum()  # noqa: E731
     expected = mlp_hessian_closed_form(weights, x)
     np.testing.assert_allclose(pf.hessian(f)(t64(x)).numpy(), expected, rtol=1e-12, atol=1e-14)
-    direct = second_order.hessian_by_adjoints(f, (t64(x),), (0,), 0, False)
+    direct = second_order.hessian_by_adjoints(f, (t64(x),))
     assert direct is not None  # not the fallback
     np.testing.assert_allclose(direct.numpy(), expected, rtol=1e-12, atol=1e-14)
 
@@ -102,7 +102,7 @@ def test_output_of_shape_one_aux_and_argument_dtype():
 def test_functions_this_cannot_take_fall_back_to_forward_over_reverse():
     x = t64([0.3, -0.7])
     vector_out = lambda v: pf.sin(v) * v[0]  # noqa: E731  (a vector output)
-    assert second_order.hessian_by_adjoints(vector_out, (x,), (0,), 0, False) is None
+    assert second_order.hessian_by_adjoints(vector_out, (x,)) is None
     np.testing.assert_allclose(pf.hessian(vector_out)(x).numpy(),
                                pf.jacfwd(pf.jacrev(vector_out))(x).numpy(), rtol=1e-13)
     fd = fd_jacobian(lambda v: pf.jacrev(vector_out)(t64(v)).numpy(), x.numpy())
@@ -114,7 +114,7 @@ def test_functions_this_cannot_take_fall_back_to_forward_over_reverse():
 
     cube.defvjp(lambda v: (v ** 3, v), lambda v, g: (3 * v * v * g,))
     scalar = lambda v: cube(v).sum()  # noqa: E731  (a custom rule on the path)
-    assert second_order.hessian_by_adjoints(scalar, (x,), (0,), 0, False) is None
+    assert second_order.hessian_by_adjoints(scalar, (x,)) is None
     np.testing.assert_allclose(pf.hessian(scalar)(x).numpy(), np.diag(6 * x.numpy()),
                                rtol=1e-13)
 
@@ -172,8 +172,8 @@ def test_forward_over_reverse_is_kept_where_it_is_cheaper():
     pushing d directions through a few elementwise ops (d^2), so pf.hessian falls back."""
     x = t64(np.linspace(-1, 1, 400))
     f = lambda v: (pf.sin(v) * v).sum()  # noqa: E731
-    assert second_order.hessian_by_adjoints(f, (x,), (0,), 0, False) is None
-    forced = second_order.hessian_by_adjoints(f, (x,), (0,), 0, False, always=True)
+    assert second_order.hessian_by_adjoints(f, (x,)) is None
+    forced = second_order.hessian_by_adjoints(f, (x,), always=True)
     v = x.numpy()
     expected = np.diag(2 * np.cos(v) - v * np.sin(v))
     np.testing.assert_allclose(pf.hessian(f)(x).numpy(), expected, rtol=1e-12, atol=1e-14)
@@ -193,7 +193,7 @@ def test_composites_with_fused_kernels_take_the_adjoint_route():
 
     x = t64([0.3, -0.2, 0.9])
     # always: with 3 inputs and these widths the cost estimate prefers forward over reverse
-    got = second_order.hessian_by_adjoints(f, (x,), (0,), 0, False, always=True)
+    got = second_order.hessian_by_adjoints(f, (x,), always=True)
     assert got is not None
     np.testing.assert_allclose(pf.hessian(f)(x).numpy(), got.numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(got.numpy(), pf.jacfwd(pf.jacrev(f))(x).numpy(),

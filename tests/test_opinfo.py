@@ -201,7 +201,7 @@ def test_hessian_by_adjoints(info, order):
         sizes = [p.size for p in primals]
         xs = cg.leaves(primals, False)
         with _about(info, sample):
-            blocks = second_order.hessian_by_adjoints(g, xs, nums, nums, False, always=True)
+            blocks = second_order.hessian_by_adjoints(g, xs, nums, always=True)
             assert blocks is not None, "the adjoint method refused this entry"
             h = np.block([[np.asarray(blocks[i][j].numpy()).reshape(sizes[i], sizes[j])
                            for j in nums] for i in nums])

@@ -140,8 +140,7 @@ def hessian(f, argnums=0, has_aux=False):
 
     @functools.wraps(f)
     def wrapped(*args):
-        nums = _check_argnums(argnums, len(args))
-        result = hessian_by_adjoints(f, args, nums, argnums, has_aux)
+        result = hessian_by_adjoints(f, args, argnums, has_aux)
         return forward_over_reverse(*args) if result is None else result
 
     return wrapped

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 
 from ..autodiff.forward import jvp, push_tangents
-from ..autodiff.functional import _grad_handle, _reaches_outside, split_aux
+from ..autodiff.functional import _check_argnums, _grad_handle, _reaches_outside, split_aux
 from ..autodiff.tape import _apply_vjp, _saved_output, _topological_order
 from ..core.primitive import Aval, Node, Primitive
 from ..core.pytree import tree_flatten, tree_unflatten
@@ -50,8 +50,8 @@ from ..ops.linalg import matmul
 from .vmap import vmap
 
 
-def hessian_by_adjoints(f, args, nums, argnums, has_aux, always=False):
-    """The Hessian of ``f(*args)`` with respect to ``args[i] for i in nums``, nested like
+def hessian_by_adjoints(f, args, argnums=0, has_aux=False, always=False):
+    """The Hessian of ``f(*args)`` with respect to the ``argnums`` arguments, nested like
     ``jacfwd(jacrev(f, argnums), argnums)(*args)`` (with aux: ``(hessian, aux)``), or None
     when this method does not apply or (unless ``always``) is estimated to cost more than
     forward over reverse (see the module docstring).
@@ -59,10 +59,11 @@ def hessian_by_adjoints(f, args, nums, argnums, has_aux, always=False):
     Example:
         >>> import primflow as pf
         >>> x = pf.to_tensor([1.0, 2.0])
-        >>> hessian_by_adjoints(lambda x: (x ** 3).sum(), (x,), (0,), 0, False).numpy()
+        >>> hessian_by_adjoints(lambda x: (x ** 3).sum(), (x,)).numpy()
         array([[ 6.,  0.],
                [ 0., 12.]], dtype=float32)
     """
+    nums = _check_argnums(argnums, len(args))
     in_leaves, in_tree = tree_flatten(tuple(args[i] for i in nums))
     in_leaves = [as_tensor(x) for x in in_leaves]
     if len({x.dtype for x in in_leaves}) != 1:
@@ -100,7 +101,6 @@ def _accumulate(out, handles, create_graph, always):
     in all), or None if a node on the path is not a primitive (a custom rule) or if
     forward over reverse looks cheaper (unless ``always``)."""
     d = sum(h.size for h in handles)
-    dtype = handles[0].dtype
     if out._node is None or any(out is h for h in handles):  # out does not depend on x
         return zeros([d, d], dtype=out.dtype)
     start = _start_tangents(handles, d)  # handle -> its Jacobian, [d, *shape]
@@ -144,9 +144,7 @@ def _accumulate(out, handles, create_graph, always):
                 readers[e] -= 1
                 if not readers[e]:
                     jacobians.pop(e, None)
-    if total is None:
-        return zeros([d, d], dtype=dtype)
-    return total
+    return zeros([d, d], dtype=out.dtype) if total is None else total
 
 
 def _adjoints(out, order, dependent, sources, create_graph):
