@@ -96,13 +96,13 @@ def _interpreter_info(python, env):
 
 def _primflow_blas(python, env):
     """Which BLAS primflow's matrix products use in the primflow interpreter."""
-    code = "from primflow.backends import blas; print(blas.backend_name())"
+    code = "from primflow.backends import blas; print(blas.describe())"
     try:
         out = subprocess.run([python, "-c", code], env=env, capture_output=True, text=True,
                              timeout=60).stdout.strip()
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"unknown ({e})"
-    return {"mkl": "MKL (the optional mkl package)", "numpy": "NumPy's OpenBLAS"}.get(out, "?")
+    return out or "?"
 
 
 def _run_config(a, wid, cfg, pythons, env, skipped, rnd, rounds):

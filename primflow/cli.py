@@ -50,19 +50,9 @@ def _package_version(name):
         return "installed"
 
 
-def _blas_name():
-    from primflow.backends import blas
-
-    if blas.backend_name() == "mkl":
-        try:
-            return f"MKL {importlib.metadata.version('mkl')} (PRIMFLOW_BLAS=numpy for OpenBLAS)"
-        except importlib.metadata.PackageNotFoundError:
-            return "MKL"
-    return "NumPy's BLAS (pip install mkl for MKL's GEMM)"
-
-
 def cmd_info(args, out=None):
     import primflow as pf
+    from primflow.backends import blas
 
     out = out if out is not None else sys.stdout
     backend = pf.backends.get_backend()
@@ -71,7 +61,7 @@ def cmd_info(args, out=None):
         f"python {sys.version.split()[0]}",
         f"backend: {type(backend).__name__}"
         + (f" (numpy {_package_version('numpy')})" if _package_version("numpy") else ""),
-        f"matrix products: {_blas_name()}",
+        f"matrix products: {blas.describe()}",
         f"default dtype: {pf.get_default_dtype()}",
         f"dtypes: {', '.join(d.name for d in pf.dtypes.ALL_DTYPES)}",
         f"primitives: {len(pf.primitives())}",

@@ -10,6 +10,23 @@ import pytest
 from primflow.backends import blas
 
 
+def _spy(monkeypatch, name):
+    """Records what ``blas.<name>`` (``_gemm`` or ``_batched_matmul``) returns: True when MKL
+    computed the product."""
+    taken, real = [], getattr(blas, name)
+
+    def spy(*xs):
+        taken.append(real(*xs))
+        return taken[-1]
+
+    monkeypatch.setattr(blas, name, spy)
+    return taken
+
+
+def _mkl_has(kind):
+    return blas.backend_name() == "mkl" and bool(blas._state[kind])
+
+
 def _operands(rng, m, k, n, dtype, a_transposed, b_transposed):
     a = rng.standard_normal((k, m) if a_transposed else (m, k)).astype(dtype)
     b = rng.standard_normal((n, k) if b_transposed else (k, n)).astype(dtype)
@@ -27,7 +44,10 @@ def test_matmul_equals_numpy_for_every_layout(dtype, a_transposed, b_transposed,
     a, b = _operands(rng, 37, 19, 23, dtype, a_transposed, b_transposed)
     want = np.matmul(a.astype(np.float64), b.astype(np.float64))
     out = np.full((37, 23), np.nan, dtype=dtype) if with_out else None
+    taken = _spy(monkeypatch, "_gemm")
     got = blas.matmul(a, b, out=out)
+    if _mkl_has("gemm"):
+        assert taken == [True], "MKL's GEMM was not used"
     assert got.dtype == dtype and got.shape == (37, 23)
     if with_out:
         assert got is out
@@ -51,16 +71,9 @@ def test_stacked_matmul_equals_numpy_for_every_layout(dtype, a_transposed, b_tra
     b = b.transpose(0, 2, 1) if b_transposed else b
     want = np.matmul(a.astype(np.float64), b.astype(np.float64))
     out = np.full((4, 7, 5), np.nan, dtype=dtype) if with_out else None
-    taken = []
-    batched = blas._batched_matmul
-
-    def spy(*xs):
-        taken.append(batched(*xs))
-        return taken[-1]
-
-    monkeypatch.setattr(blas, "_batched_matmul", spy)
+    taken = _spy(monkeypatch, "_batched_matmul")
     got = blas.matmul(a, b, out=out)
-    if blas.backend_name() == "mkl" and blas._state["batched"]:
+    if _mkl_has("batched"):
         assert taken == [True], "MKL's batch GEMM was not used"
     assert got.dtype == dtype and got.shape == (4, 7, 5)
     if with_out:
@@ -109,12 +122,43 @@ def test_numpy_can_be_chosen_even_with_mkl_installed(monkeypatch):
     np.testing.assert_array_equal(blas.matmul(a, a.T), a @ a.T)
 
 
-def test_eager_dot_general_uses_the_same_products():
+@pytest.mark.parametrize("batched", [False, True])
+def test_eager_dot_general_uses_the_same_products(batched, monkeypatch):
+    """Eager dot_general reshapes to one 2-d product (or a stack of them, for batch dims)
+    and sends it through blas.matmul, so MKL computes it when installed."""
     import primflow as pf
     from primflow.prims import dot_general
 
+    monkeypatch.setattr(blas, "MKL_MIN_WORK", 1)
+    taken = _spy(monkeypatch, "_batched_matmul" if batched else "_gemm")
     rng = np.random.default_rng(2)
-    x, w = rng.standard_normal((5, 4, 3)), rng.standard_normal((3, 4, 2))
-    got = dot_general(pf.to_tensor(x), pf.to_tensor(w), contracting=((1, 2), (1, 0)),
-                      batch=((), ())).numpy()
-    np.testing.assert_allclose(got, np.tensordot(x, w, axes=([1, 2], [1, 0])), rtol=1e-13)
+    if batched:
+        x, w = rng.standard_normal((6, 5, 4)), rng.standard_normal((6, 4, 3))
+        dims = dict(contracting=((2,), (1,)), batch=((0,), (0,)))
+        want = np.einsum("bik,bkj->bij", x, w)
+    else:
+        x, w = rng.standard_normal((5, 4, 3)), rng.standard_normal((3, 4, 2))
+        dims = dict(contracting=((1, 2), (1, 0)), batch=((), ()))
+        want = np.tensordot(x, w, axes=([1, 2], [1, 0]))
+    got = dot_general(pf.to_tensor(x), pf.to_tensor(w), **dims).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-13)
+    if _mkl_has("batched" if batched else "gemm"):
+        assert taken == [True]
+
+
+def test_thread_limit_reaches_mkl_also_when_it_loads_inside_the_block(monkeypatch):
+    """blas.limit_threads (used by the trainer's blas_threads) sets MKL's thread count, also
+    when the first product inside the block is what loads MKL, and restores it after."""
+    from primflow.science.threads import blas_threads
+
+    monkeypatch.setattr(blas, "_state", dict(blas._state, checked=False, lib=None,
+                                             thread_limit=None))
+    with blas_threads(1):
+        assert blas._state["thread_limit"] == 1
+        blas.matmul(np.ones((256, 64)), np.ones((64, 128)))  # loads MKL if installed
+        lib = blas._state["lib"]
+        if lib is not None:
+            assert lib.MKL_Get_Max_Threads() == 1
+    assert blas._state["thread_limit"] is None
+    if lib is not None:
+        assert lib.MKL_Get_Max_Threads() == blas._state["default_threads"]

@@ -37,12 +37,10 @@ def mlp_hessian_closed_form(weights, x):
     z2 = h1 @ w2 + b2
     h2 = np.tanh(z2)
     g2 = w3[:, 0] * (1 - h2 ** 2)  # df/dz2
-    g1 = (g2 @ w2.T) * (1 - h1 ** 2)  # df/dz1
     j1 = w1  # dz1/dx, [n, 8]
     j2 = (w1 * (1 - h1 ** 2)) @ w2  # dz2/dx
     c1 = (g2 @ w2.T) * (-2 * h1 * (1 - h1 ** 2))
     c2 = w3[:, 0] * (-2 * h2 * (1 - h2 ** 2))
-    del g1
     return (j1 * c1) @ j1.T + (j2 * c2) @ j2.T
 
 

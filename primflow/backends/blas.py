@@ -5,16 +5,17 @@ On the AVX-512 machines we measure on, OpenBLAS's double-precision GEMM runs at 
 GFLOP/s on one thread for the tall-skinny products of derivative programs
 ([8192, 128] x [128, 128]); MKL runs the same product at about 75 GFLOP/s, as fast as
 XLA's. ``pip install "primflow[mkl]"`` (or ``pip install mkl``) turns it on; primflow
-calls ``cblas_sgemm``/``cblas_dgemm`` of ``libmkl_rt`` through ctypes for 2-d float32 and
-float64 products whose operands are C- or Fortran-contiguous (a transposed matrix is read
-in place) and at least ``MKL_MIN_WORK`` multiply-adds; everything else, and every product
-without MKL, goes to ``np.matmul``.
-``PRIMFLOW_BLAS=numpy`` keeps NumPy's BLAS even when MKL is installed. MKL follows its own
-thread settings (``MKL_NUM_THREADS``).
+calls ``cblas_?gemm`` of ``libmkl_rt`` through ctypes for 2-d float32 and float64 products,
+and ``cblas_?gemm_batch_strided`` for stacks of them (3-d, same batch size), whose matrices
+are C- or Fortran-contiguous (a transposed matrix is read in place) and which have at least
+``MKL_MIN_WORK`` multiply-adds; everything else, and every product without MKL, goes to
+``np.matmul``. ``PRIMFLOW_BLAS=numpy`` keeps NumPy's BLAS even when MKL is installed. MKL
+follows its own thread settings (``MKL_NUM_THREADS``) and ``limit_threads``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
@@ -25,7 +26,8 @@ _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 # below about a million multiply-adds MKL's call overhead (~10 us) outweighs its speed
 MKL_MIN_WORK = 1 << 20
 _MKL_THREADING_SEQUENTIAL = 1
-_state = {"gemm": None, "batched": {}, "checked": False, "name": "numpy"}
+_state = {"gemm": None, "batched": {}, "checked": False, "name": "numpy", "lib": None,
+          "default_threads": None, "thread_limit": None}
 _lock = threading.Lock()
 
 
@@ -89,10 +91,53 @@ def _load():
                                                     ctypes.c_void_p, ctypes.c_int, stride,
                                                     ctypes.c_int])
                 batched[np.dtype(dtype)] = f
-        _state["gemm"] = gemm
-        _state["batched"] = batched
-        _state["name"] = "mkl"
+        lib.MKL_Get_Max_Threads.restype = ctypes.c_int
+        lib.MKL_Set_Num_Threads.argtypes = [ctypes.c_int]
+        _state.update(gemm=gemm, batched=batched, name="mkl", lib=lib,
+                      default_threads=lib.MKL_Get_Max_Threads())
+        _apply_thread_limit()
         return gemm
+
+
+def _apply_thread_limit():
+    lib = _state["lib"]
+    if lib is not None:
+        limit = _state["thread_limit"]
+        lib.MKL_Set_Num_Threads(_state["default_threads"] if limit is None else limit)
+
+
+@contextlib.contextmanager
+def limit_threads(n):
+    """Runs the block with MKL's products on at most ``n`` threads (``None``: its default),
+    also when MKL is first loaded inside the block; restores the previous limit after.
+
+    Example:
+        >>> with limit_threads(1):
+        ...     pass
+    """
+    previous = _state["thread_limit"]
+    _state["thread_limit"] = n
+    _apply_thread_limit()
+    try:
+        yield
+    finally:
+        _state["thread_limit"] = previous
+        _apply_thread_limit()
+
+
+def describe() -> str:
+    """How matrix products are computed, for reports (``primflow info``, the benchmarks).
+
+    Example:
+        >>> describe().startswith(("MKL", "NumPy"))
+        True
+    """
+    if backend_name() == "mkl":
+        from importlib import metadata
+
+        return (f"MKL {metadata.version('mkl')} (the optional mkl package; PRIMFLOW_BLAS=numpy "
+                f"for NumPy's)")
+    return "NumPy's BLAS (pip install mkl for MKL's GEMM)"
 
 
 def backend_name() -> str:
@@ -134,7 +179,7 @@ def _gemm(a, b, out):
     computed it, False when the operands do not suit it."""
     f = _state["gemm"].get(a.dtype)
     (m, k), n = a.shape, b.shape[1]
-    if f is None or m * n * k < MKL_MIN_WORK:
+    if f is None:
         return False
     ta, tb = _operand(a), _operand(b)
     if ta is None or tb is None:
@@ -150,7 +195,7 @@ def _batched_matmul(a, b, out):
     f = _state["batched"].get(a.dtype)
     batch, m, k = a.shape
     n = b.shape[2]
-    if f is None or batch * m * n * k < MKL_MIN_WORK:
+    if f is None:
         return False
     ta, tb = _batched_operand(a), _batched_operand(b)
     if ta is None or tb is None:
@@ -171,7 +216,9 @@ def matmul(a, b, out=None):
         [[0.0, 2.0], [1.0, 3.0]]
     """
     gemm = _state["gemm"] if _state["checked"] else _load()
-    if (gemm is not None and a.dtype == b.dtype and a.ndim == b.ndim and a.ndim in (2, 3)
+    # cheapest tests first: most products in eager code are small, and NumPy is quicker there
+    if (gemm is not None and 2 <= a.ndim == b.ndim <= 3
+            and a.size * b.shape[-1] >= MKL_MIN_WORK and a.dtype == b.dtype
             and a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-2]):
         shape = a.shape[:-1] + b.shape[-1:]
         if out is None:

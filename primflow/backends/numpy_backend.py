@@ -200,7 +200,7 @@ def _dot_general(x, y, *, contracting, batch):
     n = math.prod(y_free_shape)
     xt = np.transpose(x, lb + x_free + lc).reshape(b, m, k)
     yt = np.transpose(y, rb + rc + y_free).reshape(b, k, n)
-    return np.matmul(xt, yt).reshape(batch_shape + x_free_shape + y_free_shape)
+    return blas.matmul(xt, yt).reshape(batch_shape + x_free_shape + y_free_shape)
 
 
 def _random_uniform(*, shape, dtype, key):

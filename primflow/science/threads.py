@@ -8,9 +8,10 @@ than one thread (measured here: a Burgers loss + backward at 2,000 points, 32x4 
 sets the pool size for a block of code and restores it afterwards; the trainer uses it
 with one thread unless told otherwise.
 
-It uses ``threadpoolctl`` when installed and otherwise calls OpenBLAS's
-``*_set_num_threads`` in the libraries already loaded into the process (Linux); where
-neither applies it does nothing (``OPENBLAS_NUM_THREADS=1`` in the environment before
+It limits MKL's products (``backends/blas.py``, when the optional ``mkl`` package is
+installed, also if MKL is loaded inside the block) and uses ``threadpoolctl`` when
+installed, otherwise OpenBLAS's ``*_set_num_threads`` in the libraries already loaded into
+the process (Linux); where none applies it does nothing (``OPENBLAS_NUM_THREADS=1`` in the environment before
 Python starts has the same effect).
 
 Example:
@@ -24,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+
+from ..backends import blas
 
 __all__ = ["blas_threads"]
 
@@ -73,14 +76,21 @@ def blas_threads(n):
     n = int(n)
     if n < 1:
         raise ValueError(f"the number of BLAS threads must be >= 1, got {n}")
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        threadpool_limits = None
-    if threadpool_limits is not None:
-        with threadpool_limits(limits=n, user_api="blas"):
+    with blas.limit_threads(n):  # MKL, loaded lazily by primflow's own products
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:
+            threadpool_limits = None
+        if threadpool_limits is not None:
+            with threadpool_limits(limits=n, user_api="blas"):
+                yield
+            return
+        with _openblas_threads(n):
             yield
-        return
+
+
+@contextlib.contextmanager
+def _openblas_threads(n):
     pairs = _openblas_libraries()
     previous = [getter() for getter, _ in pairs]
     for _, setter in pairs:
