@@ -498,3 +498,22 @@ def test_jitted_batched_hessian_with_numba_matches_the_closed_form(monkeypatch):
             + (m * (-2 * w3 * h2 * s2)[:, None, :]) @ m.transpose(0, 2, 1))
     assert _rel_err(got, want) < 1e-12
     assert _rel_err(hess(pf.to_tensor(x)).numpy(), want) < 1e-12
+
+
+def test_a_reshape_of_a_view_is_a_strided_kernel_input():
+    """np.reshape of a broadcast stays a strided view: the kernel signature must accept any
+    layout for it ("A"), else the launcher copies the array on every call; a reshape of a
+    plain input stays contiguous ("C")."""
+    from primflow.backends import numba_codegen as nc
+
+    fn = parse("def f(%0: float64[4,8], %1: float64[8], %2: float64[32]):\n"
+               "    %3: float64[4,8] = broadcast_in_dim(%1, shape=(4,8), "
+               "broadcast_dimensions=(1,))\n"
+               "    %4: float64[32] = reshape(%3, shape=(32,))\n"
+               "    %5: float64[32] = reshape(%0, shape=(32,))\n"
+               "    %6: float64[32] = mul(%4, %5)\n"
+               "    %7: float64[32] = add(%6, %2)\n"
+               "    return %7\n")
+    (group,) = fuse(fn, min_size=1)
+    layouts = [layout for _, _, layout, is_input in nc.kernel_signature(group) if is_input]
+    assert layouts == ["A", "C", "C"]

@@ -44,10 +44,24 @@ SUPPORTED = frozenset(_BINARY) | frozenset(_UNARY) | {"select", "integer_pow",
 
 # the primitives the generated code computes as NumPy views (ir.passes.fuse.VIEWS; a test
 # keeps the two equal); kernels read a broadcast's source, and a reshape of a contiguous
-# array is contiguous (the launcher copies one that is not), so only these two give a
+# array is contiguous, so only these two (and reshapes of views, see _strided) give a
 # kernel strided inputs
 VIEW_PRIMS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice"})
 STRIDED_VIEWS = frozenset({"transpose", "slice"})
+
+def _strided(v):
+    """Whether the generated code may hand a kernel ``v`` as a strided view: a transpose or
+    slice, or a reshape of any view (np.reshape of a broadcast or slice stays a view);
+    other inputs are contiguous arrays."""
+    op = v.op
+    if op is None:
+        return False
+    if op.prim == "reshape":
+        while op is not None and op.prim == "reshape":
+            op = op.inputs[0].op
+        return op is not None and op.prim in VIEW_PRIMS
+    return op.prim in STRIDED_VIEWS
+
 
 _state = {"numba": None, "checked": False}
 _lock = threading.Lock()
@@ -101,7 +115,7 @@ def supports(group, min_elements=0) -> bool:
     if min_elements and len(computed) == 1 and all(kernel_operand(v) is v
                                                    for v in group.inputs):
         return False  # one operation on plain arrays: a NumPy ufunc is as fast
-    if math.prod(group.shape) < max(min_elements, 1):
+    if group.size < max(min_elements, 1):
         return False
     space = [n for n in group.shape if n != 1]  # shapes may differ by unit dims only
     for v in group.inputs:
@@ -275,8 +289,7 @@ def kernel_signature(group):
         if v.op is not None and v.op.prim == "full":
             continue
         v = kernel_operand(v)
-        strided = v.op is not None and v.op.prim in STRIDED_VIEWS
-        sig.append((v.aval.dtype.name, len(v.aval.shape), "A" if strided else "C", True))
+        sig.append((v.aval.dtype.name, len(v.aval.shape), "A" if _strided(v) else "C", True))
     for v in group.outputs:
         if red is None or v is not red.out:
             sig.append((v.aval.dtype.name, len(v.aval.shape), "C", False))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import linecache
+import math
 import os
 import threading
 
@@ -108,6 +109,7 @@ class Executable:
                           RuntimeWarning, stacklevel=3)
             return
         new = pending.result
+        self.fn = new.fn  # the kernels' program (with recomputed broadcast products)
         self._code = new._code
         self.source, self.plan = new.source, new.plan
         self.groups, self.kernels, self.backend = new.groups, new.kernels, new.backend
@@ -172,9 +174,14 @@ def compile_program(fn, backend=None, blocking=True) -> Executable:
         return _generate(fn, groups, {}, backend)
     # the kernels' program: cheap broadcast products are recomputed inside the kernels that
     # read them, and transcendental functions stay NumPy ufuncs between the kernels
-    kernel_fn = recompute_broadcasts(fn.copy(), fusible=numba_codegen.computes)
-    kernel_groups = fuse(kernel_fn, min_size=1, exclude=TRANSCENDENTAL)
     min_size = 0 if backend == "numba" else numba_codegen.AUTO_MIN_ELEMENTS
+
+    def in_kernel(op):  # copies go only to consumers large enough to become kernels
+        return numba_codegen.computes(op) and max(
+            math.prod(v.aval.shape) for v in list(op.inputs) + [op.out]) >= min_size
+
+    kernel_fn = recompute_broadcasts(fn.copy(), fusible=in_kernel)
+    kernel_groups = fuse(kernel_fn, min_size=1, exclude=TRANSCENDENTAL)
     numba_groups = {id(g): g for g in kernel_groups if numba_codegen.supports(g, min_size)}
     if not numba_groups:
         return _generate(fn, groups, {}, backend)

@@ -25,6 +25,8 @@ the rows hoisted into a prologue that runs once; the compiler runs the rest per 
 
 from __future__ import annotations
 
+import math
+
 from .._program import CONSTANT, Aval, Function, Operation, Value
 from .dce import dce
 from .fuse import ELEMENTWISE, REDUCTIONS
@@ -94,8 +96,8 @@ def _rows_independent(op, ins, out):
         (a,) = ins
         if a is None or out is None:
             return False
-        before_in = _prod(op.inputs[0].aval.shape[:a])
-        return before_in == _prod(op.out.aval.shape[:out])
+        before_in = math.prod(op.inputs[0].aval.shape[:a])
+        return before_in == math.prod(op.out.aval.shape[:out])
     if prim == "transpose":
         (a,) = ins
         return a is not None and out is not None and tuple(params["perm"]).index(a) == out
@@ -134,13 +136,6 @@ def _dot_rows(op, ins, out):
     if ax is not None:
         return out == len(lb) + x_free.index(ax)
     return out == len(lb) + len(x_free) + y_free.index(ay)
-
-
-def _prod(shape):
-    p = 1
-    for s in shape:
-        p *= s
-    return p
 
 
 def block_program(fn, axis_of, n, rows, early_row_bytes=0):
