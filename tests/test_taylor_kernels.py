@@ -20,7 +20,7 @@ from primflow.backends import get_backend, numpy_taylor
 from primflow.prims import _taylor as tl
 
 A = pf.autograd
-KERNELS = get_backend().taylor_kernels
+KERNELS = get_backend().fast_paths["taylor"]
 
 # primitive name -> (public op, input range where it is smooth)
 OPS = {

@@ -16,13 +16,12 @@ class Backend(abc.ABC):
     Attributes:
         name: short name, e.g. ``"numpy"``.
         kernels: dict from primitive name to a callable on native arrays.
-        fused_kernels: optional dict from composite name (``"softmax"``, ``"layer_norm"``,
-            ...) to a ``(forward, backward)`` pair of fused kernels for eager first-order use
-            (see ``numpy_fused.py`` for the calling convention). Empty by default: then
-            every composite runs as its primitive decomposition, which is always correct.
-        taylor_kernels: optional dict from unary primitive name (``"tanh"``, ``"exp"``, ...)
-            to a fused kernel for its Taylor rule in eager mode (see ``numpy_taylor.py``).
-            Empty by default: then every Taylor rule runs as written in primitives.
+        fast_paths: optional kernels for rules written in primitives, by kind then name
+            (see ``fast_paths.py``): ``"composite"`` maps a composite's name
+            (``"softmax"``, ...) to a ``(forward, backward)`` pair of fused kernels for
+            eager first-order use (``numpy_fused.py``), ``"taylor"`` a unary primitive's
+            name to a fused kernel for its Taylor rule (``numpy_taylor.py``). Empty by
+            default: then every rule runs as written in primitives, which is always correct.
         taylor_is_zero: optional ``is_zero(array) -> bool``, whether a native array is
             identically zero, cheaply (``pf.jet`` skips zero input coefficients). None by
             default: then jet checks with primitives.
@@ -33,8 +32,7 @@ class Backend(abc.ABC):
 
     name = "abstract"
     kernels: dict = {}
-    fused_kernels: dict = {}
-    taylor_kernels: dict = {}
+    fast_paths: dict = {}
     taylor_is_zero = None
     taylor_rescale = None
 

@@ -485,6 +485,25 @@ def _innermost_trace(args):
     return best
 
 
+def bind_kernels(backend) -> None:
+    """Runs every registered primitive on ``backend``'s kernels (``backends.install`` calls
+    this). Raises ``ValueError`` naming the primitives it has no kernel for, changing nothing.
+
+    Example:
+        >>> from primflow.backends import get_backend
+        >>> bind_kernels(get_backend())  # the active backend has them all
+    """
+    global _backend
+    missing = [name for name in sorted(_registry) if name not in backend.kernels]
+    if missing:
+        raise ValueError(f"backend {backend.name!r} has no kernel for the primitive(s) "
+                         f"{', '.join(repr(n) for n in missing)}; add them to its kernel "
+                         f"table (see backends/numpy_backend.py)")
+    for name, prim in _registry.items():
+        prim.impl = backend.kernels[name]
+    _backend = backend
+
+
 def primitives() -> list:
     """Names of all registered primitives, sorted.
 

@@ -14,7 +14,7 @@ cost O(K^2) per element; every one is linear in the top input coefficient, which
 the collapsed Taylor mode in ``autodiff/taylor.py`` relies on.
 
 In eager mode the backend may also offer a fused kernel for a unary rule
-(``Backend.taylor_kernels[name]``, see ``backends/numpy_taylor.py``): the same recurrence in
+(``Backend.fast_paths["taylor"][name]``, see ``backends/numpy_taylor.py``): the same recurrence in
 cache-sized blocks with preallocated buffers, several times faster at high orders.
 ``kernel_series`` decides when it may run; the rule written in primitives defines the
 semantics and runs whenever something would see its primitives.
@@ -24,13 +24,9 @@ from __future__ import annotations
 
 import math
 
-from ..backends import get_backend
+from ..backends import fast_paths
 from ..core.primitive import RuleTemplate
-from ..core.state import state
 from ..core.tensor import Tensor
-from ..core.trace import Tracer
-
-_backend = get_backend()
 
 
 # ---- zero-aware arithmetic on coefficients -------------------------------------------------
@@ -151,10 +147,9 @@ def kernel_series(name, x0, z0, xs, params, top_weights=None):
     """The series ``[z0, z1, ..., zK]`` of the unary primitive ``name`` computed by the
     backend's fused Taylor kernel, or None where the rule in primitives must run instead.
 
-    The kernel computes the same values, but no primitive sees them: no tracer, tape or
-    staging trace could record them. So it runs only on concrete tensors, with nothing to
-    record (``state.grad_enabled`` off or every input ``stop_gradient``), outside
-    ``pf.jit`` tracing and ``pf.decompose()``. Coefficients of shape ``(*lead, *x0.shape)``
+    The kernel computes the same values, but no primitive sees them, so it runs only where
+    the one fast-path predicate allows (``backends/fast_paths.py``: nothing records, traces
+    or decomposes) on floating tensors of one dtype. Coefficients of shape ``(*lead, *x0.shape)``
     (several series at once, as collapsed Taylor mode passes them) are allowed here,
     where the rule in primitives needs them vmapped; with ``top_weights`` (a tensor of
     the lead dims' size) the top coefficient comes back summed over them with these
@@ -167,28 +162,23 @@ def kernel_series(name, x0, z0, xs, params, top_weights=None):
         >>> [round(float(z[0]), 6) for z in zs[1:]]  # tanh', tanh''/2
         [0.786448, -0.363431]
     """
-    kernel = _backend.taylor_kernels.get(name)
-    if kernel is None or state.decompose:
-        return None
-    if state.trace_stack and any(getattr(t, "stages_creation", False)
-                                 for t in state.trace_stack):
-        return None
     present = [c for c in xs[1:] if c is not None]
-    if not present or isinstance(x0, Tracer) or isinstance(z0, Tracer):
+    if not present:
         return None
-    dtype, shape, recording = x0.dtype, present[0]._shape, state.grad_enabled
-    if not dtype.is_floating or not x0.size or z0.dtype is not dtype or (
-            recording and not (x0.stop_gradient and z0.stop_gradient)):
+    extra = () if top_weights is None else (top_weights,)
+    kernel = fast_paths.lookup("taylor", name, (x0, z0, *present, *extra))
+    if kernel is None:
+        return None
+    dtype, shape = x0.dtype, present[0]._shape
+    if not dtype.is_floating or not x0.size or z0.dtype is not dtype:
         return None
     if tuple(shape[len(shape) - x0.ndim:]) != tuple(x0._shape):
         return None
     for c in present:
-        if (isinstance(c, Tracer) or c._shape != shape or c.dtype is not dtype
-                or (recording and not c.stop_gradient)):
+        if c._shape != shape or c.dtype is not dtype:
             return None
-    if top_weights is not None and (isinstance(top_weights, Tracer) or (
-            top_weights.size * x0.size != present[0].size) or top_weights.dtype is not dtype
-            or (recording and not top_weights.stop_gradient)):
+    if top_weights is not None and (top_weights.size * x0.size != present[0].size
+                                    or top_weights.dtype is not dtype):
         return None
     values = kernel(x0._value, z0._value, [None if c is None else c._value for c in xs[1:]],
                     None if top_weights is None else top_weights._value, **params)
