@@ -20,21 +20,16 @@ class Backend(abc.ABC):
             (see ``fast_paths.py``): ``"composite"`` maps a composite's name
             (``"softmax"``, ...) to a ``(forward, backward)`` pair of fused kernels for
             eager first-order use (``numpy_fused.py``), ``"taylor"`` a unary primitive's
-            name to a fused kernel for its Taylor rule (``numpy_taylor.py``). Empty by
-            default: then every rule runs as written in primitives, which is always correct.
-        taylor_is_zero: optional ``is_zero(array) -> bool``, whether a native array is
-            identically zero, cheaply (``pf.jet`` skips zero input coefficients). None by
-            default: then jet checks with primitives.
-        taylor_rescale: optional ``rescale(values, factors, others) -> list`` of
-            ``factor * value``, in place for values only the Taylor kernels have seen
-            (``pf.jet``'s conversion to derivative form). None by default: jet multiplies.
+            name to a fused kernel for its Taylor rule (``numpy_taylor.py``), ``"jet"``
+            ``"is_zero"`` (``is_zero(array) -> bool``: whether an array is identically
+            zero, cheaply) and ``"rescale"`` (``rescale(values, factors, others) -> list``
+            of ``factor * value``, in place for values only the Taylor kernels have seen).
+            Empty by default: then every rule runs as written in primitives.
     """
 
     name = "abstract"
     kernels: dict = {}
     fast_paths: dict = {}
-    taylor_is_zero = None
-    taylor_rescale = None
 
     @abc.abstractmethod
     def asarray(self, data, dtype):

@@ -251,10 +251,9 @@ class NumpyBackend(Backend):
     name = "numpy"
     kernels = KERNELS
     # eager fast paths of rules (fast_paths.py): composites' fused kernels (numpy_fused.py),
-    # unary Taylor rules' fused kernels (numpy_taylor.py)
-    fast_paths = {"composite": FUSED, "taylor": TAYLOR}
-    taylor_is_zero = staticmethod(_taylor_is_zero)
-    taylor_rescale = staticmethod(_taylor_rescale)
+    # unary Taylor rules' fused kernels and pf.jet's helpers (numpy_taylor.py)
+    fast_paths = {"composite": FUSED, "taylor": TAYLOR,
+                  "jet": {"is_zero": _taylor_is_zero, "rescale": _taylor_rescale}}
 
     def asarray(self, data, dtype=None):
         if dtype is None:
