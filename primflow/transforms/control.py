@@ -25,7 +25,8 @@ both sides.
 
 from __future__ import annotations
 
-from ..autodiff.forward import JVPTracer
+from ..autodiff.forward import JVPTrace, JVPTracer
+from ..autodiff.forward import jvp as _jvp
 from ..autodiff.functional import vjp as _vjp
 from ..autodiff.taylor import TaylorTracer
 from ..core import dtypes
@@ -41,7 +42,9 @@ from ..ops.creation import zeros, zeros_like
 from ..ops.manipulation import stack
 from ..ops.math import equal, where
 from .jit import JitTrace, JitTracer
-from .vmap import BatchTracer
+from ..ops.reduction import any as any_
+from ..prims._batching import move_axis, with_batch_front
+from .vmap import BatchTrace, BatchTracer
 
 __all__ = ["cond", "fori_loop", "scan", "switch", "while_loop"]
 
@@ -126,6 +129,13 @@ def _scalar_check(x, what, allow_int, allow_bool=True):
 
 def _as_int(array) -> int:
     return int(array.reshape(-1)[0])
+
+
+def _loop_stageable(operands):
+    """Whether a staged loop over these operands has rules for every transform among them
+    (jit, and vmap or jvp inside jit); otherwise it runs as Python control flow."""
+    return all(not isinstance(t, Tracer) or isinstance(t, (JitTracer, JVPTracer, BatchTracer))
+               for t in operands)
 
 
 def _foreign(tensors):
@@ -255,8 +265,17 @@ def apply_control(kind, params, operands):
     ``primflow.ir.regions``) to ``operands``: staged when a jit trace is active, else run
     as Python control flow on the values (the tape and other transforms see every step)."""
     operands = [as_tensor(a) for a in operands]
-    if _staging() is not None and not _foreign(operands):
-        return _apply_staged(kind, params, operands)
+    if _staging() is not None:
+        if not _foreign(operands):
+            return _apply_staged(kind, params, operands, _stage_results)
+        # a transform between pf.jit and this operation (jit of vmap or jvp): its rule
+        # makes a staged loop of the transformed body
+        trace = max((a._trace for a in operands if isinstance(a, Tracer)
+                     and not isinstance(a, JitTracer)), key=lambda t: t.level)
+        if kind in ("scan", "while") and isinstance(trace, (JVPTrace, BatchTrace)):
+            rule = _jvp_rule if isinstance(trace, JVPTrace) else _batch_rule
+            return _apply_staged(kind, params, operands,
+                                 lambda *a: rule(trace, *a))
     if kind == "cond":
         branches = params["branches"]
         index = _concrete(operands[0])
@@ -283,11 +302,18 @@ def apply_control(kind, params, operands):
     return _scan_python_flat(step, carry, xs, n, params["reverse"])
 
 
-def _apply_staged(kind, params, operands):
-    out_avals = result_avals(kind, params, [Aval(a._shape, a.dtype) for a in operands])
+def _stage_results(kind, params, operands):
+    return _stage(kind, operands, params,
+                  result_avals(kind, params, [Aval(a._shape, a.dtype) for a in operands]))
+
+
+def _apply_staged(kind, params, operands, run):
+    """Runs the operation with ``run(kind, params, operands)`` (staging it, or a rule of
+    the transform in between) and records its reverse-mode rule on the tape when an
+    operand requires grad (the tape works at the level the user works at)."""
     if kind == "scan" and _needs_grad(operands):
-        return _scan_staged_with_grad(params, operands)
-    results = _stage(kind, operands, params, out_avals)
+        return _scan_staged_with_grad(params, operands, run)
+    results = run(kind, params, operands)
     if not _needs_grad(operands):
         return results
     if kind == "cond":
@@ -363,15 +389,14 @@ def _while_vjp_error(cts):
         "reverse-differentiable; forward mode (pf.jvp) works on while_loop")
 
 
-def _scan_staged_with_grad(params, operands):
+def _scan_staged_with_grad(params, operands, run):
     """A staged scan that keeps each step's carry (the residuals) as extra results, with a
     tape node whose backward is a reverse scan of the body's vjp."""
     body, k, m, n = params["body"], params["n_carry"], params["n_xs"], params["length"]
     res_body = body.copy()
     res_body.outputs = res_body.outputs + res_body.inputs[:k]
     res_params = dict(params, body=res_body)
-    out_avals = result_avals("scan", res_params, [Aval(a._shape, a.dtype) for a in operands])
-    staged = _stage("scan", operands, res_params, out_avals)
+    staged = run("scan", res_params, operands)
     n_out = len(staged) - k
 
     # the residuals are results too (second and higher derivatives flow through them):
@@ -425,6 +450,162 @@ def _scan_vjp(params, operands, results, cts):
     for i, g in zip(fk, dk):
         full[k + m + i] = g
     return full
+
+
+# ---- forward-mode and batching rules of staged loops (jit of jvp, jit of vmap) ---------------
+
+def _split_jvp(trace, operands):
+    primals, tangents = [], []
+    for a in operands:
+        if isinstance(a, JVPTracer) and a._trace is trace:
+            primals.append(a.primal)
+            tangents.append(a.tangent)
+        else:
+            primals.append(a)
+            tangents.append(None)
+    return primals, tangents
+
+
+def _jvp_region(region, values, tangents):
+    """``(outputs, output tangents)`` of ``region`` at ``values``, pushing ``tangents``
+    (None: zero) by forward mode."""
+    positions = [i for i, t in enumerate(tangents) if t is not None]
+    if not positions:
+        outs = evaluate_bound(region, list(values))
+        return outs, [zeros_like(o) if o.dtype.is_floating else None for o in outs]
+
+    def f(*diff):
+        full = list(values)
+        for i, d in zip(positions, diff):
+            full[i] = d
+        return evaluate_bound(region, full)
+
+    outs, dots = _jvp(f, tuple(values[i] for i in positions),
+                      tuple(tangents[i] for i in positions))
+    return list(outs), [d if o.dtype.is_floating else None for o, d in zip(outs, dots)]
+
+
+def _jvp_rule(trace, kind, params, operands):
+    """The jvp of a staged loop: a loop carrying primals and tangents, whose body is the
+    jvp of the body (every float carry gets a tangent, zero where it had none)."""
+    primals, tangents = _split_jvp(trace, operands)
+    k = params["n_carry"]
+    fc = _float_positions(primals[:k])
+    carry_t = [tangents[i] if tangents[i] is not None else zeros_like(primals[i])
+               for i in fc]
+    if kind == "while":
+        consts_p, consts_t = primals[k:], tangents[k:]
+
+        def cond_fn(s):
+            return evaluate_bound(params["cond"], list(s[0]) + consts_p)[0]
+
+        def body_fn(s):
+            cp, ct = s
+            tan = [None] * k
+            for i, t in zip(fc, ct):
+                tan[i] = t
+            outs, dots = _jvp_region(params["body"], list(cp) + consts_p, tan + consts_t)
+            return outs, [dots[i] for i in fc]
+
+        cp, ct = while_loop(cond_fn, body_fn, (primals[:k], carry_t))
+        out_p, out_t = list(cp), [None] * k
+        for i, t in zip(fc, ct):
+            out_t[i] = t
+    else:
+        m = params["n_xs"]
+        xs_p, xs_t = primals[k:k + m], tangents[k:k + m]
+        consts_p, consts_t = primals[k + m:], tangents[k + m:]
+        tx = [i for i, t in enumerate(xs_t) if t is not None]
+
+        def step(carry, x):
+            cp, ct = carry
+            xp, xt = x
+            tan = [None] * k
+            for i, t in zip(fc, ct):
+                tan[i] = t
+            x_tan = [None] * m
+            for i, t in zip(tx, xt):
+                x_tan[i] = t
+            outs, dots = _jvp_region(params["body"], list(cp) + list(xp) + consts_p,
+                                     tan + x_tan + consts_t)
+            fy = _float_positions(outs[k:])
+            return (outs[:k], [dots[i] for i in fc]), (outs[k:], [dots[k + j] for j in fy])
+
+        (cp, ct), (ys, yts) = scan(step, (primals[:k], carry_t),
+                                   (xs_p, [xs_t[i] for i in tx]), length=params["length"],
+                                   reverse=params["reverse"])
+        out_p, out_t = list(cp) + list(ys), [None] * (k + len(ys))
+        for i, t in zip(fc, ct):
+            out_t[i] = t
+        for j, t in zip(_float_positions(ys), yts):
+            out_t[k + j] = t
+    return [JVPTracer(trace, p, t) if t is not None else p for p, t in zip(out_p, out_t)]
+
+
+def _batch_rule(trace, kind, params, operands):
+    """The vmap of a staged loop: a loop over the whole batch (batch axis 0 of every carry;
+    scanned inputs batched along axis 1), whose body is the vmapped body; a batched
+    ``while`` runs until every lane's condition is false, freezing the finished lanes."""
+    from .vmap import vmap
+
+    size = trace.size
+    vals, axes = [], []
+    for a in operands:
+        if isinstance(a, BatchTracer) and a._trace is trace:
+            vals.append(a.val)
+            axes.append(a.bdim)
+        else:
+            vals.append(a)
+            axes.append(None)
+    k = params["n_carry"]
+    carry = [with_batch_front(v, b, size) for v, b in zip(vals[:k], axes[:k])]
+
+    def batched(region, fixed_in, fixed_axes):
+        """The vmapped region on (batched carry, then ``fixed_in`` with ``fixed_axes``)."""
+        def run(*args):
+            return evaluate_bound(region, list(args))
+
+        return lambda c, extra=(): vmap(run, in_axes=tuple([0] * len(c)) + tuple(
+            fixed_axes) + tuple(extra_axes_of(extra)))(*c, *fixed_in, *extra)
+
+    def extra_axes_of(extra):
+        return [0] * len(extra)
+
+    if kind == "while":
+        consts, c_axes = vals[k:], axes[k:]
+        lane_cond = batched(params["cond"], consts, c_axes)
+        lane_body = batched(params["body"], consts, c_axes)
+
+        def cond_fn(c):
+            return any_(lane_cond(list(c))[0])
+
+        def body_fn(c):
+            active = lane_cond(list(c))[0]
+            new = lane_body(list(c))
+            return [vmap(lambda a, n, o: where(a, n, o))(active, n, o)
+                    for n, o in zip(new, c)]
+
+        out = while_loop(cond_fn, body_fn, carry)
+        return [BatchTracer(trace, o, 0) for o in out]
+    m = params["n_xs"]
+    xs, x_axes = vals[k:k + m], axes[k:k + m]
+    consts, c_axes = vals[k + m:], axes[k + m:]
+    # a batched scanned input: scan axis first, batch axis second
+    xs = [x if b is None else move_axis(x, b, 1) for x, b in zip(xs, x_axes)]
+    slice_axes = [None if b is None else 0 for b in x_axes]
+    body = params["body"]
+
+    def step(c, x):
+        def run(*args):
+            return evaluate_bound(body, list(args))
+
+        outs = vmap(run, in_axes=tuple([0] * k) + tuple(slice_axes) + tuple(c_axes))(
+            *c, *x, *consts)
+        return list(outs[:k]), list(outs[k:])
+
+    c_out, ys = scan(step, carry, xs, length=params["length"], reverse=params["reverse"])
+    return ([BatchTracer(trace, o, 0) for o in c_out]
+            + [BatchTracer(trace, y, 1) for y in ys])
 
 
 # ---- Python control flow (concrete or batched predicates) -----------------------------------
@@ -604,12 +785,12 @@ def while_loop(cond_fun, body_fun, init_val, max_steps=None):
 
     if max_steps is not None:
         return _bounded_while(cond_flat, body_flat, init_leaves, init_tree, int(max_steps))
-    if _staging() is not None and not _foreign(init_leaves):
+    if _staging() is not None:
         avals = [Aval(x._shape, x.dtype) for x in init_leaves]
         cfn, ccaps, _ = _trace_region(cond_flat, avals, "cond")
         bfn, bcaps, _ = _trace_region(body_flat, avals, "body")
         (cfn, bfn), captures = _unify([(cfn, ccaps), (bfn, bcaps)], len(init_leaves))
-        if not _foreign(captures):
+        if _loop_stageable(init_leaves + captures):
             outs = apply_control("while", {"cond": cfn, "body": bfn,
                                            "n_carry": len(init_leaves)},
                                  init_leaves + captures)
@@ -729,7 +910,7 @@ def scan(f, init, xs=None, length=None, reverse=False):
         return c_leaves, y_leaves
 
     k = len(init_leaves)
-    if _staging() is not None and not _foreign(init_leaves + xs_leaves) and length > 0:
+    if _staging() is not None and length > 0:
         avals = ([Aval(x._shape, x.dtype) for x in init_leaves]
                  + [Aval(x._shape[1:], x.dtype) for x in xs_leaves])
 
@@ -738,7 +919,7 @@ def scan(f, init, xs=None, length=None, reverse=False):
             return list(c) + list(y)
 
         body, captures, _ = _trace_region(flat, avals, "body")
-        if not _foreign(captures):
+        if _loop_stageable(init_leaves + xs_leaves + captures):
             outs = apply_control("scan", {"body": body, "length": length,
                                           "reverse": bool(reverse), "n_carry": k,
                                           "n_xs": len(xs_leaves)},
