@@ -227,7 +227,16 @@ def _mutates_objects(stmts) -> bool:
         if isinstance(node, (ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom,
                              ast.Await, ast.Delete)):
             return True
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and (node.func.attr in _MUTATORS or (node.func.attr.endswith("_")
+                                                     and not node.func.attr.startswith("_")))):
+            return True  # ys.append(y), d.update(...), x.add_(1): changes an object
     return False
+
+
+_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update",
+                       "setdefault", "add", "discard", "popitem", "sort", "reverse",
+                       "set_value", "backward"})
 
 
 def _has(stmts, kinds) -> bool:
@@ -383,12 +392,16 @@ class _Converter:
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self.function(s)
             return [s]
-        if isinstance(s, ast.If):
-            return self.if_(s, live)
-        if isinstance(s, ast.While):
-            return self.while_(s, live)
-        if isinstance(s, ast.For):
-            return self.for_(s, live)
+        if isinstance(s, (ast.If, ast.While, ast.For)):
+            kind = {ast.If: self.if_, ast.While: self.while_, ast.For: self.for_}[type(s)]
+            out = kind(s, live)
+            for node in out:  # generated statements keep the original's lines (tracebacks,
+                if not hasattr(node, "lineno"):  # graph-break locations)
+                    ast.copy_location(node, s)
+                    for child in ast.walk(node):
+                        if "lineno" in child._attributes and not hasattr(child, "lineno"):
+                            ast.copy_location(child, s)
+            return out
         for field in ("body", "orelse", "finalbody"):  # with, try: convert inside
             sub = getattr(s, field, None)
             if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
@@ -627,6 +640,13 @@ def convert(fn):
         array([1., 2.], dtype=float32)
     """
     node, filename, _ = function_ast(fn)
+    converted = convert_ast(node)
+    return build(fn, node, filename), converted
+
+
+def convert_ast(node) -> int:
+    """Converts the ``FunctionDef`` ``node`` in place; returns how many statements became
+    runtime calls."""
     converter = _Converter()
     converter.function(node)
-    return build(fn, node, filename), converter.converted
+    return converter.converted
