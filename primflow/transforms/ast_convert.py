@@ -216,6 +216,32 @@ def loaded_names(nodes) -> set:
     return out
 
 
+def _stored(target) -> set:
+    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Store)}
+
+
+def exposed_names(stmts) -> set:
+    """Names the statements read before certainly assigning them (a loop body reading the
+    previous iteration's value): only plain assignments count as certain."""
+    assigned, exposed = set(), set()
+    for s in stmts:
+        if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None:
+            exposed |= loaded_names([s.value]) - assigned
+            for target in (s.targets if isinstance(s, ast.Assign) else [s.target]):
+                exposed |= loaded_names([target]) - assigned  # x[i] = ... reads x
+                assigned |= _stored(target)
+        elif isinstance(s, ast.AugAssign):
+            exposed |= (loaded_names([s.value]) | _stored(s.target)) - assigned
+            assigned |= _stored(s.target)
+        elif isinstance(s, (ast.FunctionDef, ast.ClassDef)):
+            exposed |= loaded_names([s]) - assigned - {s.name}
+            assigned.add(s.name)
+        else:
+            exposed |= loaded_names([s]) - assigned
+    return exposed
+
+
 def _mutates_objects(stmts) -> bool:
     """``x[i] = v``, ``x.a = v``, ``del``, augmented item updates: not expressible as a
     pure branch or body."""
@@ -228,6 +254,8 @@ def _mutates_objects(stmts) -> bool:
                              ast.Await, ast.Delete)):
             return True
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and not (isinstance(node.func.value, ast.Name)
+                         and node.func.value.id == RUNTIME)
                 and (node.func.attr in _MUTATORS or (node.func.attr.endswith("_")
                                                      and not node.func.attr.startswith("_")))):
             return True  # ys.append(y), d.update(...), x.add_(1): changes an object
@@ -413,7 +441,10 @@ class _Converter:
         if _jumps_out(s.body + s.orelse) or _mutates_objects(s.body + s.orelse):
             s.body, s.orelse = body, orelse
             return [s]
-        names = [n for n in assigned_names(body + orelse) if n in live]
+        # a branch assigns what is read later, and what it reads before assigning (its
+        # value from before the if) must come in
+        carried = set(live) | exposed_names(body) | exposed_names(orelse)
+        names = [n for n in assigned_names(body + orelse) if n in carried]
         t_name, f_name = _fresh("true"), _fresh("false")
         self.converted += 1
         call = _call(_rt("if_stmt"), self.test(s.test), _name(t_name), _name(f_name),
@@ -459,20 +490,19 @@ class _Converter:
                 return None
             brk, cont = brk or rest_brk, cont or rest_cont
             if rest_body:
-                guard = _name(flag) if not (brk and cont) else _call(
-                    _rt("or_"), _name(brk), _thunk(_name(cont)))
-                out.append(ast.If(test=_call(_rt("not_"), guard), body=rest_body, orelse=[]))
+                out.append(ast.If(test=_call(_rt("not_"), _name(flag)), body=rest_body,
+                                  orelse=[]))
             return out, brk, cont
         return out, brk, cont
 
     def while_(self, s, live):
-        live = set(live) | loaded_names([s])  # the loop reads its own variables again
         if s.orelse:
+            live = set(live) | loaded_names([s])
             s.body = self.block(s.body, live)
             return [s]
         lowered = self._lower_jumps(s.body)
         if lowered is None:
-            s.body = self.block(s.body, live)
+            s.body = self.block(s.body, set(live) | loaded_names([s]))
             return [s]
         body, brk, cont = lowered
         pre = []
@@ -484,11 +514,13 @@ class _Converter:
             pre.append(ast.Assign(targets=[_name(brk, True)], value=ast.Constant(False)))
             test = ast.BoolOp(op=ast.And(), values=[
                 ast.UnaryOp(op=ast.Not(), operand=_name(brk)), test])
-        live |= {n for n in (brk, cont) if n}
+        # carried: what the test reads, what the body reads before assigning it (the last
+        # iteration's value), and what is read after the loop
+        live = set(live) | loaded_names([test]) | exposed_names(body)
         body = self.block(body, live)
         if _jumps_out(body) or _mutates_objects(body):
-            s.body = body
-            return [s]
+            s.test, s.body = test, body
+            return pre + [s]
         names = [n for n in assigned_names(body) if n in live]
         if brk and brk not in names:
             names.append(brk)
@@ -504,13 +536,12 @@ class _Converter:
                     and s.iter.func.id == "range" and not s.iter.keywords
                     and 1 <= len(s.iter.args) <= 3 and isinstance(s.target, ast.Name)
                     and not s.orelse)
-        live = set(live) | loaded_names([s])
         if not is_range:
-            s.body = self.block(s.body, live)
+            s.body = self.block(s.body, set(live) | loaded_names([s]))
             return [s]
         lowered = self._lower_jumps(s.body)
         if lowered is None:
-            s.body = self.block(s.body, live)
+            s.body = self.block(s.body, set(live) | loaded_names([s]))
             return [s]
         body, brk, cont = lowered
         if brk or cont:  # a while loop over a counter: for i in range(a, b) with jumps
@@ -531,6 +562,7 @@ class _Converter:
             for node in init + [loop]:
                 ast.copy_location(node, s)
             return init + self.while_(loop, live)
+        live = set(live) | exposed_names(body)
         body = self.block(body, live)
         if _jumps_out(body) or _mutates_objects(body):
             s.body = body

@@ -32,7 +32,7 @@ from ..autodiff.taylor import TaylorTracer
 from ..core import dtypes
 from ..core.primitive import Aval, record_custom
 from ..core.pytree import tree_flatten, tree_unflatten
-from ..core.state import enable_grad, no_grad, state
+from ..core.state import enable_grad, state
 from ..core.tensor import Tensor
 from ..core.trace import Tracer, new_trace
 from ..ir import Builder, Function, evaluate_bound
@@ -175,7 +175,9 @@ def _trace_region(fn, in_avals, name):
     function (inputs: ``in_avals`` then the captures), the captured outside values, and the
     output leaves' tree."""
     builder = Builder(name)
-    with new_trace(RegionTrace, builder) as trace, no_grad():
+    # grad mode stays as it is: operations on outside values alone are recorded by the
+    # enclosing trace (hoisted out of the region), and the tape must see them there
+    with new_trace(RegionTrace, builder) as trace:
         try:
             ins = [JitTracer(trace, builder.add_input(a)) for a in in_avals]
             out_leaves, out_tree = _leaves(fn(ins))

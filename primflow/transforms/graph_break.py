@@ -122,12 +122,9 @@ class BrokenFunction:
         key = (self.display, where)
         if key not in _warned:
             _warned.add(key)
-            try:
-                text = ast.get_source_segment(inspect.getsource(
-                    inspect.getmodule(self.fn)), stmt) or ""
-            except (OSError, TypeError):
-                text = ""
-            text = text.strip().splitlines()[0] if text.strip() else ""
+            import linecache
+
+            text = linecache.getline(self.filename, stmt.lineno).strip()
             warnings.warn(
                 f"pf.jit({self.display}): graph break at {where}"
                 + (f" (`{text}`)" if text else "") + f": {reason}. This statement runs "
