@@ -104,7 +104,7 @@ class Primitive:
     def bind(self, *args, **params):
         """Applies the primitive to tensors (or tracers) with static ``params``."""
         if departures.count:  # a transform is active or recording is off somewhere
-            if state.trace_stack:
+            if state.trace_stack or departures.ambient:  # ambient: distributed tensors
                 trace = _innermost_trace(args) or _staging_trace(args)
                 if trace is not None:
                     return self._bind_traced(trace, args, params)
