@@ -32,6 +32,7 @@ from ..core.primitive import Aval, record_custom
 from ..core.state import enable_ambient_tracers, no_grad
 from ..core.tensor import Tensor
 from ..core.trace import Trace, Tracer
+from ..prims import full
 from ..prims._sharding import (check_layout, expand, is_partial, local_shape, sharded_dims,
                                sharding_rule)
 from .env import world
@@ -300,7 +301,11 @@ class DistTrace(Trace):
                                      local_shape(out_aval.shape, out_specs, sizes,
                                                  _coords(mesh)),
                                      [sharded_dims(w) for w in wanted])
-        out_local = prim.bind(*locals_, **local_params)
+        out_shape = local_shape(out_aval.shape, out_specs, sizes, _coords(mesh))
+        if rule.empty_fill is not None and any(not t.size for t in locals_):
+            out_local = full(shape=out_shape, value=rule.empty_fill, dtype=out_aval.dtype)
+        else:
+            out_local = prim.bind(*locals_, **local_params)
         return DistTensor._make(out_local, mesh, out_specs, out_aval)
 
 

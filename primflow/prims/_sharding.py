@@ -50,9 +50,12 @@ def is_partial(spec) -> bool:
 class ShardingRule:
     """A primitive's sharding rule: ``propagate`` and (for shape parameters) ``localize``."""
 
-    def __init__(self, propagate, localize=None, name=""):
+    def __init__(self, propagate, localize=None, name="", empty_fill=None):
         self.propagate = propagate
         self.localize = localize or _same_params
+        # the local result where a rank's block is empty (an uneven shard's last blocks):
+        # the reduction's identity, since max/min of nothing has no value
+        self.empty_fill = empty_fill
         self.name = name or getattr(propagate, "__name__", "rule")
 
     def __repr__(self):
@@ -103,7 +106,7 @@ def elementwise(partial_mode=None, positions=None):
 
 # ---- reductions -----------------------------------------------------------------------------
 
-def reduction(kind, linear):
+def reduction(kind, linear, empty_fill=None):
     """Rule of ``reduce_*(x, axes)``: a sharded reduced dim gives ``Partial(kind)``; other
     sharded dims shift down; a partial input stays partial when the reduction is linear."""
 
@@ -119,7 +122,7 @@ def reduction(kind, linear):
             return [s], kind
         return [s], s - sum(1 for a in axes if a < s)
 
-    return ShardingRule(propagate, name=f"reduction({kind})")
+    return ShardingRule(propagate, name=f"reduction({kind})", empty_fill=empty_fill)
 
 
 def along_axis(linear):
@@ -362,8 +365,8 @@ SHARDING_RULES = {
         "logical_not")},
     # reductions
     "reduce_sum": reduction("sum", linear=True),
-    "reduce_max": reduction("max", linear=False),
-    "reduce_min": reduction("min", linear=False),
+    "reduce_max": reduction("max", linear=False, empty_fill=-math.inf),
+    "reduce_min": reduction("min", linear=False, empty_fill=math.inf),
     "argmax": along_axis(linear=False), "argmin": along_axis(linear=False),
     "cumsum": along_axis(linear=True),
     # shape
