@@ -245,7 +245,7 @@ class DistTensor(Tracer):
                            (None,) * len(self._specs), self._specs)
             new = Tensor._wrap(new)
         if isinstance(new, Tensor) and new.dtype != self.dtype:
-            from ..ops import cast  # noqa: PLC0415
+            from ..ops import astype as cast  # noqa: PLC0415
             new = cast(new, self.dtype)
         self._local = new
         self._version += 1
@@ -384,6 +384,7 @@ def shard_tensor(data, mesh, placements, dtype=None, place=None, stop_gradient=N
     for attr in ("optimize_attr", "regularizer", "need_clip", "do_model_average"):
         if hasattr(t, attr):
             out.__dict__[attr] = getattr(t, attr)
+            out.__dict__["_is_dist_parameter"] = True  # nn.Layer registers it as a parameter
     stop = t.stop_gradient if stop_gradient is None else bool(stop_gradient)
     if t._node is not None and not t.stop_gradient:
         out = record_custom(out, (t,), "shard_tensor",
