@@ -39,3 +39,4 @@ def _tensor_is_dist(self) -> bool:
 _Tensor.is_dist = _tensor_is_dist
 from .api import (DistModel, ShardDataloader, ShardingStage1, Strategy, shard_dataloader,
                   shard_layer, shard_optimizer, to_static)
+from .checkpoint import load_state_dict, save_state_dict

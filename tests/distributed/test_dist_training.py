@@ -55,3 +55,15 @@ def test_mismatched_ranks_give_a_clear_error(mode, words):
     assert proc.returncode != 0
     for w in words:
         assert w in proc.stderr, proc.stderr
+
+
+def test_checkpoint_saved_on_4_ranks_loads_on_2_and_1(tmp_path):
+    folder = tmp_path / "ckpt"
+    assert "saved" in check(run_mpi(4, "checkpoint.py", "save", folder))
+    files = sorted(p.name for p in folder.iterdir())
+    assert files == ["0.distcp", "1.distcp", "2.distcp", "3.distcp", "metadata.json"]
+    assert "loaded" in check(run_mpi(2, "checkpoint.py", "load", folder))
+    assert "loaded" in check(run_mpi(1, "checkpoint.py", "load", folder))
+    (folder / "metadata.json").unlink()  # an interrupted save is refused, not half-read
+    proc = run_mpi(1, "checkpoint.py", "load", folder)
+    assert proc.returncode != 0 and "no metadata.json" in proc.stderr
