@@ -101,3 +101,10 @@ def test_zero1_and_tensor_parallel_layer_one_process():
             o.step()
             o.clear_grad()
     np.testing.assert_allclose(net.weight.numpy(), ref.weight.numpy(), rtol=1e-6)
+
+
+def test_collectives_on_2_and_4_ranks():
+    from mpi_helpers import check, run_mpi
+
+    for n in (2, 4):
+        assert "collectives ok" in check(run_mpi(n, "collectives.py"))

@@ -78,7 +78,7 @@ def test_plate_demo_data_parallel_matches_one_process(tmp_path):
     from mpi_helpers import ROOT, mpi_command
 
     common = ["demo", "plate", "--quick", "--steps", "50", "--lbfgs-steps", "0",
-              "--points", "128", "--no-plots", "--no-progress"]
+              "--points", "64", "--no-plots", "--no-progress"]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     one = subprocess.run([sys.executable, "-m", "primflow", *common, "--eager",
                           "--out", str(tmp_path / "one")], env=env, capture_output=True,

@@ -135,7 +135,7 @@ if which == "1d":  # every combination
 else:  # a 2 x (n/2) mesh: a sample of the (many more) combinations
     half = max(1, n // 2)
     meshes = [(dist.ProcessMesh([list(range(half)), list(range(half, 2 * half))],
-                                dim_names=["a", "b"]), 8)]
+                                dim_names=["a", "b"]), 5)]
 all_failures, total = [], 0
 for mesh, cap in meshes:
     f, c = run(mesh, cap)
