@@ -102,20 +102,24 @@ def test_blas_runs_on_one_thread_inside_blocks_and_for_products_too_small_to_gai
     seen = []
     real = blas._matmul
 
-    def spy(*args):
-        seen.append([get() for get, _ in pools])
-        return real(*args)
+    def spy(a, *rest):
+        seen.append((a.shape[0], [get() for get, _ in pools]))
+        return real(a, *rest)
 
     monkeypatch.setattr(blas, "_matmul", spy)
+    one = [1] * len(pools)
     small = np.ones((512, 64)), np.ones((64, 64))  # 2^21 multiply-adds: one thread
-    large = np.ones((2048, 64)), np.ones((64, 128))  # 2^24: all threads
+    large = np.arange(2048 * 64.0).reshape(2048, 64), np.ones((64, 128))  # 2^24: two
     blas.matmul(*small)
-    blas.matmul(*large)
-    assert seen == [[1] * len(pools), [2] * len(pools)]
+    assert seen == [(512, one)]
+    seen.clear()
+    np.testing.assert_array_equal(blas.matmul(*large), large[0] @ large[1])
+    # two slabs of rows on primflow's threads, each a one-thread BLAS call
+    assert sorted(seen) == [(1024, one), (1024, one)]
     assert all(get() == 2 for get, _ in pools)  # restored after each product
     seen.clear()
     threads.parallel_map(lambda i: blas.matmul(*large), 2, threads=2)
-    assert seen == [[1] * len(pools)] * 2  # inside blocks: one thread each
+    assert seen == [(2048, one)] * 2  # inside blocks: not split, one thread each
     assert all(get() == 2 for get, _ in pools)
     pf.set_num_threads(1)
     assert all(get() == 1 for get, _ in pools)
