@@ -268,7 +268,7 @@ def _compile_blocked(fn, backend, found, threads):
     sums = _has_sums(fn, axis_of)
     per_row = max((_nbytes(v) // n for v, a in axis_of.items() if a is not None), default=0)
     budget = int(os.environ.get("PRIMFLOW_JIT_BLOCK_BYTES") or BLOCK_BYTES)
-    memory_blocks = 1 if sums or per_row * n <= budget else -(-per_row * n // budget)
+    memory_blocks = 1 if per_row * n <= budget else -(-per_row * n // budget)
     blocks = _thread_blocks(fn, axis_of, n, threads, memory_blocks)
     if blocks is None:  # one thread: blocks only for the memory rule
         threads = 1
