@@ -209,4 +209,5 @@ def test_small_programs_stay_on_one_thread(restore_threads):
     pf.set_num_threads(2)
     jitted(*params)
     (entry,) = jitted._cache.values()
-    assert type(entry.executable.current).__name__ == "Executable"  # too little work
+    # too little work for threads at any count: one plain executable for every count
+    assert type(entry.executable).__name__ == "Executable"

@@ -164,10 +164,10 @@ def compile_program(fn, backend=None, blocking=True, threads=None) -> Executable
                           None, backend="interpret")
     if blocking and os.environ.get("PRIMFLOW_JIT_BLOCKING") != "0":
         found = batch_axes(fn, reductions=True)
+        if found is not None and threads is None and _may_use_threads(fn, found):
+            return ByThreads(fn, backend)
         if found is not None:
-            if threads is None:
-                return ByThreads(fn, backend)
-            blocked = _compile_blocked(fn, backend, found, threads)
+            blocked = _compile_blocked(fn, backend, found, 1 if threads is None else threads)
             if blocked is not None:
                 return blocked
     use_numba = False
@@ -294,6 +294,16 @@ def _compile_blocked(fn, backend, found, threads):
     inner = compile_program(body, backend, blocking=False)
     return BlockedExecutable(fn, prologue, inner, axis_of, n, rows, epilogue=epilogue,
                              row_outputs=blocked.row_outputs, threads=threads)
+
+
+def _may_use_threads(fn, found):
+    """Whether the cost model would run ``fn`` on more than one thread for some thread
+    count up to the cores available (else one executable serves every count)."""
+    from ..backends.threads import available_cores
+
+    n, axis_of = found
+    return any(_thread_blocks(fn, axis_of, n, t, 1) is not None
+               for t in sorted({2, max(2, available_cores())}))
 
 
 def _has_sums(fn, axis_of):
