@@ -263,6 +263,8 @@ class ByThreads:
         return self.current(args, keys)
 
     def __getattr__(self, name):  # source, plan, groups, kernels, backend, wait, compiling
+        if name.startswith("_") or name == "current":
+            raise AttributeError(name)  # (copy and pickle probe before __init__ ran)
         return getattr(self.current, name)
 
     def __repr__(self):
