@@ -42,6 +42,8 @@ from .nn import ParamAttr, create_parameter
 from . import optimizer
 from .optimizer import regularizer
 from .serialization import load, save
+# distributed training over MPI and data loading (mpi4py is imported only when used)
+from . import distributed, io
 
 bool = bool_  # noqa: A001 - pf.bool as in Paddle and PyTorch
 

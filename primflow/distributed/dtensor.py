@@ -582,6 +582,20 @@ def dtensor_from_local(local_tensor, mesh, placements, shape=None):
     return _from_local(t, mesh, specs, tuple(shape))
 
 
+def dtensor_from_fn(fn, mesh, placements, *args, **kwargs):
+    """``shard_tensor(fn(*args, **kwargs), mesh, placements)`` (Paddle's
+    ``dtensor_from_fn``).
+
+    Example:
+        >>> import primflow as pf
+        >>> import primflow.distributed as dist
+        >>> x = dist.dtensor_from_fn(pf.ones, dist.ProcessMesh([0]), [dist.Shard(0)], [4])
+        >>> x.shape
+        [4]
+    """
+    return shard_tensor(fn(*args, **kwargs), mesh, placements)
+
+
 def dtensor_to_local(x, mesh=None, placements=None):
     """This rank's block of ``x`` (Paddle's ``dtensor_to_local``)."""
     return x._local_value()
