@@ -329,6 +329,9 @@ def _check_placements(placements, mesh, shape, what):
         raise ValueError(f"{what}: {len(placements)} placements {placements} for a "
                          f"{mesh.ndim}-d mesh {mesh}; give one placement per mesh dim")
     specs = tuple(to_spec(p) for p in placements)
+    # Shard(-1): the last dim, as Paddle and torch allow
+    specs = tuple(s + len(shape) if _is_shard(s) and -len(shape) <= s < 0 else s
+                  for s in specs)
     check_layout(shape, specs, what)
     return specs
 
