@@ -286,27 +286,51 @@ class DistTrace(Trace):
         ndim = mesh.ndim
         avals = [a.aval if isinstance(a, DistTensor) else Aval(a._shape, a.dtype)
                  for a in args]
-        out_aval = prim.infer(*avals, **params)
         specs = [a._specs if isinstance(a, DistTensor) else (None,) * ndim for a in args]
-        rule = sharding_rule(prim.name)
-        sizes = _effective_shape(mesh)
-        wanted, out_specs = expand(rule, specs, avals, out_aval, sizes, params)
+        plan = _plan(prim, mesh, avals, specs, params)
+        out_aval, wanted, out_specs, local_params, out_shape, rule = plan
         if not _is_member(mesh):
             return DistTensor._make(None, mesh, out_specs, out_aval)
         locals_ = []
         for a, src, dst, av in zip(args, specs, wanted, avals):
             value = a._local._value if isinstance(a, DistTensor) else a._value
             locals_.append(Tensor._wrap(relayout(value, av.shape, mesh, src, dst)))
-        local_params = rule.localize(params, [tuple(t._shape) for t in locals_],
-                                     local_shape(out_aval.shape, out_specs, sizes,
-                                                 _coords(mesh)),
-                                     [sharded_dims(w) for w in wanted])
-        out_shape = local_shape(out_aval.shape, out_specs, sizes, _coords(mesh))
         if rule.empty_fill is not None and any(not t.size for t in locals_):
             out_local = full(shape=out_shape, value=rule.empty_fill, dtype=out_aval.dtype)
         else:
             out_local = prim.bind(*locals_, **local_params)
         return DistTensor._make(out_local, mesh, out_specs, out_aval)
+
+
+_plans = {}
+
+
+def _plan(prim, mesh, avals, specs, params):
+    """What running ``prim`` on these layouts takes: the output's aval and specs, the
+    inputs' wanted specs, the local computation's params and output shape. Depends only on
+    hashable metadata, so it is cached (eager loops repeat the same calls)."""
+    try:
+        key = (prim.name, mesh, tuple(avals), tuple(specs), tuple(sorted(params.items())))
+        hash(key)
+    except TypeError:  # an unhashable parameter: plan without the cache
+        key = None
+    plan = _plans.get(key) if key is not None else None
+    if plan is None:
+        out_aval = prim.infer(*avals, **params)
+        rule = sharding_rule(prim.name)
+        sizes = _effective_shape(mesh)
+        wanted, out_specs = expand(rule, specs, avals, out_aval, sizes, params)
+        coords = _coords(mesh) if _is_member(mesh) else (0,) * mesh.ndim
+        in_shapes = [local_shape(av.shape, w, sizes, coords) for av, w in zip(avals, wanted)]
+        out_shape = local_shape(out_aval.shape, out_specs, sizes, coords)
+        local_params = rule.localize(params, in_shapes, out_shape,
+                                     [sharded_dims(w) for w in wanted])
+        plan = (out_aval, wanted, out_specs, local_params, out_shape, rule)
+        if key is not None:
+            if len(_plans) > 4096:
+                _plans.clear()
+            _plans[key] = plan
+    return plan
 
 
 _the_trace = None
