@@ -27,7 +27,8 @@ from .checkpoint import load_state_dict, save_state_dict
 from .collective import (ReduceOp, all_gather, all_reduce, alltoall, broadcast, recv,
                          reduce_scatter, send)
 from .dtensor import (DistTensor, dtensor_from_fn, dtensor_from_local, dtensor_to_local,
-                      is_dist_tensor, reshard, shard_tensor, unshard_dtensor)
+                      is_dist_tensor, reduce_gradients, reshard, shard_tensor,
+                      unshard_dtensor)
 from .env import (Group, barrier, get_rank, get_world_size, init_parallel_env, is_initialized,
                   new_group)
 from .placement import Partial, Placement, ProcessMesh, ReduceType, Replicate, Shard
@@ -52,7 +53,7 @@ __all__ = [
     "ShardingStage1", "Strategy", "all_gather", "all_reduce", "alltoall", "barrier",
     "broadcast", "dtensor_from_fn", "dtensor_from_local", "dtensor_to_local", "get_rank",
     "get_world_size", "init_parallel_env", "is_dist_tensor", "is_initialized",
-    "load_state_dict", "new_group", "recv", "reduce_scatter", "reshard", "save_state_dict",
+    "load_state_dict", "new_group", "recv", "reduce_gradients", "reduce_scatter", "reshard", "save_state_dict",
     "send", "shard_dataloader", "shard_layer", "shard_optimizer", "shard_tensor",
     "to_static", "unshard_dtensor",
 ]

@@ -215,11 +215,14 @@ class DistTensor(Tracer):
 
     @grad.setter
     def grad(self, value):
-        # a leaf's gradient takes the leaf's own layout: the Partial gradient of a
-        # Replicate parameter used on sharded data is reduced here, once
+        # a leaf's gradient takes the leaf's layout, except that a Partial gradient of a
+        # Replicate leaf (a parameter used on sharded data) stays Partial: contributions
+        # then accumulate without communication, and ``dist.reduce_gradients`` (called by
+        # shard_optimizer, to_static and the trainer) reduces all of them in one
+        # collective; any other use reduces it on the way (its value is the gradient)
         if value is not None and not (isinstance(value, DistTensor) and
                                       value._mesh == self._mesh and
-                                      value._specs == self._specs):
+                                      _pending_reduction(value._specs, self._specs)):
             with no_grad():
                 value = reshard(value, self._mesh, self.placements)
         Tracer.grad.__set__(self, value)
@@ -257,6 +260,50 @@ class DistTensor(Tracer):
                 f"local={local!r})")
 
     __str__ = __repr__
+
+
+def _pending_reduction(grad_specs, leaf_specs):
+    """Whether a gradient laid out by ``grad_specs`` may stay on a leaf laid out by
+    ``leaf_specs``: the same, or linear-partial where the leaf is replicated."""
+    return all(g == s or (s is None and g in ("sum", "avg"))
+               for g, s in zip(grad_specs, leaf_specs))
+
+
+def reduce_gradients(parameters):
+    """Reduces the Partial gradients of distributed ``parameters`` to the parameters' own
+    placements, bucketed: one all_reduce per mesh dim and dtype for all of them (what
+    data-parallel training does after backward). ``shard_optimizer``, ``to_static`` and
+    the trainer call it; a plain optimizer works without it (each gradient is then reduced
+    when the update first needs it).
+
+    Example:
+        >>> import primflow as pf
+        >>> import primflow.distributed as dist
+        >>> mesh = dist.ProcessMesh([0])
+        >>> w = dist.shard_tensor(pf.ones([2]), mesh, [dist.Replicate()], stop_gradient=False)
+        >>> x = dist.shard_tensor(pf.ones([4, 2]), mesh, [dist.Shard(0)])
+        >>> (x * w).sum().backward()
+        >>> w.grad.placements
+        [Partial(reduce_type=kRedSum)]
+        >>> dist.reduce_gradients([w]); w.grad.placements
+        [Replicate()]
+    """
+    buckets = {}
+    for p in parameters:
+        g = p.grad if isinstance(p, DistTensor) else None
+        if not isinstance(g, DistTensor) or g._specs == p._specs:
+            continue
+        dims = tuple((k, s) for k, s in enumerate(g._specs) if s != p._specs[k])
+        if g._local is None or g._mesh != p._mesh:
+            continue
+        buckets.setdefault((p._mesh, dims, g.dtype), []).append(p)
+    for (mesh, dims, _dtype), params in buckets.items():
+        arrays = [p.grad._local._value for p in params]
+        for k, op in dims:
+            arrays = _comm_along(mesh, k).allreduce_many(arrays, op)
+        for p, value in zip(params, arrays):
+            g = DistTensor._make(Tensor._wrap(value), mesh, p._specs, p.grad.aval)
+            Tracer.grad.__set__(p, g)
 
 
 def _describe(x):

@@ -35,8 +35,11 @@ w = dist.shard_tensor(pf.to_tensor(W), mesh, [R()], stop_gradient=False)
 x = dist.shard_tensor(pf.to_tensor(X), mesh, [S(0)])
 loss = pf.tanh(x @ w).square().mean()
 loss.backward()
+assert w.grad.placements == [P()], w.grad.placements  # Partial: reduced when needed
 close("replicated weight gradient", w.grad.numpy(), w0.grad.numpy())
+dist.reduce_gradients([w])
 assert w.grad.placements == [R()], w.grad.placements
+close("replicated weight gradient, reduced", w.grad.numpy(), w0.grad.numpy())
 
 # 2. column-parallel then row-parallel MLP, SGD: the same losses as one process
 H = 6
