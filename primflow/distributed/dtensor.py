@@ -11,8 +11,9 @@ collectives of Paddle's reshard table), and the primitive runs on the local bloc
 Because a DistTensor behaves exactly like the single-process tensor of its global value,
 autodiff needs nothing special: the tape records primitives on DistTensors, their rules run
 on DistTensors again (inserting whatever collectives *their* layouts need), and every order
-works. A Replicate parameter used with Shard(0) data gets a Partial gradient, which
-``.grad`` (the leaf's accumulator) reduces to the parameter's own placements. Explicit
+works. A Replicate parameter used with Shard(0) data gets a Partial gradient, which its
+``.grad`` keeps while contributions accumulate; ``reduce_gradients`` reduces all of them in
+one bucketed collective (or the first use of one reduces it). Explicit
 relayouts (``reshard``) are the identity on global values; their adjoint reshards the
 cotangent back.
 
