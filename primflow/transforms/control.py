@@ -362,24 +362,80 @@ def _cond_vjp(branches, operands, results, cts):
     return full
 
 
-def _region_vjp(region, values, positions, cotangents):
+def _region_vjp(region, values, positions, cotangents, saved=None):
     """Cotangents of ``region``'s inputs at ``positions`` for output cotangents
     (``values`` are region or outside values; computed with the tape, under the staging
-    trace when there is one)."""
+    trace when there is one). ``saved`` maps operation indices of ``region`` to their
+    values saved by the forward pass: those are not computed again (see ``_replay``)."""
     trace = _staging()
     if isinstance(trace, RegionTrace):  # differentiate with respect to this region's values
         values = [v if isinstance(v, JitTracer) and v._trace is trace else trace.capture(v)
                   for v in values]
 
+    slot_of = []  # output -> its position among the distinct output tensors
+
     def f(*diff):
         full = list(values)
         for i, d in zip(positions, diff):
             full[i] = d
-        return evaluate_bound(region, full)
+        outs = _replay(region, full, saved) if saved else evaluate_bound(region, full)
+        # a tensor returned twice (a carry that is also saved) is one output whose
+        # cotangent is the sum of both
+        distinct, index = [], {}
+        for o in outs:
+            if id(o) not in index:
+                index[id(o)] = len(distinct)
+                distinct.append(o)
+            slot_of.append(index[id(o)])
+        return distinct
 
     with enable_grad():
         outs, pullback = _vjp(f, *[values[i] for i in positions])
-        return list(pullback(list(cotangents)))
+        summed = [None] * len(outs)
+        for slot, ct in zip(slot_of, cotangents):
+            summed[slot] = ct if summed[slot] is None else summed[slot] + ct
+        return list(pullback(summed))
+
+
+def _replay(region, args, saved):
+    """``evaluate_bound`` of ``region`` in which the operations in ``saved`` (index ->
+    value the forward pass computed) are not run again: their saved values are recorded on
+    the tape as their results, so reverse mode reads them instead of recomputing."""
+    from ..core.primitive import Node, get_primitive
+
+    env = dict(zip(region.inputs, args))
+    ops = region.ops
+    for index, op in enumerate(ops):
+        if index not in saved:
+            part = Function(region.name, [], [op], [op.out], region.consts)
+            for v in op.inputs:
+                part.inputs.append(v)
+            env[op.out] = evaluate_bound(part, [env[v] for v in op.inputs])[0]
+            continue
+        ins = [env[v] for v in op.inputs]
+        out = saved[index].detach()  # a handle of its own: the tape node goes on it
+        if state.grad_enabled and any(not a.stop_gradient for a in ins):
+            out._node = Node(get_primitive(op.prim), op.params, ins, out)
+            out.stop_gradient = False
+        env[op.out] = out
+    return [env[v] for v in region.outputs]
+
+
+def _worth_saving(body, n_step_inputs):
+    """Indices of the body's operations whose results the reverse pass should read from
+    the forward pass rather than recompute: matrix products and transcendental functions
+    of the step's values (the carry and the slices; loop-invariant ones are not stacked)."""
+    from ..ir.passes.fuse import TRANSCENDENTAL
+
+    per_step = set(body.inputs[:n_step_inputs])
+    out = []
+    for index, op in enumerate(body.ops):
+        if any(v in per_step for v in op.inputs):
+            per_step.add(op.out)
+            if op.out.aval.dtype.is_floating and (op.prim == "dot_general"
+                                                  or op.prim in TRANSCENDENTAL):
+                out.append(index)
+    return out
 
 
 def _while_vjp_error(cts):
@@ -392,41 +448,47 @@ def _while_vjp_error(cts):
 
 
 def _scan_staged_with_grad(params, operands, run):
-    """A staged scan that keeps each step's carry (the residuals) as extra results, with a
-    tape node whose backward is a reverse scan of the body's vjp."""
-    body, k, m, n = params["body"], params["n_carry"], params["n_xs"], params["length"]
-    res_body = body.copy()
-    res_body.outputs = res_body.outputs + res_body.inputs[:k]
+    """A staged scan that also returns, stacked over the steps, each step's carry and the
+    results of its costly operations (the residuals), with a tape node whose backward is a
+    reverse scan of the body's vjp reading them (``_scan_vjp``)."""
+    body, k, m = params["body"], params["n_carry"], params["n_xs"]
+    # the saved intermediates are replayed on the tape; under jvp/vmap rules (foreign
+    # operands) the step is recomputed instead
+    saved = _worth_saving(body, k + m) if run is _stage_results else []
+    res_body = body.copy()  # same operation order: indices carry over
+    res_body.outputs = (res_body.outputs + res_body.inputs[:k]
+                        + [res_body.ops[i].out for i in saved])
     res_params = dict(params, body=res_body)
     staged = run("scan", res_params, operands)
-    n_out = len(staged) - k
+    n_out = len(body.outputs)
 
     # the residuals are results too (second and higher derivatives flow through them):
-    # their cotangents join the carry's, as the residual body returns its carry input
+    # their cotangents enter the reverse scan like those of the other ys
     def backward(cts):
-        return _scan_vjp(res_params, operands, staged, cts)
+        return _scan_vjp(res_params, operands, staged, cts, n_out, saved)
 
     attached = _attach(staged, operands, "scan", backward)
     staged[:] = attached
     return attached[:n_out]
 
 
-def _scan_vjp(params, operands, results, cts):
-    """Operand cotangents of a scan whose body returns its carry input as its last results
-    (``results`` ends with those residuals, stacked) for the results' cotangents ``cts``."""
+def _scan_vjp(params, operands, results, cts, n_out, saved):
+    """Operand cotangents of a scan whose body (``params``) returns, after its ``n_out``
+    results, its carry input and the results of its operations ``saved`` (indices), for
+    the cotangents ``cts`` of all its results."""
     body, k, m, n = params["body"], params["n_carry"], params["n_xs"], params["length"]
-    residuals = results[len(results) - k:]
+    carries = results[n_out:n_out + k]
+    intermediates = results[n_out + k:]
     carry0, xs, consts = operands[:k], operands[k:k + m], operands[k + m:]
     cts = [zeros_like(r) if c is None else c for r, c in zip(results, cts)]
     g_carry, g_ys = cts[:k], cts[k:]
     fc = _float_positions(carry0)
     fx = [i for i in _float_positions(xs)]
     fk = _float_positions(consts)
-    n_y = len(body.outputs) - k
 
     def bwd_step(bcarry, bx):
         gc, gk = bcarry
-        x_t, c_t, gy_t = bx
+        x_t, c_t, s_t, gy_t = bx
         values = list(c_t) + list(x_t) + list(consts)
         positions = ([i for i in fc] + [k + i for i in fx] + [k + m + i for i in fk])
         out_cts = []
@@ -434,7 +496,7 @@ def _scan_vjp(params, operands, results, cts):
         for j in range(k):
             out_cts.append(gc_full[j] if j in gc_full else zeros_like(c_t[j]))
         out_cts += list(gy_t)
-        grads = _region_vjp(body, values, positions, out_cts)
+        grads = _region_vjp(body, values, positions, out_cts, dict(zip(saved, s_t)))
         dc = grads[:len(fc)]
         dx = grads[len(fc):len(fc) + len(fx)]
         dk = grads[len(fc) + len(fx):]
@@ -442,8 +504,8 @@ def _scan_vjp(params, operands, results, cts):
 
     gk0 = [zeros_like(consts[i]) for i in fk]
     (dc0, dk), dxs = scan(bwd_step, ([g_carry[i] for i in fc], gk0),
-                          (list(xs), list(residuals), list(g_ys[:n_y])), length=n,
-                          reverse=not params["reverse"])
+                          (list(xs), list(carries), list(intermediates), list(g_ys)),
+                          length=n, reverse=not params["reverse"])
     full = [None] * len(operands)
     for i, g in zip(fc, dc0):
         full[i] = g
