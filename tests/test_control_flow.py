@@ -289,7 +289,8 @@ def test_regions_print_parse_verify_and_interpret():
 
 def test_bad_input_errors_name_both_sides():
     x = t([1.0, 2.0])
-    with pytest.raises(TypeError, match=r"true_fn's result.*float64\[3\]|float64\[2\].*float64\[3\]"):
+    with pytest.raises(TypeError, match=r"false_fn's result is float64\[2\] but leaf 0 of "
+                                        r"true_fn's result is float64\[3\]"):
         pf.jit(lambda x: pf.cond(x.sum() > 0, lambda v: pf.concat([v, v[:1]]),
                                  lambda v: v, x))(x)
     with pytest.raises(TypeError, match="structure"):

@@ -267,10 +267,6 @@ _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "
                        "set_value", "backward"})
 
 
-def _has(stmts, kinds) -> bool:
-    return any(isinstance(n, kinds) for n in _walk_local(stmts))
-
-
 def _jumps_out(stmts) -> bool:
     """A return, or a break/continue not inside a nested loop."""
     for node in _walk_local(stmts):

@@ -33,12 +33,11 @@ from ..core import dtypes
 from ..core.primitive import Aval, record_custom
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import enable_grad, state
-from ..core.tensor import Tensor
 from ..core.trace import Tracer, new_trace
 from ..ir import Builder, Function, evaluate_bound
 from ..ir.regions import TupleAval, result_avals
 from ..ops._helpers import as_tensor
-from ..ops.creation import zeros, zeros_like
+from ..ops.creation import zeros_like
 from ..ops.manipulation import stack
 from ..ops.math import equal, where
 from .jit import JitTrace, JitTracer
@@ -91,10 +90,6 @@ def _staging():
 def _leaves(tree):
     leaves, treedef = tree_flatten(tree)
     return [as_tensor(x) for x in leaves], treedef
-
-
-def _types(leaves):
-    return [f"{x.dtype.name}{list(x._shape)}" for x in leaves]
 
 
 def _check_same(what, tree_a, leaves_a, name_a, tree_b, leaves_b, name_b, hint=""):
@@ -249,11 +244,7 @@ def _attach(results, operands, name, backward):
 
 def _region_fn(region):
     """A Python function running ``region`` on a list of values (binding its operations)."""
-    return lambda values: apply_region_op_list(region, values)
-
-
-def apply_region_op_list(region, values):
-    return evaluate_bound(region, list(values))
+    return lambda values: evaluate_bound(region, list(values))
 
 
 def _float_positions(values):
@@ -624,21 +615,18 @@ def _batch_rule(trace, kind, params, operands):
     k = params["n_carry"]
     carry = [with_batch_front(v, b, size) for v, b in zip(vals[:k], axes[:k])]
 
-    def batched(region, fixed_in, fixed_axes):
-        """The vmapped region on (batched carry, then ``fixed_in`` with ``fixed_axes``)."""
+    def lanes(region, consts, const_axes):
+        """``region`` vmapped over the batched carry (and the constants' own axes)."""
         def run(*args):
             return evaluate_bound(region, list(args))
 
-        return lambda c, extra=(): vmap(run, in_axes=tuple([0] * len(c)) + tuple(
-            fixed_axes) + tuple(extra_axes_of(extra)))(*c, *fixed_in, *extra)
-
-    def extra_axes_of(extra):
-        return [0] * len(extra)
+        in_axes = tuple([0] * k) + tuple(const_axes)
+        return lambda c: vmap(run, in_axes=in_axes)(*c, *consts)
 
     if kind == "while":
         consts, c_axes = vals[k:], axes[k:]
-        lane_cond = batched(params["cond"], consts, c_axes)
-        lane_body = batched(params["body"], consts, c_axes)
+        lane_cond = lanes(params["cond"], consts, c_axes)
+        lane_body = lanes(params["body"], consts, c_axes)
 
         def cond_fn(c):
             return any_(lane_cond(list(c))[0])
@@ -782,10 +770,10 @@ def _branch(index, branches, operands, what, names):
                 lambda ins, b=b: b(*tree_unflatten(op_tree, ins)), avals, f"branch{j}")
             traced.append((fn, caps))
             trees.append(tree)
-        first = [_aval_tensor(v) for v in traced[0][0].outputs]
+        first = [_AvalView(v.aval) for v in traced[0][0].outputs]
         for j in range(1, len(branches)):
             _check_same(what, trees[0], first, names[0], trees[j],
-                        [_aval_tensor(v) for v in traced[j][0].outputs], names[j])
+                        [_AvalView(v.aval) for v in traced[j][0].outputs], names[j])
         regions, captures = _unify(traced, len(op_leaves))
         if not _foreign(captures):
             idx = index.astype("int32") if index.dtype is not dtypes.int32 else index
@@ -810,10 +798,6 @@ class _AvalView:
     def __init__(self, aval):
         self._shape = tuple(aval.shape)
         self.dtype = aval.dtype
-
-
-def _aval_tensor(v):
-    return _AvalView(v.aval)
 
 
 def while_loop(cond_fun, body_fun, init_val, max_steps=None):
