@@ -317,3 +317,19 @@ def test_bad_input_errors_name_both_sides():
         pf.scan(lambda c, x: (c, x), t(0.0), (t([1.0, 2.0]), t([1.0])))
     with pytest.raises(ValueError, match="length=3"):
         pf.scan(lambda c, x: (c, x), t(0.0), t([1.0, 2.0]), length=3)
+
+
+def test_random_draws_in_a_compiled_loop_are_fresh_per_step_and_call():
+    def f(x):
+        return pf.scan(lambda c, _: (c + pf.rand([2]), pf.rand([1])), x, None, length=4)
+
+    jitted = pf.jit(f)
+    _, ys1 = jitted(pf.zeros([2]))
+    _, ys2 = jitted(pf.zeros([2]))
+    assert len(set(ys1.numpy().ravel().tolist())) == 4  # a new draw at every step
+    assert not np.allclose(ys1.numpy(), ys2.numpy())  # and at every call
+    pf.seed(5)
+    _, a = jitted(pf.zeros([2]))
+    pf.seed(5)
+    _, b = jitted(pf.zeros([2]))
+    close(a, b)  # reproducible from a seed

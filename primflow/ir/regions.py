@@ -59,6 +59,14 @@ class TupleAval(Aval):
         return hash(("tuple",) + self.avals)
 
 
+def all_ops(fn):
+    """Every operation of ``fn`` and, depth first, of the regions inside it."""
+    for op in fn.ops:
+        yield op
+        for _, region in regions_of(op):
+            yield from all_ops(region)
+
+
 def regions_of(op) -> list:
     """``[(param name, Function), ...]`` for the regions of a control-flow operation."""
     if op.prim not in CONTROL:

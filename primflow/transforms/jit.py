@@ -61,6 +61,7 @@ from ..core.tensor import Tensor
 from ..core.trace import Trace, Tracer, new_trace, outside_update_error
 from ..ir import Builder, evaluate_bound
 from ..ir._program import IMPURE, normalize_params
+from ..ir.regions import all_ops
 
 __all__ = ["RETRACE_WARNING_THRESHOLD", "JitTrace", "JitTracer", "Jitted", "Lowered",
            "RetraceWarning", "TracerConversionError", "jit", "to_static"]
@@ -696,7 +697,8 @@ class Jitted:
         # pf.seed ran inside (even to the state the generator was already in): replay
         reseeded = _random._epoch != epoch_before
         drawn = frozenset() if reseeded else _keys_drawn(random_before, random_after)
-        n_draws = sum(op.prim in IMPURE and op.params["key"] in drawn for op in fn.ops)
+        # draws inside control-flow regions count too (each run of a region draws afresh)
+        n_draws = sum(op.prim in IMPURE and op.params["key"] in drawn for op in all_ops(fn))
         reseeded = reseeded or random_after[1] != random_before[1] + n_draws
         captures = [entry[0] for entry in trace.captured.values()]
         traced = fn.copy()
