@@ -333,3 +333,15 @@ def test_random_draws_in_a_compiled_loop_are_fresh_per_step_and_call():
     pf.seed(5)
     _, b = jitted(pf.zeros([2]))
     close(a, b)  # reproducible from a seed
+
+
+def test_unread_loop_results_leave_the_region():
+    def f(x):
+        c, ys = pf.scan(lambda c, x: (c + x, pf.exp(x) * c), t(0.0), x)
+        return c  # the ys are never read
+
+    program = pf.jit(f).lower(t([1.0, 2.0])).program
+    (scan_op,) = [op for op in program.ops if op.prim == "scan"]
+    assert len(scan_op.out.aval.avals) == 1
+    assert "exp" not in [op.prim for op in scan_op.params["body"].ops]
+    assert float(pf.jit(f)(t([1.0, 2.0]))) == 3.0

@@ -18,8 +18,14 @@ run the compiled program.
   with the tape on (as ``pf.checkpoint`` does), so every order of derivative is available.
 * Called inside another transform (vmap, jvp, Taylor mode, or another jit's trace), ``f``
   is simply traced by that transform (inlined).
-* Python control flow on traced values cannot be recorded: ``bool()``, ``float()``,
-  ``.item()`` or ``.numpy()`` of a traced value raise ``TracerConversionError``.
+* Python control flow on traced values: ``bool()``, ``float()``, ``.item()``,
+  ``.numpy()`` or ``print`` of a traced value raise ``TracerConversionError`` while
+  tracing. ``pf.jit`` then converts the function's ``if``/``while``/``for i in range(n)``
+  statements to ``pf.cond``/``pf.while_loop``/``pf.fori_loop`` (``ast_convert.py``) and
+  traces again; what still needs concrete values breaks the graph (``graph_break.py``:
+  that statement runs eagerly between compiled pieces, with a ``GraphBreakWarning``), or
+  raises with ``full_graph=True``. ``pf.cond``/``pf.scan``/... are staged as operations
+  with regions (``control.py``).
 
 What a jitted function may take and return (bad input gives an error naming the argument
 or output and the fix):
