@@ -60,7 +60,16 @@ class TupleAval(Aval):
 
 
 def all_ops(fn):
-    """Every operation of ``fn`` and, depth first, of the regions inside it."""
+    """Every operation of ``fn`` and, depth first, of the regions inside it.
+
+    Example:
+        >>> import primflow as pf
+        >>> from primflow.ir.regions import all_ops
+        >>> f = pf.jit(lambda x: pf.scan(lambda c, v: (c + v, c), x[0], x)[0])
+        >>> program = f.lower(pf.ones([3])).program
+        >>> [op.prim for op in all_ops(program)][:3]
+        ['slice', 'reshape', 'scan']
+    """
     for op in fn.ops:
         yield op
         for _, region in regions_of(op):
@@ -68,7 +77,16 @@ def all_ops(fn):
 
 
 def regions_of(op) -> list:
-    """``[(param name, Function), ...]`` for the regions of a control-flow operation."""
+    """``[(param name, Function), ...]`` for the regions of a control-flow operation.
+
+    Example:
+        >>> import primflow as pf
+        >>> from primflow.ir.regions import regions_of
+        >>> f = pf.jit(lambda x: pf.scan(lambda c, v: (c + v, c), x[0], x)[0])
+        >>> program = f.lower(pf.ones([3])).program
+        >>> [name for op in program.ops for name, _ in regions_of(op)]
+        ['body']
+    """
     if op.prim not in CONTROL:
         return []
     if op.prim == "cond":
