@@ -284,7 +284,7 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
                 _accumulate(results, id(target_nodes[node]), g)
             if needed is not None and node not in needed:
                 continue
-            _apply_vjp(node, g, node_grads, leaf_grads, leaves, wanted)
+            _apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves)
             if not retain_graph:
                 node.free()
         if targets is None:  # backward(): the leaves' .grad accumulate this pass's gradient
@@ -325,11 +325,10 @@ def _nodes_leading_to_targets(order, wanted_leaves, target_nodes, blocked):
     return needed
 
 
-def _apply_vjp(node, g, node_grads, leaf_grads, leaves, wanted):
+def _apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves=None):
     """Runs one node's vjp rules and routes the cotangents along its edges. ``wanted`` holds
     the nodes and leaf ids worth sending gradients to (None: everything, backward mode,
     which also records the leaves reached in ``leaves``)."""
-    create_graph = state.grad_enabled
     prim = node.prim
     if node.freed:
         raise RuntimeError(
@@ -376,7 +375,7 @@ def _apply_vjp(node, g, node_grads, leaf_grads, leaves, wanted):
             node_grads[e] = x_bar if old is None else ew.add(old, x_bar)
         else:
             _accumulate(leaf_grads, id(e), x_bar)
-            if wanted is None:
+            if leaves is not None:
                 leaves[id(e)] = e
 
 
