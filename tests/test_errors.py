@@ -105,16 +105,16 @@ SUPPORTED = ("bool", "int32", "int64", "float32", "float64")
 
 
 @pytest.mark.parametrize("make", [
-    lambda: pf.to_tensor(np.zeros(2, np.float16)),
+    lambda: pf.to_tensor(np.zeros(2, np.uint32)),
     lambda: pf.to_tensor(np.zeros(2, np.complex64)),
     lambda: pf.to_tensor([1 + 1j]),
-    lambda: pf.ones([2], dtype="float16"),
+    lambda: pf.ones([2], dtype="uint64"),
     lambda: pf.to_tensor([1.0], dtype=np.complex128),
-    lambda: pf.ones([2]).astype("uint8"),
-], ids=["np-f16", "np-c64", "py-complex", "ones-f16", "to_tensor-c128", "astype-u8"])
+    lambda: pf.ones([2]).astype("uint16"),
+], ids=["np-u32", "np-c64", "py-complex", "ones-u64", "to_tensor-c128", "astype-u16"])
 def test_unsupported_dtype(make):
     msg = raises(TypeError, make, "unsupported dtype", *SUPPORTED)
-    assert any(n in msg for n in ("float16", "complex", "uint8"))
+    assert any(n in msg for n in ("uint", "complex"))
 
 
 def test_bitwise_operator_on_ints():
