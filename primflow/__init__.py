@@ -45,6 +45,7 @@ bool = bool_  # noqa: A001 - pf.bool as in Paddle and PyTorch
 # ---- Paddle compatibility (issue 20): storage dtypes, copies/casts, incubate.autograd ----
 from .core.dtypes import float16, int8, int16, uint8  # noqa: E402
 from .ops import assign, cast, clone  # noqa: E402,F401
+from . import incubate  # noqa: E402
 
 
 def detach(x):
