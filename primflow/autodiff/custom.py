@@ -440,9 +440,8 @@ class PyLayer:
                 if g is not None and not isinstance(g, Tensor):
                     raise ValueError(f"{name}: backward returned a {type(g).__name__} for "
                                      f"tensor input {i}; return a Tensor or None")
-            grads = _check_cotangents(name, got, inputs, "backward")
-            return [g if g is None or g.dtype == x.dtype else cast(g, x.dtype)
-                    for g, x in zip(grads, inputs)]
+            # returned as they are (Paddle): the receiving node decides about dtypes
+            return _check_cotangents(name, got, inputs, "backward")
 
         for k, o in enumerate(outs):
             if not differentiable[k]:

@@ -19,6 +19,7 @@ from ..core.state import set_grad_mode, state
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
 from ..prims import elementwise as ew
+from ..prims import compare as compare_prims
 from ..prims import creation
 from ..prims import shape as shape_prims
 
@@ -289,9 +290,7 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
                 node.free()
         if targets is None:  # backward(): the leaves' .grad accumulate this pass's gradient
             for key, t in leaves.items():
-                g = leaf_grads[key]
-                if key in _leaf_hooks:
-                    g = _run_hooks(_leaf_hooks[key], g)
+                g = _leaf_gradient(t, leaf_grads[key])
                 t.grad = g if t.grad is None else ew.add(t.grad, g)
     finally:
         set_grad_mode(prev)
@@ -301,9 +300,18 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
         return None
     for t in targets:
         if t._node is None and id(t) in leaf_grads:
-            g = leaf_grads[id(t)]
-            results[id(t)] = _run_hooks(_leaf_hooks[id(t)], g) if id(t) in _leaf_hooks else g
+            results[id(t)] = _leaf_gradient(t, leaf_grads[id(t)])
     return [results.get(id(t)) for t in targets]
+
+
+def _leaf_gradient(t, g):
+    """A leaf's gradient of one pass: its hooks applied, in the leaf's dtype (a custom rule,
+    e.g. a PyLayer backward, may return another dtype)."""
+    if id(t) in _leaf_hooks:
+        g = _run_hooks(_leaf_hooks[id(t)], g)
+    if g.dtype != t.dtype and not isinstance(g, Tracer):
+        g = compare_prims.convert_element_type(g, dtype=t.dtype)
+    return g
 
 
 def _nodes_leading_to_targets(order, wanted_leaves, target_nodes, blocked):
@@ -344,7 +352,9 @@ def _apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves=Non
             raise RuntimeError(
                 f"a tensor of shape {a.shape} saved for the backward of '{prim.name}' was "
                 f"modified in place after it was used (version {versions[i]} -> "
-                f"{a._version}); compute on a copy (x.clone()) instead of changing it in place")
+                f"{a._version}; Paddle's words: received tensor_version:{a._version} != "
+                f"wrapper_version_snapshot:{versions[i]}); compute on a copy (x.clone()) "
+                f"instead of changing it in place")
     rules = prim.vjp
     if rules is None:
         raise NonDifferentiableError(
@@ -439,6 +449,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise ValueError(
                 f"input {i} (shape {inputs_list[i].shape}) was not used to compute the outputs; "
                 f"pass allow_unused=True to get None for it")
+        if create_graph and r is not None and r.stop_gradient and not isinstance(r, Tracer):
+            # Paddle: with create_graph every gradient has stop_gradient=False, also one
+            # that is constant (d x / d x); a new handle, so a seed passed in stays as it was
+            results[i] = Tensor._wrap(r._value)
+            results[i].stop_gradient = False
     return results
 
 
