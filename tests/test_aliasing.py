@@ -60,3 +60,21 @@ def test_view_like_results_stay_in_the_graph():
             continue
         (g,) = pf.grad((y * y).sum(), x)
         np.testing.assert_allclose(g.numpy(), [2.0, 4.0, 6.0], err_msg=name)
+
+
+def test_assign_into_an_output_and_cast():
+    x = pf.to_tensor([1.0, 2.0], dtype="float64", stop_gradient=False)
+    out = pf.zeros([2], dtype="float32")
+    assert pf.assign(x * 3.0, out) is out
+    assert out.dtype == "float32" and out._version == 1
+    np.testing.assert_allclose(out.numpy(), [3.0, 6.0])
+    (g,) = pf.grad(out.sum(), x)  # the copy stays in the graph
+    np.testing.assert_allclose(g.numpy(), [3.0, 3.0])
+    np.testing.assert_array_equal(pf.assign(np.array([[1, 2]])).numpy(), [[1, 2]])
+    with pytest.raises(ValueError, match="shape"):
+        pf.assign(pf.ones([3]), out)
+    with pytest.raises(TypeError, match="Tensor"):
+        pf.cast([1.0], "float32")
+    (gc,) = pf.grad(pf.cast(x, "float32").sum() * 2.0, x)
+    assert gc.dtype == "float64"
+    np.testing.assert_allclose(gc.numpy(), [2.0, 2.0])
