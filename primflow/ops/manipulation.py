@@ -1,13 +1,15 @@
 """Shape manipulation: reshape, transpose, squeeze, concat, stack, split, flip, gather...
 all written over the shape and index primitives.
 
-Aliasing rule (one for every op here, and for every public op): the result is always a
-new Tensor, never the input object itself, even when nothing changes
-(``reshape(x, x.shape)``, ``flatten`` of a 1-d tensor, ``transpose`` by the identity,
-``squeeze`` without size-1 dims). Paddle returns a new Tensor in these cases too. An
-in-place update (``y[0] = 1``, ``y.add_(1)``) rebinds only ``y`` (copy-on-write), so it
-never changes ``x``, and vice versa; where Paddle's view ops share storage and a write
-into the view shows in the input, write into the input itself instead.
+Aliasing rule (Paddle's): the view-like ops ``reshape``/``view``, ``flatten``,
+``squeeze``, ``unsqueeze``, ``transpose``, ``t``/``.T`` and ``moveaxis`` return a new
+Tensor that shares data with its input, also when nothing changes (``reshape(x,
+x.shape)``, ``flatten`` of a 1-d tensor): an in-place update of either (``y[0] = 1``,
+``y.add_(1)``, ``x.set_value(...)``) shows in the other. As in Paddle only values are
+shared, not the autograd graph; versions follow, so a backward that saved the other tensor
+refuses to run. Every other op returns a new tensor that shares nothing (``expand``,
+``flip``, ``concat``, ``astype``/``cast``, ``clone``...). Inside transforms (jit, vmap,
+grad of a function) views are not tracked: updates there are functional.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import math as _math
 
 from .. import prims
 from ..core import dtypes
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, register_view
 from ..core.trace import Tracer
 from ._helpers import as_tensor, broadcast_shapes, broadcast_to, cast, normalize_axis, shape_arg
 
@@ -48,12 +50,29 @@ def reshape(x, shape) -> Tensor:
     if _math.prod(shape) != x.size:
         raise ValueError(f"cannot reshape a tensor of shape {x.shape} ({x.size} elements) into "
                          f"{shape} ({_math.prod(shape)} elements)")
-    return prims.reshape(x, shape=tuple(shape))  # a new tensor even for the same shape
+    out = prims.reshape(x, shape=tuple(shape))  # a new tensor even for the same shape
+    _share(x, out, {"shape": tuple(shape)}, {"shape": tuple(x._shape)}, prims.reshape)
+    return out
 
 
 def _new_handle(x):
-    """``x``'s values as a new tensor in the graph (the aliasing rule above)."""
+    """``x``'s values as a new tensor in the graph that shares nothing with ``x``."""
     return prims.reshape(x, shape=tuple(x._shape))
+
+
+def _share(x, out, to_view, to_base, prim):
+    """Registers ``out`` as a view of ``x`` (the aliasing rule above): ``prim`` with params
+    ``to_view`` maps x's values to out's, with ``to_base`` back."""
+    if isinstance(x, Tracer) or isinstance(out, Tracer):
+        return
+
+    def forward(value):
+        return prim(Tensor._wrap(value), **to_view)._value
+
+    def inverse(value):
+        return prim(Tensor._wrap(value), **to_base)._value
+
+    register_view(x, out, forward, inverse)
 
 
 view = reshape
@@ -89,8 +108,11 @@ def transpose(x, perm) -> Tensor:
         raise ValueError(f"transpose: perm {list(perm)} is not a permutation of "
                          f"range({x.ndim}) for shape {x.shape}")
     if perm == tuple(range(x.ndim)):
-        return _new_handle(x)
-    return prims.transpose(x, perm=perm)
+        return reshape(x, x.shape)  # a view: the identity permutation moves nothing
+    out = prims.transpose(x, perm=perm)
+    inverse = tuple(sorted(range(len(perm)), key=lambda i: perm[i]))
+    _share(x, out, {"perm": perm}, {"perm": inverse}, prims.transpose)
+    return out
 
 
 def t(x) -> Tensor:
@@ -98,7 +120,7 @@ def t(x) -> Tensor:
     x = as_tensor(x)
     if x.ndim > 2:
         raise ValueError(f"t() expects at most 2 dims, got shape {x.shape}; use transpose")
-    return _new_handle(x) if x.ndim < 2 else transpose(x, [1, 0])
+    return reshape(x, x.shape) if x.ndim < 2 else transpose(x, [1, 0])
 
 
 def moveaxis(x, source, destination) -> Tensor:
@@ -332,14 +354,15 @@ def tile(x, repeat_times) -> Tensor:
     reps = list(repeat_times)
     if len(reps) < x.ndim:
         reps = [1] * (x.ndim - len(reps)) + reps
-    x = reshape(x, [1] * (len(reps) - x.ndim) + x.shape)
+    # (prims.reshape, not reshape: the result is a copy, never a view of x)
+    x = prims.reshape(x, shape=tuple([1] * (len(reps) - x.ndim) + x.shape))
     # interleave a new size-r dim before each dim, broadcast, then merge the pairs
     expanded_shape, target = [], []
     for r, d in zip(reps, x._shape):
         expanded_shape += [1, d]
         target += [r, d]
-    y = broadcast_to(reshape(x, expanded_shape), target)
-    return reshape(y, [r * d for r, d in zip(reps, x._shape)])
+    y = broadcast_to(prims.reshape(x, shape=tuple(expanded_shape)), target)
+    return prims.reshape(y, shape=tuple(r * d for r, d in zip(reps, x._shape)))
 
 
 def tril(x, diagonal=0) -> Tensor:
