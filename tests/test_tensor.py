@@ -524,9 +524,13 @@ class TestRepr:
 # ---- storage dtypes for Paddle code (issue 20) ----------------------------------------------
 
 @pytest.mark.parametrize("name", ["uint8", "int8", "int16", "float16"])
-def test_small_storage_dtypes(name):
+def test_small_storage_dtypes(name, tmp_path):
     data = np.array([[1, 2], [3, 4]], dtype=name)
     x = pf.to_tensor(data)
+    pf.save({"x": x}, tmp_path / "x.pdparams")
+    back = pf.load(tmp_path / "x.pdparams")["x"]
+    assert back.dtype == name
+    np.testing.assert_array_equal(back.numpy(), data)
     assert x.dtype == name and x.dtype is getattr(pf, name)
     np.testing.assert_array_equal(x.numpy(), data)
     assert pf.zeros([2], dtype=name).numpy().dtype == np.dtype(name)
