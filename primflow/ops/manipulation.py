@@ -9,7 +9,8 @@ x.shape)``, ``flatten`` of a 1-d tensor): an in-place update of either (``y[0] =
 shared, not the autograd graph; versions follow, so a backward that saved the other tensor
 refuses to run. Every other op returns a new tensor that shares nothing (``expand``,
 ``flip``, ``concat``, ``astype``/``cast``, ``clone``...). Inside transforms (jit, vmap,
-grad of a function) views are not tracked: updates there are functional.
+grad of a function) views are not tracked: updates there are functional. Unlike Paddle,
+``detach()`` and indexing results (``x[0]``) do not share data.
 """
 
 from __future__ import annotations
