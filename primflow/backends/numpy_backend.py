@@ -39,6 +39,10 @@ _TO_NATIVE = {
     dtypes.float64: np.dtype(np.float64),
 }
 _FROM_NATIVE = {v: k for k, v in _TO_NATIVE.items()}
+# Paddle compatibility (issue 20): storage dtypes
+_TO_NATIVE.update({dtypes.uint8: np.dtype(np.uint8), dtypes.int8: np.dtype(np.int8),
+                   dtypes.int16: np.dtype(np.int16), dtypes.float16: np.dtype(np.float16)})
+_FROM_NATIVE.update({v: k for k, v in _TO_NATIVE.items()})
 
 
 # ---- elementwise kernels that need more than one NumPy call ----------------------------------
