@@ -10,12 +10,13 @@ from __future__ import annotations
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from ._util import binary_infer, zeros_like
+from . import _sharding as sr
 from .families import COMPARE
 
 
 def _compare(name):
     return Primitive(name, family=COMPARE, infer=binary_infer(name, out_dtype=dtypes.bool_),
-                     differentiable=False, doc=f"elementwise {name} -> bool")
+                     differentiable=False, shard=sr.NONLINEAR, doc=f"elementwise {name} -> bool")
 
 
 eq = _compare("eq")
@@ -39,11 +40,14 @@ def _logical_infer(name):
     return infer
 
 
-logical_and = Primitive("logical_and", family=COMPARE, infer=_logical_infer("logical_and"),
+logical_and = Primitive("logical_and", family=COMPARE,
+                        shard=sr.NONLINEAR, infer=_logical_infer("logical_and"),
                         differentiable=False, doc="x and y, elementwise")
-logical_or = Primitive("logical_or", family=COMPARE, infer=_logical_infer("logical_or"),
+logical_or = Primitive("logical_or", family=COMPARE,
+                       shard=sr.NONLINEAR, infer=_logical_infer("logical_or"),
                        differentiable=False, doc="x or y, elementwise")
-logical_not = Primitive("logical_not", family=COMPARE, infer=_logical_infer("logical_not"),
+logical_not = Primitive("logical_not", family=COMPARE,
+                        shard=sr.NONLINEAR, infer=_logical_infer("logical_not"),
                         differentiable=False, doc="not x, elementwise")
 
 
@@ -68,7 +72,7 @@ def _select_false_transpose(g, out, pred, on_true, on_false):
 
 
 # linear in the two branches (the predicate is static: its transpose entry is None)
-select = Primitive("select", family=COMPARE, infer=_select_infer, linear=True,
+select = Primitive("select", family=COMPARE, shard=sr.SELECT, infer=_select_infer, linear=True,
                    transpose=(None, _select_true_transpose, _select_false_transpose),
                    doc="where(pred, on_true, on_false), elementwise")
 
@@ -82,5 +86,5 @@ def _convert_transpose(g, out, x, *, dtype):
 
 
 convert_element_type = Primitive(
-    "convert_element_type", family=COMPARE, infer=_convert_infer, linear=True,
+    "convert_element_type", family=COMPARE, shard=sr.SINGLE, infer=_convert_infer, linear=True,
     transpose=(_convert_transpose,), doc="cast to another dtype")
