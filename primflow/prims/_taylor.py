@@ -213,7 +213,7 @@ def kernel_series(name, x0, z0, xs, params, top_weights=None):
     if not present or isinstance(x0, Tracer) or isinstance(z0, Tracer):
         return None
     dtype, shape, recording = x0.dtype, present[0]._shape, state.grad_enabled
-    if not dtype.is_floating or not x0.size or z0.dtype is not dtype or (
+    if dtype.kind != "f" or not x0.size or z0.dtype is not dtype or (
             recording and not (x0.stop_gradient and z0.stop_gradient)):
         return None
     if tuple(shape[len(shape) - x0.ndim:]) != tuple(x0._shape):

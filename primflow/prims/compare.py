@@ -12,12 +12,16 @@ from ..core.primitive import Aval, Primitive, PrimitiveError
 from . import _taylor as tl
 from ._batching import elementwise_batch
 from ._util import binary_infer, zeros_like
+from .complex import reject_complex
 
 _F = "compare"
 
 
 def _compare(name):
-    return Primitive(name, family=_F, infer=binary_infer(name, out_dtype=dtypes.bool_),
+    infer = binary_infer(name, out_dtype=dtypes.bool_)
+    if name not in ("eq", "ne"):  # complex numbers are not ordered
+        infer = reject_complex(name, infer)
+    return Primitive(name, family=_F, infer=infer,
                      jvp=None, vjp=None, doc=f"elementwise {name} -> bool")
 
 

@@ -12,17 +12,25 @@ import math
 from ..core.primitive import Primitive
 from . import _taylor as tl, compare
 from ._batching import elementwise_batch
+from .complex import holomorphic_vjp, reject_complex
 from ._util import binary_infer, float_unary_infer, full_like, same_aval, zeros_like
 
 _F = "elementwise"
+
+# defined on real numbers only: complex inputs get a clear error (prims/complex.py); every
+# other primitive here is holomorphic, so its complex vjp conjugates its real rule
+_REAL_ONLY = frozenset(("abs", "sign", "erf", "logistic", "floor", "ceil", "round",
+                        "maximum", "minimum", "atan2"))
 
 
 def _unary(name, jvp, vjp=None, saves_out=False, infer=None, doc="", saves_inputs=None):
     """A unary primitive whose vjp equals its jvp (true for every elementwise unary op:
     the Jacobian is diagonal, hence symmetric)."""
-    prim = Primitive(name, family=_F, infer=infer or float_unary_infer(name),
+    infer = infer or float_unary_infer(name)
+    prim = Primitive(name, family=_F,
+                     infer=reject_complex(name, infer) if name in _REAL_ONLY else infer,
                      jvp=None if jvp is None else (jvp,),
-                     vjp=None if jvp is None else ((vjp or jvp),),
+                     vjp=None if jvp is None else (holomorphic_vjp(vjp or jvp),),
                      saves_out=saves_out, saves_inputs=saves_inputs, doc=doc)
     prim.batch = elementwise_batch(prim)
     return prim
@@ -105,7 +113,7 @@ def _integer_pow_rule(g, out, x, *, y):
 
 
 integer_pow = Primitive("integer_pow", family=_F, infer=_integer_pow_infer,
-                        jvp=(_integer_pow_rule,), vjp=(_integer_pow_rule,),
+                        jvp=(_integer_pow_rule,), vjp=(holomorphic_vjp(_integer_pow_rule),),
                         doc="x ** y for a static integer y")
 integer_pow.batch = elementwise_batch(integer_pow)
 
@@ -113,7 +121,10 @@ integer_pow.batch = elementwise_batch(integer_pow)
 # ---- binary --------------------------------------------------------------------------------
 
 def _binary(name, jvp, vjp, saves_out=False, saves_inputs=None):
-    prim = Primitive(name, family=_F, infer=binary_infer(name), jvp=jvp, vjp=vjp,
+    infer = binary_infer(name)
+    prim = Primitive(name, family=_F,
+                     infer=reject_complex(name, infer) if name in _REAL_ONLY else infer,
+                     jvp=jvp, vjp=tuple(holomorphic_vjp(rule) for rule in vjp),
                      saves_out=saves_out, saves_inputs=saves_inputs)
     prim.batch = elementwise_batch(prim)
     return prim

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from . import _batching as bt, _taylor as tl, shape as sh
+from .complex import holomorphic_vjp
 
 _F = "linalg"
 
@@ -98,7 +99,7 @@ dot_general = Primitive(
     "dot_general", family=_F, infer=_dot_general_infer, batch=_dot_general_batch,
     jvp=(lambda g, out, x, y, **p: dot_general(g, y, **p),
          lambda g, out, x, y, **p: dot_general(x, g, **p)),
-    vjp=(_dot_general_x_vjp, _dot_general_y_vjp),
+    vjp=(holomorphic_vjp(_dot_general_x_vjp), holomorphic_vjp(_dot_general_y_vjp)),
     doc="generalised matrix product with contracting and batch dims")
 
 dot_general.taylor = tl.bilinear_rule(dot_general)  # Cauchy product of the coefficients

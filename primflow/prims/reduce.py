@@ -9,6 +9,7 @@ from ..core import dtypes
 from ..core.primitive import Aval, Primitive
 from . import compare, elementwise as ew, shape as sh
 from . import _batching as bt, _taylor as tl
+from .complex import reject_complex
 
 _F = "reduce"
 
@@ -68,9 +69,11 @@ def _extremum_rules():
 
 
 _max_jvp, _max_vjp = _extremum_rules()
-reduce_max = Primitive("reduce_max", family=_F, infer=_reduce_infer, jvp=_max_jvp,
+reduce_max = Primitive("reduce_max", family=_F,
+                       infer=reject_complex("reduce_max", _reduce_infer), jvp=_max_jvp,
                        vjp=_max_vjp, saves_out=True, doc="maximum over `axes`")
-reduce_min = Primitive("reduce_min", family=_F, infer=_reduce_infer, jvp=_max_jvp,
+reduce_min = Primitive("reduce_min", family=_F,
+                       infer=reject_complex("reduce_min", _reduce_infer), jvp=_max_jvp,
                        vjp=_max_vjp, saves_out=True, doc="minimum over `axes`")
 
 
@@ -80,9 +83,11 @@ def _arg_infer(x, *, axis, index_dtype):
     return Aval(tuple(d for i, d in enumerate(x.shape) if i != axis), index_dtype)
 
 
-argmax = Primitive("argmax", family=_F, infer=_arg_infer, jvp=None, vjp=None,
+argmax = Primitive("argmax", family=_F, infer=reject_complex("argmax", _arg_infer),
+                   jvp=None, vjp=None,
                    doc="index of the maximum along `axis` (integer result)")
-argmin = Primitive("argmin", family=_F, infer=_arg_infer, jvp=None, vjp=None,
+argmin = Primitive("argmin", family=_F, infer=reject_complex("argmin", _arg_infer),
+                   jvp=None, vjp=None,
                    doc="index of the minimum along `axis` (integer result)")
 
 
