@@ -18,3 +18,5 @@ from .linalg import dot_general
 # scientific numerics (issue 18): complex parts and FFT
 from .complex import complex, conj, imag, real
 from .fft import fft
+from .decompositions import (cholesky, eigh, lu, lu_permutation, lu_pivots, qr, slogdet,
+                             solve, svd, triangular_solve)

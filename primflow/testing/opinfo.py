@@ -115,6 +115,7 @@ class OpInfo:
     covers: tuple = ()  # public op names this entry stands for
     stats: Callable | None = None  # kind == "random": (out, **kwargs) -> None or raise
     notes: str = ""
+    jet_order: int | None = None  # caps the Taylor tests' orders (costly: decompositions)
 
     def samples(self, rng=None):
         rng = np.random.default_rng(_seed_of(self.name)) if rng is None else rng
@@ -1284,6 +1285,186 @@ _SCIENCE_DB = [
            kind="creation"),
 ]
 OP_DB.extend(_SCIENCE_DB)
+
+# ---- linear algebra (issue 18) ----
+# Symmetric positive-definite inputs are built inside the op (a a^T + n I), so finite
+# differences move along symmetric directions; general matrices get + 3 I (well
+# conditioned). Outputs that are unique only up to signs (SVD of wide matrices) are checked
+# through sign-free combinations.
+from scipy import linalg as _scipy_linalg  # noqa: E402
+
+LA = pf.linalg
+
+
+def _pf_spd(a):
+    return a @ a.mT + 3.0 * pf.eye(a.shape[-1], dtype=a.dtype)
+
+
+def _np_spd(a):
+    return a @ np.swapaxes(a, -1, -2) + 3.0 * np.eye(a.shape[-1])
+
+
+def _pf_shift(a):
+    return a + 3.0 * pf.eye(a.shape[-1], dtype=a.dtype)
+
+
+def _np_shift(a):
+    return a + 3.0 * np.eye(a.shape[-1])
+
+
+def _mats(*shapes, kw=None):
+    """One sample per tuple of shapes (all inputs random in [-1, 1])."""
+
+    def gen(info, rng):
+        return [SampleInput(tuple(rng.uniform(-1.0, 1.0, s) for s in group), dict(kw or {}),
+                            desc=str(group)) for group in shapes]
+
+    return gen
+
+
+def _mats_kw(*groups):
+    def gen(info, rng):
+        return [SampleInput(tuple(rng.uniform(-1.0, 1.0, s) for s in shapes), dict(kw),
+                            desc=f"{shapes} {kw}") for shapes, kw in groups]
+
+    return gen
+
+
+def _np_tri(a, b, upper=True, transpose=False, unitriangular=False):
+    a = np.triu(a) if upper else np.tril(a)
+    if unitriangular:
+        a = a - np.diag(np.diag(a)) + np.eye(a.shape[-1])
+    return np.linalg.solve(a.T if transpose else a, b)
+
+
+def _np_lu(a):
+    factors, piv = _scipy_linalg.lu_factor(a)
+    return factors, (piv + 1).astype(np.int32)
+
+
+def _np_lstsq(a, b):
+    sol, res, rank, sv = np.linalg.lstsq(a, b, rcond=None)
+    return sol, res, np.int64(rank), sv
+
+
+def _np_matrix_norm(a, p="fro"):
+    return np.linalg.norm(a, ord=p, axis=(-2, -1))
+
+
+def _svd_sign_free(a):
+    u, s, vh = LA.svd(a)
+    return u @ vh, s
+
+
+def _np_svd_sign_free(a):
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    return u @ vh, s
+
+
+# decompositions: orders 1-4 on the primitives' own entries, 1-2 on composites; the jet test
+# (nested jvp to order 6 by default) is capped at order 3: each order costs ~5x the last
+_LA_CORE = dict(order_samples=1, max_order=4, jet_order=3)
+_LA_MID = dict(order_samples=1, max_order=3, jet_order=2)
+_LA_ORDER = dict(order_samples=1, max_order=2, jet_order=2)
+
+_LINALG_DB = [
+    OpInfo("linalg.solve", lambda a, b, **kw: LA.solve(_pf_shift(a), b, **kw),
+           lambda a, b, left=True: np.linalg.solve(_np_shift(a), b) if left else np.swapaxes(
+               np.linalg.solve(np.swapaxes(_np_shift(a), -1, -2), np.swapaxes(b, -1, -2)),
+               -1, -2),
+           _mats_kw((((2, 2), (2, 2)), {}), (((2, 3, 3), (3, 1)), {}),
+                    (((2, 2), (3, 2)), {"left": False})),
+           prims=("solve",), **_LA_CORE),
+    OpInfo("linalg.solve_vector", lambda a, b: LA.solve(_pf_shift(a), b),
+           lambda a, b: np.linalg.solve(_np_shift(a), b[..., None])[..., 0] if a.ndim > 2
+           else np.linalg.solve(_np_shift(a), b), _mats(((3, 3), (3,)), ((2, 3, 3), (3,))),
+           prims=("solve",), **_LA_ORDER),
+    OpInfo("linalg.inv", lambda a: LA.inv(_pf_shift(a)), lambda a: np.linalg.inv(_np_shift(a)),
+           _mats(((3, 3),), ((2, 2, 2),)), prims=("solve",), **_LA_ORDER),
+    OpInfo("linalg.det", lambda a: LA.det(a), np.linalg.det, _mats(((3, 3),), ((2, 2, 2),)),
+           prims=("slogdet",), **_LA_ORDER),
+    OpInfo("linalg.slogdet", lambda a: LA.slogdet(a),
+           lambda a: np.stack(np.linalg.slogdet(a)), _mats(((2, 2),), ((2, 3, 3),)),
+           prims=("slogdet",), **_LA_MID),
+    OpInfo("linalg.cholesky", lambda a, **kw: LA.cholesky(_pf_spd(a), **kw),
+           lambda a, upper=False: np.swapaxes(np.linalg.cholesky(_np_spd(a)), -1, -2) if upper
+           else np.linalg.cholesky(_np_spd(a)),
+           _mats_kw((((2, 2),), {}), (((2, 3, 3),), {"upper": True})),
+           prims=("cholesky",), **_LA_CORE),
+    OpInfo("linalg.cholesky_solve",
+           lambda b, a, **kw: LA.cholesky_solve(b, LA.cholesky(_pf_spd(a), **kw), **kw),
+           lambda b, a, upper=False: np.linalg.solve(_np_spd(a), b),
+           _mats_kw((((3, 2), (3, 3)), {}), (((2, 3, 1), (3, 3)), {"upper": True})),
+           prims=("cholesky", "triangular_solve"), **_LA_ORDER),
+    OpInfo("linalg.triangular_solve",
+           lambda a, b, **kw: LA.triangular_solve(_pf_shift(a), b, **kw),
+           lambda a, b, **kw: _np_tri(_np_shift(a), b, **kw),
+           _mats_kw((((2, 2), (2, 2)), {}), (((3, 3), (3, 1)), {"upper": False}),
+                    (((3, 3), (3, 2)), {"transpose": True, "unitriangular": True})),
+           prims=("triangular_solve",), **_LA_MID),
+    OpInfo("linalg.eigh", lambda a: LA.eigh(a + a.mT),
+           lambda a: np.linalg.eigh(a + np.swapaxes(a, -1, -2)),
+           _mats(((2, 2),), ((2, 3, 3),)), prims=("eigh",), **_LA_CORE),
+    OpInfo("linalg.eigvalsh", lambda a, **kw: LA.eigvalsh(a + a.mT, **kw),
+           lambda a, UPLO="L": np.linalg.eigvalsh(a + np.swapaxes(a, -1, -2)),
+           _mats_kw((((3, 3),), {}), (((3, 3),), {"UPLO": "U"})), prims=("eigh",),
+           **_LA_ORDER),
+    OpInfo("linalg.lu", lambda a: LA.lu(_pf_shift(a)), lambda a: _np_lu(_np_shift(a)),
+           _mats(((2, 2),), ((4, 4),)), prims=("lu", "lu_pivots"), **_LA_MID),
+    OpInfo("linalg.lu_unpack", lambda a: LA.lu_unpack(*LA.lu(a)),
+           lambda a: _scipy_linalg.lu(a), _mats(((3, 3),)),
+           prims=("lu", "lu_pivots", "lu_permutation"), **_LA_ORDER),
+    OpInfo("linalg.lu_solve", lambda a, b, **kw: LA.lu_solve(b, *LA.lu(_pf_shift(a)), **kw),
+           lambda a, b, trans="N": np.linalg.solve(
+               _np_shift(a) if trans == "N" else _np_shift(a).T, b),
+           _mats_kw((((3, 3), (3, 2)), {}), (((3, 3), (3, 1)), {"trans": "T"})),
+           prims=("lu", "lu_permutation", "triangular_solve"), **_LA_ORDER),
+    OpInfo("linalg.qr", lambda a, **kw: LA.qr(a, **kw),
+           lambda a, mode="reduced": np.linalg.qr(a, mode=mode),
+           _mats_kw((((3, 2),), {}), (((2, 3, 3),), {}), (((2, 4),), {}),
+                    (((4, 2),), {"mode": "r"})), prims=("qr",), **_LA_MID),
+    OpInfo("linalg.svd", lambda a: LA.svd(a), lambda a: np.linalg.svd(a, full_matrices=False),
+           _mats(((3, 2),), ((2, 3, 3),)), prims=("svd",), **_LA_MID),
+    OpInfo("linalg.svd_wide", _svd_sign_free, _np_svd_sign_free, _mats(((2, 4),)),
+           prims=("svd",), **_LA_ORDER),
+    OpInfo("linalg.svdvals", lambda a: LA.svdvals(a), lambda a: np.linalg.svd(a, compute_uv=False),
+           _mats(((3, 2),), ((2, 3),)), prims=("svd",), **_LA_ORDER),
+    OpInfo("linalg.pinv", lambda a: LA.pinv(a), np.linalg.pinv, _mats(((3, 2),), ((2, 3),)),
+           prims=("svd",), **_LA_ORDER),
+    OpInfo("linalg.lstsq", lambda a, b: LA.lstsq(a, b), _np_lstsq,
+           _mats(((4, 2), (4, 2)), ((3, 3), (3, 1))), prims=("svd",), order_samples=1,
+           max_order=2),
+    OpInfo("linalg.matrix_power", lambda a, **kw: LA.matrix_power(_pf_shift(a), **kw),
+           lambda a, n: np.linalg.matrix_power(_np_shift(a), n),
+           _mats_kw((((3, 3),), {"n": 3}), (((2, 2, 2),), {"n": -2}), (((2, 2),), {"n": 0})),
+           prims=("dot_general",), **_LA_ORDER),
+    OpInfo("linalg.matrix_exp", lambda a: LA.matrix_exp(a),
+           lambda a: np.stack([_scipy_linalg.expm(m) for m in a.reshape(-1, *a.shape[-2:])]
+                              ).reshape(a.shape),
+           fixed(_s(lambda i, r: (r.uniform(-1, 1, (3, 3)),)),
+                 _s(lambda i, r: (r.uniform(-3, 3, (2, 2, 2)),), desc="squarings")),
+           prims=("solve",), **_LA_ORDER),
+    OpInfo("linalg.vector_norm", lambda x, **kw: LA.vector_norm(x, **kw),
+           lambda x, p=2.0, axis=None, keepdim=False: np.linalg.norm(
+               x.ravel() if axis is None else x, ord=p, axis=axis, keepdims=keepdim)
+           if axis is not None or not keepdim else None,
+           _mats_kw((((2, 3),), {}), (((2, 3),), {"p": 3, "axis": 1}),
+                    (((2, 3),), {"p": float("inf"), "axis": 0}), (((4,),), {"p": -1})),
+           **_LA_ORDER),
+    OpInfo("linalg.matrix_norm", lambda a, **kw: LA.matrix_norm(a, **kw), _np_matrix_norm,
+           _mats_kw((((2, 3),), {}), (((3, 2),), {"p": "nuc"}), (((2, 3, 3),), {"p": 1}),
+                    (((3, 3),), {"p": float("inf")}), (((3, 2),), {"p": 2}),
+                    (((3, 3),), {"p": -2})), **_LA_ORDER),
+    OpInfo("linalg.norm", lambda a, **kw: LA.norm(a, **kw),
+           lambda a, p=None, axis=None: np.linalg.norm(a, ord=p, axis=axis),
+           _mats_kw((((2, 3),), {}), (((3, 2),), {"p": "nuc"}), (((3,),), {"p": 1})),
+           **_LA_ORDER),
+    OpInfo("linalg.cond", lambda a, **kw: LA.cond(_pf_shift(a), **kw),
+           lambda a, p=None: np.linalg.cond(_np_shift(a), p=p),
+           _mats_kw((((3, 3),), {}), (((3, 3),), {"p": "fro"}), (((2, 2, 2),), {"p": -2})),
+           prims=("svd",), **_LA_ORDER),
+]
+OP_DB.extend(_LINALG_DB)
 
 
 def _apart(info, rng, shape, gap=0.2):
