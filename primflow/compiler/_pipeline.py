@@ -5,7 +5,7 @@
 
 1. fusion grouping (``ir.passes.fuse``) finds elementwise chains and reductions with their
    producers; with numba available, large arithmetic-only groups become numba kernels
-   (``backends/numba_codegen.py``), the others stay NumPy;
+   (``compiler/numba_codegen.py``), the others stay NumPy;
 2. memory planning (``ir.passes.plan_memory``) gives every computed value a reusable
    buffer unless it leaves the program (a numba kernel is planned as one unit: the buffers
    it reads are not reused for its own results);
@@ -25,13 +25,15 @@ import math
 import os
 import threading
 
-from ..backends import numpy_codegen as npc
+from . import numpy_codegen as npc
 from ..ir import CONSTANT, IMPURE, Function, Operation, evaluate
 from ..ir.passes import fuse, plan_memory, run_pipeline
 from ..ir.passes.fuse import ELEMENTWISE, TRANSCENDENTAL, VIEWS
 from ..ir.passes.blocking import batch_axes, block_program
 from ..ir.passes.recompute import recompute_broadcasts
 from ..ir.printer import format_op, names_of
+from ..ir.regions import CONTROL, GET, optimize_regions
+from ._control import control_runner
 
 _code_cache = {}  # source text -> code object
 _lock = threading.Lock()
@@ -40,7 +42,10 @@ BACKENDS = ("numpy", "numba", "interpret")
 
 def optimize_program(fn, verify=False, assume_finite=False):
     """A copy of ``fn`` optimized by the default pass pipeline."""
-    return run_pipeline(fn.copy(), verify=verify, assume_finite=assume_finite)
+    fn = run_pipeline(fn.copy(), verify=verify, assume_finite=assume_finite)
+    # control flow: each region (loop body, branch) is optimized on its own copy
+    optimize_regions(fn, lambda r: run_pipeline(r, verify=verify, assume_finite=assume_finite))
+    return fn
 
 
 class _Workspace(threading.local):
@@ -164,7 +169,7 @@ def compile_program(fn, backend=None, blocking=True) -> Executable:
             return blocked
     use_numba = False
     if backend in ("numba", "auto"):
-        from ..backends import numba_codegen
+        from . import numba_codegen
 
         use_numba = numba_codegen.available()
         if not use_numba and backend == "numba":
@@ -311,7 +316,7 @@ def _tiered(exe, fn, groups, numba_groups, backend):
     spend seconds in its first call; this way the first call costs what generating NumPy
     code costs, and the second core compiles. Kernels already in the disk cache (a second
     process) are loaded by a background thread, which still takes 30-50 ms a kernel."""
-    from ..backends import numba_codegen
+    from . import numba_codegen
 
     pending = exe._pending = _Pending()
 
@@ -385,17 +390,27 @@ def _generate(fn, groups, numba_groups, backend):
             continue
         if op.prim in ("full", "iota"):  # computed once, shared (never written in place)
             var[op.out] = f"c{name}"
-            ns[f"c{name}"] = npc.KERNELS[op.prim](**op.params)
+            ns[f"c{name}"] = ns[f"K_{op.prim}"](**op.params)
             if op.prim == "full":  # elementwise consumers broadcast a scalar instead
                 scalar[op.out] = f"s{name}"
                 ns[f"s{name}"] = npc.scalar(op.params["value"], op.params["dtype"])
             continue
         if id(op) in unread:
             continue
+        if op.prim in CONTROL or op.prim == GET:  # control flow: see compiler/_control.py
+            v = f"v{name}"
+            var[op.out] = v
+            body.append(f"    # {format_op(op, names)}")
+            if op.prim == GET:
+                body.append(f"    {v} = {var[op.inputs[0]]}[{op.params['index']}]")
+            else:
+                ns[f"R{name}"] = control_runner(op, backend)
+                body.append(f"    {v} = R{name}([{', '.join(var[u] for u in op.inputs)}])")
+            continue
         if id(op) in skip:
             if id(op) in kernel_of:
                 g, k = kernel_of[id(op)]
-                from ..backends import numba_codegen
+                from . import numba_codegen
 
                 kernel = numba_codegen.compile_group(g)
                 compiled_kernels.append(kernel)
@@ -456,7 +471,7 @@ def _views_only_kernels_see_through(fn, skip, kernel_groups):
     only cost a call per block."""
     if not kernel_groups:
         return set()
-    from ..backends import numba_codegen
+    from . import numba_codegen
 
     read = set(fn.outputs)
     for g in kernel_groups:

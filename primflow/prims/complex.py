@@ -21,10 +21,8 @@ from __future__ import annotations
 
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive, PrimitiveError
-from . import _taylor as tl, creation
-from ._batching import elementwise_batch
-
-_F = "complex"
+from . import creation
+from .families import COMPLEX
 
 
 def _zeros(shape, dtype):
@@ -69,14 +67,6 @@ def _complex_infer(re, im):
     return Aval(re.shape, dtypes.complex_of(re.dtype))
 
 
-def _complex_re_jvp(g, out, re, im):
-    return complex(g, _zeros(g._shape, g.dtype))
-
-
-def _complex_im_jvp(g, out, re, im):
-    return complex(_zeros(g._shape, g.dtype), g)
-
-
 def _complex_re_vjp(g, out, re, im):  # dL = Re(conj(g)(d re + i d im)) = Re g d re + Im g d im
     return real(g)
 
@@ -85,19 +75,9 @@ def _complex_im_vjp(g, out, re, im):
     return imag(g)
 
 
-def _complex_batch(vals, bdims):
-    return elementwise_batch(complex)(vals, bdims)
-
-
-def _complex_taylor(primals, series, out=None):
-    return tl.linear_rule(complex)(primals, series, out)
-
-
 complex = Primitive(  # noqa: A001 - primitive name
-    "complex", family=_F, infer=_complex_infer,
-    jvp=(_complex_re_jvp, _complex_im_jvp), vjp=(_complex_re_vjp, _complex_im_vjp),
-    batch=_complex_batch, taylor=_complex_taylor,
-    saves_inputs=(), doc="re + i im from two real tensors")
+    "complex", family=COMPLEX, infer=_complex_infer, linear=True,
+    transpose=(_complex_re_vjp, _complex_im_vjp), doc="re + i im from two real tensors")
 
 
 # ---- real, imag, conj ----------------------------------------------------------------------
@@ -111,16 +91,8 @@ def _part_infer(name):
     return infer
 
 
-def _real_jvp(g, out, z):
-    return real(g)
-
-
 def _real_vjp(g, out, z):  # dL = g Re(dz) = Re(conj(g) dz): z_bar = g + 0i
     return complex(g, _zeros(g._shape, g.dtype))
-
-
-def _imag_jvp(g, out, z):
-    return imag(g)
 
 
 def _imag_vjp(g, out, z):  # dL = g Im(dz) = Re(conj(i g) dz): z_bar = 0 + i g
@@ -135,39 +107,9 @@ def _conj_rule(g, out, z):  # dL = Re(conj(g) conj(dz)) = Re(conj(conj g) dz): z
     return conj(g)
 
 
-def _real_batch(vals, bdims):
-    return elementwise_batch(real)(vals, bdims)
-
-
-def _imag_batch(vals, bdims):
-    return elementwise_batch(imag)(vals, bdims)
-
-
-def _conj_batch(vals, bdims):
-    return elementwise_batch(conj)(vals, bdims)
-
-
-def _real_taylor(primals, series, out=None):
-    return tl.linear_rule(real)(primals, series, out)
-
-
-def _imag_taylor(primals, series, out=None):
-    return tl.linear_rule(imag)(primals, series, out)
-
-
-def _conj_taylor(primals, series, out=None):
-    return tl.linear_rule(conj)(primals, series, out)
-
-
-real = Primitive("real", family=_F, infer=_part_infer("real"), jvp=(_real_jvp,),
-                 vjp=(_real_vjp,), batch=_real_batch, taylor=_real_taylor, saves_inputs=(),
-                 doc="real part of a complex tensor")
-imag = Primitive("imag", family=_F, infer=_part_infer("imag"), jvp=(_imag_jvp,),
-                 vjp=(_imag_vjp,), batch=_imag_batch, taylor=_imag_taylor, saves_inputs=(),
-                 doc="imaginary part of a complex tensor")
-conj = Primitive("conj", family=_F, infer=_conj_infer, jvp=(_conj_rule,), vjp=(_conj_rule,),
-                 batch=_conj_batch, taylor=_conj_taylor, saves_inputs=(),
-                 doc="complex conjugate")
-
-for _prim in (complex, real, imag, conj):
-    _prim.linear = True  # real-linear: every second derivative is zero
+real = Primitive("real", family=COMPLEX, infer=_part_infer("real"), linear=True,
+                 transpose=(_real_vjp,), doc="real part of a complex tensor")
+imag = Primitive("imag", family=COMPLEX, infer=_part_infer("imag"), linear=True,
+                 transpose=(_imag_vjp,), doc="imaginary part of a complex tensor")
+conj = Primitive("conj", family=COMPLEX, infer=_conj_infer, linear=True,
+                 transpose=(_conj_rule,), doc="complex conjugate")

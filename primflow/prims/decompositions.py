@@ -42,8 +42,7 @@ from ..core.primitive import Aval, Primitive, PrimitiveError
 from ..core.trace import Tracer
 from . import _batching as bt, _matrix as mx, _taylor as tl, compare as cmp, creation
 from . import elementwise as ew, reduce as rd, shape as sh
-
-_F = "decomposition"
+from .families import DECOMPOSITION as _F
 
 
 def _check_matrix(name, a, square=True):
@@ -123,8 +122,8 @@ def _solve_taylor(primals, series, out=None):
 
 solve = Primitive("solve", family=_F, infer=_solve_infer, jvp=(_solve_a_jvp, _solve_b_jvp),
                   vjp=(_solve_a_vjp, _solve_b_vjp), batch=_solve_batch, taylor=_solve_taylor,
-                  saves_out=True, doc="x with a @ x = b (LU with partial pivoting)")
-solve.linear_in = frozenset((1,))
+                  saves_out=True, linear_in=(1,),
+                  doc="x with a @ x = b (LU with partial pivoting)")
 
 
 # ---- triangular_solve ----------------------------------------------------------------------
@@ -194,8 +193,7 @@ def _tri_taylor(primals, series, out=None, **p):
 triangular_solve = Primitive(
     "triangular_solve", family=_F, infer=_tri_infer, jvp=(_tri_a_jvp, _tri_b_jvp),
     vjp=(_tri_a_vjp, _tri_b_vjp), batch=_tri_batch, taylor=_tri_taylor, saves_out=True,
-    doc="x with op(a) @ x = b for triangular a (op: identity or transpose)")
-triangular_solve.linear_in = frozenset((1,))
+    linear_in=(1,), doc="x with op(a) @ x = b for triangular a (op: identity or transpose)")
 
 
 # ---- cholesky ------------------------------------------------------------------------------
@@ -552,11 +550,11 @@ def _lu_permutation_taylor(primals, series, out=None):
     return tl.no_series_rule(lu_permutation)(primals, series, out)
 
 
-lu_pivots = Primitive("lu_pivots", family=_F, infer=_pivots_infer, jvp=None, vjp=None,
+lu_pivots = Primitive("lu_pivots", family=_F, infer=_pivots_infer, differentiable=False,
                       batch=_lu_pivots_batch, taylor=_lu_pivots_taylor,
                       doc="1-based LAPACK row swaps of a row permutation")
-lu_permutation = Primitive("lu_permutation", family=_F, infer=_pivots_infer, jvp=None,
-                           vjp=None, batch=_lu_permutation_batch,
+lu_permutation = Primitive("lu_permutation", family=_F, infer=_pivots_infer,
+                           differentiable=False, batch=_lu_permutation_batch,
                            taylor=_lu_permutation_taylor,
                            doc="the row permutation of 1-based LAPACK row swaps")
 

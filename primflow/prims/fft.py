@@ -29,9 +29,8 @@ from __future__ import annotations
 
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive, PrimitiveError
-from . import _batching as bt, _taylor as tl, creation, elementwise as ew, shape as sh
-
-_F = "fft"
+from . import _batching as bt, creation, elementwise as ew, shape as sh
+from .families import FFT
 KINDS = ("fft", "ifft", "rfft", "irfft")
 NORMS = ("backward", "ortho", "forward")
 _DUAL = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
@@ -63,10 +62,6 @@ def _fft_infer(x, *, kind, axes, n_last, norm):
         shape[last] = n_last
         return Aval(shape, dtypes.real_of(x.dtype))
     return Aval(shape, x.dtype)
-
-
-def _fft_jvp(g, out, x, *, kind, axes, n_last, norm):
-    return fft(g, kind=kind, axes=axes, n_last=n_last, norm=norm)
 
 
 def _bin_weights(like, axis, n, value):
@@ -103,11 +98,6 @@ def _fft_batch(vals, bdims, *, kind, axes, n_last, norm):
     return fft(x, kind=kind, axes=bt.shift_axes(axes), n_last=n_last, norm=norm), 0
 
 
-def _fft_taylor(primals, series, out=None, **params):
-    return tl.linear_rule(fft)(primals, series, out, **params)
-
-
-fft = Primitive("fft", family=_F, infer=_fft_infer, jvp=(_fft_jvp,), vjp=(_fft_vjp,),
-                batch=_fft_batch, taylor=_fft_taylor, saves_inputs=(),
+fft = Primitive("fft", family=FFT, infer=_fft_infer, linear=True, transpose=(_fft_vjp,),
+                batch=_fft_batch,
                 doc="discrete Fourier transform (fft, ifft, rfft or irfft) over `axes`")
-fft.linear = True

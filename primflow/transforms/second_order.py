@@ -241,7 +241,7 @@ def _curvature(node, ts, g):
     idx = [i for i, t in enumerate(ts) if t is not None]
     if any(x.dtype.is_complex for x in inputs):
         pass  # the shortcuts below are written for real values: take the general form
-    elif prim.family == "elementwise" and len(inputs) == 1:
+    elif prim.family.elementwise and len(inputs) == 1:
         u = inputs[0]
         weights = ew.multiply(g, _second_derivative(prim, u, params))
         return _contract(ew.multiply(ts[0], weights), ts[0])
