@@ -23,12 +23,13 @@ def _complex(re, im):
     return out
 
 
+# copies, not views: compiled programs plan memory assuming these produce fresh arrays
 def _real(z):
-    return z.real
+    return z.real.copy()
 
 
 def _imag(z):
-    return z.imag
+    return z.imag.copy()
 
 
 # ---- FFT -----------------------------------------------------------------------------------

@@ -1444,7 +1444,7 @@ def _np_svd_sign_free(a):
 # (nested jvp to order 6 by default) is capped at order 3: each order costs ~5x the last
 _LA_CORE = dict(order_samples=1, max_order=4, jet_order=3)
 _LA_MID = dict(order_samples=1, max_order=3, jet_order=2)
-_LA_ORDER = dict(order_samples=1, max_order=2, jet_order=2)
+_LA_ORDER = dict(order_samples=1, max_order=2, jet_order=1)
 
 _LINALG_DB = [
     OpInfo("linalg.solve", lambda a, b, **kw: LA.solve(_pf_shift(a), b, **kw),
