@@ -93,13 +93,10 @@ def _solve_b_jvp(g, out, a, b):
     return solve(a, g)
 
 
-def _solve_a_vjp(g, out, a, b):
+def _solve_vjp(g, out, a, b):
+    # one transposed solve serves both cotangents (b_bar, then a_bar = -b_bar x^T)
     b_bar = solve(mx.mT(a), g)
-    return ew.neg(mx.mm(b_bar, mx.mT(out)))
-
-
-def _solve_b_vjp(g, out, a, b):
-    return solve(mx.mT(a), g)
+    return ew.neg(mx.mm(b_bar, mx.mT(out))), b_bar
 
 
 def _solve_batch(vals, bdims):
@@ -121,7 +118,7 @@ def _solve_taylor(primals, series, out=None):
 
 
 solve = Primitive("solve", family=_F, infer=_solve_infer, jvp=(_solve_a_jvp, _solve_b_jvp),
-                  vjp=(_solve_a_vjp, _solve_b_vjp), batch=_solve_batch, taylor=_solve_taylor,
+                  vjp=_solve_vjp, batch=_solve_batch, taylor=_solve_taylor,
                   saves_out=True, linear_in=(1,),
                   doc="x with a @ x = b (LU with partial pivoting)")
 
@@ -159,15 +156,11 @@ def _tri_b_bar(g, a, p):
                             unit_diagonal=p["unit_diagonal"])
 
 
-def _tri_a_vjp(g, out, a, b, **p):
+def _tri_vjp(g, out, a, b, **p):
     b_bar = _tri_b_bar(g, a, p)
     # d(op(a)) receives -b_bar x^T; map it back through op and the triangle mask
     grad_op = ew.neg(mx.mm(b_bar, mx.mT(out)))
-    return _tri_part(_tri_op(grad_op, p["transpose"]), p["lower"], p["unit_diagonal"])
-
-
-def _tri_b_vjp(g, out, a, b, **p):
-    return _tri_b_bar(g, a, p)
+    return _tri_part(_tri_op(grad_op, p["transpose"]), p["lower"], p["unit_diagonal"]), b_bar
 
 
 def _tri_batch(vals, bdims, **p):
@@ -192,7 +185,7 @@ def _tri_taylor(primals, series, out=None, **p):
 
 triangular_solve = Primitive(
     "triangular_solve", family=_F, infer=_tri_infer, jvp=(_tri_a_jvp, _tri_b_jvp),
-    vjp=(_tri_a_vjp, _tri_b_vjp), batch=_tri_batch, taylor=_tri_taylor, saves_out=True,
+    vjp=_tri_vjp, batch=_tri_batch, taylor=_tri_taylor, saves_out=True,
     linear_in=(1,), doc="x with op(a) @ x = b for triangular a (op: identity or transpose)")
 
 
