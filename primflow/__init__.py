@@ -43,8 +43,19 @@ from .nn import ParamAttr, create_parameter
 from . import optimizer
 from .optimizer import regularizer
 from .serialization import load, save
+# threads (issue 14): one knob for compiled programs' row blocks, BLAS and numba
+from .backends.threads import get_num_threads, set_num_threads
+# distributed training over MPI and data loading (mpi4py is imported only when used)
+from . import distributed, io
 
 bool = bool_  # noqa: A001 - pf.bool as in Paddle and PyTorch
+
+# ---- Paddle compatibility (issue 20): storage dtypes, copies/casts, incubate.autograd ----
+from .core.dtypes import float16, int8, int16, uint8  # noqa: E402
+from .ops import assign, cast, clone  # noqa: E402,F401
+from . import incubate  # noqa: E402
+from . import device  # noqa: E402
+from .device import get_device, is_compiled_with_cuda, set_device  # noqa: E402,F401
 
 
 def detach(x):

@@ -1,5 +1,12 @@
 """The NumPy backend: one kernel per primitive, allocation and the dtype map.
 
+``KERNELS`` maps each primitive's name to its kernel; a primitive cannot be declared
+without one (``Primitive`` looks it up), and ``backends.install`` refuses a backend that
+lacks one. A new family file in ``prims/`` puts its kernels in its own module
+``backends/numpy_<family>.py`` as a ``KERNELS`` dict, merged into the table below with one
+line in the block at its end. A kernel that is a NumPy ufunc is written by the code
+generator as a ufunc call into a buffer (``compiler/numpy_codegen.py``), so prefer ufuncs.
+
 Kernels take native arrays positionally and the primitive's parameters as keywords. They
 may return read-only views (broadcast, transpose, slice); primflow never writes into a
 kernel's output in place (in-place tensor updates replace the array, copy-on-write).
@@ -35,6 +42,10 @@ _TO_NATIVE = {
     dtypes.complex128: np.dtype(np.complex128),
 }
 _FROM_NATIVE = {v: k for k, v in _TO_NATIVE.items()}
+# Paddle compatibility (issue 20): storage dtypes
+_TO_NATIVE.update({dtypes.uint8: np.dtype(np.uint8), dtypes.int8: np.dtype(np.int8),
+                   dtypes.int16: np.dtype(np.int16), dtypes.float16: np.dtype(np.float16)})
+_FROM_NATIVE.update({v: k for k, v in _TO_NATIVE.items()})
 
 
 # ---- elementwise kernels that need more than one NumPy call ----------------------------------
@@ -240,6 +251,7 @@ KERNELS = {
     "random_normal": _random_normal,
 }
 
+# ---- kernels of further family files, one line each: KERNELS.update(numpy_<family>.KERNELS)
 # ---- scientific numerics (issue 18): complex parts, FFT, decompositions --------------------
 KERNELS.update(_NUMERICS_KERNELS)
 
@@ -271,10 +283,10 @@ class NumpyBackend(Backend):
 
     name = "numpy"
     kernels = KERNELS
-    fused_kernels = FUSED  # composites' fused eager kernels (numpy_fused.py)
-    taylor_kernels = TAYLOR  # unary Taylor rules' fused eager kernels (numpy_taylor.py)
-    taylor_is_zero = staticmethod(_taylor_is_zero)
-    taylor_rescale = staticmethod(_taylor_rescale)
+    # eager fast paths of rules (fast_paths.py): composites' fused kernels (numpy_fused.py),
+    # unary Taylor rules' fused kernels and pf.jet's helpers (numpy_taylor.py)
+    fast_paths = {"composite": FUSED, "taylor": TAYLOR,
+                  "jet": {"is_zero": _taylor_is_zero, "rescale": _taylor_rescale}}
 
     def asarray(self, data, dtype=None):
         if dtype is None:
@@ -288,8 +300,9 @@ class NumpyBackend(Backend):
         found = _FROM_NATIVE.get(array.dtype)
         if found is None:
             raise TypeError(
-                f"unsupported dtype {array.dtype}; primflow supports bool, int32, int64, "
-                f"float32, float64, complex64 and complex128. Convert first, e.g. np.asarray(x, dtype='float32').")
+                f"unsupported dtype {array.dtype}; primflow supports "
+                f"{', '.join(d.name for d in dtypes.ALL_DTYPES)}. Convert first, e.g. "
+                f"np.asarray(x, dtype='float32').")
         return found
 
     def is_floating(self, array):

@@ -79,6 +79,16 @@ complex64 = DType("complex64", "c", 8, 5)
 complex128 = DType("complex128", "c", 16, 6)
 
 ALL_DTYPES = (bool_, int32, int64, float32, float64, complex64, complex128)
+
+# Paddle compatibility (issue 20): smaller storage dtypes. They hold data and convert; the
+# ranks place them in the promotion lattice (uint8 < int8 < int16 < int32, float16 <
+# float32). uint8 counts as an integer kind; mixed uint8/int8 promotes to int16.
+uint8 = DType("uint8", "i", 1, 0.25)
+int8 = DType("int8", "i", 1, 0.5)
+int16 = DType("int16", "i", 2, 0.75)
+float16 = DType("float16", "f", 2, 2.5)
+ALL_DTYPES += (uint8, int8, int16, float16)
+
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update({"float": float64, "int": int64, "bool_": bool_, "double": float64,
                  "complex": complex128, "cfloat": complex64, "cdouble": complex128})
@@ -95,7 +105,7 @@ def complex_of(d: DType) -> DType:
     """
     if d.is_complex:
         return d
-    return complex64 if d is float32 else complex128
+    return complex64 if d is float32 or d is float16 else complex128
 
 
 def real_of(d: DType) -> DType:
@@ -191,11 +201,17 @@ def promote_types(a: DType, b: DType) -> DType:
         wide = promote_types(real_of(a) if a.is_complex else a,
                              real_of(b) if b.is_complex else b)
         return complex_of(wide if wide.is_floating else float64)
+    if {a, b} == {uint8, int8}:
+        return int16  # NumPy: the smallest signed type holding both ranges
     if a.kind == b.kind or a.is_bool or b.is_bool:
         return a if a._rank >= b._rank else b
-    # one integer, one floating
-    f = a if a.is_floating else b
-    return float64 if f is float32 else f
+    # one integer, one floating: NumPy's result, the smallest float that holds the integer
+    f, i = (a, b) if a.is_floating else (b, a)
+    if f is float16:
+        return float16 if i.itemsize == 1 else float32 if i.itemsize == 2 else float64
+    if f is float32:
+        return float32 if i.itemsize <= 2 else float64
+    return f
 
 
 def result_type_with_scalar(t: DType, scalar) -> DType:

@@ -6,6 +6,8 @@ core), and ``backward`` by ``primflow.autodiff``; this file keeps only what core
 
 from __future__ import annotations
 
+import weakref
+
 from ..backends import get_backend
 from . import dtypes
 
@@ -170,9 +172,12 @@ class Tensor:
 
     def _set_value(self, value):
         """Replaces the values in place (copy-on-write) and bumps the version counter, so a
-        backward that saved the old values notices and raises instead of using new ones."""
+        backward that saved the old values notices and raises instead of using new ones.
+        Views of this tensor, and the tensor it is a view of, follow (``sync_views``)."""
         self._value = value
         self._version += 1
+        if _VIEW_OF or _VIEWS:
+            sync_views(self)
 
     def set_value(self, value):
         """Overwrites the values with ``value`` (same shape), like Paddle's ``set_value``.
@@ -239,3 +244,63 @@ def to_native(data, dtype=None):
         f"them, NumPy arrays or tensors")
 
 
+
+
+# ---- views (Paddle's rule: view-like ops share data with their input) ------------------------
+# A view (the result of reshape, flatten, squeeze, unsqueeze, transpose, ... on a tensor) and
+# its base stay in step: after an in-place update of either, the other is recomputed from it.
+# Values are copy-on-write, so this is done explicitly: ``register_view`` records how to get
+# the view's values from the base's (``forward``) and back (``inverse``), both functions of
+# native arrays; every in-place update calls ``sync_views``, which walks the view tree from
+# the updated tensor and bumps each changed tensor's version (a backward that saved one of
+# them refuses to run, as for any in-place update). Only values follow, as in Paddle: the
+# autograd graph of the other tensors is unchanged. Views under transforms are not tracked.
+_VIEW_OF = {}  # id(view) -> (weakref to the view, the base, inverse)
+_VIEWS = {}  # id(base) -> [weakref to the base, [(weakref to a view, forward), ...]]
+
+
+def register_view(base, view, forward, inverse):
+    """Records that ``view`` shares data with ``base`` (see above)."""
+    key = id(view)
+    _VIEW_OF[key] = (weakref.ref(view, lambda _, k=key: _VIEW_OF.pop(k, None)), base, inverse)
+    entry = _VIEWS.get(id(base))
+    if entry is None:
+        base_key = id(base)
+        entry = _VIEWS[base_key] = [
+            weakref.ref(base, lambda _, k=base_key: _VIEWS.pop(k, None)), []]
+    views = entry[1]
+    views.append((weakref.ref(view), forward))
+    if len(views) >= 16 and not len(views) & (len(views) - 1):  # at powers of two: drop the
+        views[:] = [v for v in views if v[0]() is not None]  # dead (amortised O(1))
+
+
+def sync_views(tensor):
+    """After an in-place update of ``tensor``: gives its base and all views connected to it
+    the matching values (and new versions)."""
+    if id(tensor) not in _VIEW_OF and id(tensor) not in _VIEWS:
+        return
+    seen = {id(tensor)}
+    stack = [tensor]
+    while stack:
+        cur = stack.pop()
+        up = _VIEW_OF.get(id(cur))
+        if up is not None and up[0]() is cur and id(up[1]) not in seen:
+            base = up[1]
+            base._value = up[2](cur._value)
+            base._version += 1
+            seen.add(id(base))
+            stack.append(base)
+        down = _VIEWS.get(id(cur))
+        if down is not None and down[0]() is cur:
+            alive = []
+            for ref, forward in down[1]:
+                view = ref()
+                if view is None:
+                    continue
+                alive.append((ref, forward))
+                if id(view) not in seen:
+                    view._value = forward(cur._value)
+                    view._version += 1
+                    seen.add(id(view))
+                    stack.append(view)
+            down[1] = alive

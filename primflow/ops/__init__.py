@@ -29,5 +29,7 @@ from .complex_ops import (angle, as_complex, as_real, complex, conj, imag, is_co
                           real)
 from . import fft
 from .tensor_methods import install as _install_tensor_methods
+# Paddle compatibility (issue 20): copies and casts that always give a new tensor
+from .copying import assign, cast, clone
 
 _install_tensor_methods()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .. import prims
 from ..core.state import state
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, sync_views
 from ..core.trace import Tracer
 from . import activation, creation, indexing, linalg, manipulation, math, reduction
 from . import complex_ops
@@ -48,6 +48,7 @@ def _inplace(self, new, what):
         self._node = new._node
         self.stop_gradient = False
     self._version += 1
+    sync_views(self)  # views of self and the tensor self is a view of follow
     return self
 
 

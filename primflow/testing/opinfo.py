@@ -1104,6 +1104,19 @@ OP_DB += [
            covers=("cross_entropy",)),
 ]
 
+# Paddle compatibility (issue 20): copies and casts that always give a new tensor
+OP_DB += [
+    OpInfo("cast", lambda x, dtype: pf.cast(x, dtype), lambda x, dtype: x.astype(dtype),
+           with_params([((2, 3), {"dtype": "int64"}), ((4,), {"dtype": "bool"}),
+                        ((), {"dtype": "int32"})]),
+           domain=(-3.0, 3.0), kind="nograd", prims=("convert_element_type",),
+           covers=("cast",)),
+    OpInfo("clone", lambda x: pf.clone(x), lambda x: x, unary(),
+           prims=("convert_element_type",), covers=("clone",)),
+    OpInfo("assign", lambda x: pf.assign(x), lambda x: x, unary(),
+           prims=("convert_element_type",), covers=("assign",)),
+]
+
 
 # ---- control flow (issue 16): derivatives through cond/switch/while_loop/fori_loop/scan ----
 
