@@ -235,6 +235,8 @@ def to_native(data, dtype=None):
         return _backend.asarray(value, dtypes.int64)
     if kind == "b":
         return value
+    if kind == "c":
+        return _backend.asarray(value, dtypes.complex_of(dtypes.default_float()))
     raise TypeError(
         f"cannot make a tensor from {type(data).__name__} data of unsupported dtype "
         f"{getattr(value, 'dtype', kind)}; primflow supports "
