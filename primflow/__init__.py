@@ -44,6 +44,8 @@ from .optimizer import regularizer
 from .serialization import load, save
 # threads (issue 14): one knob for compiled programs' row blocks, BLAS and numba
 from .backends.threads import get_num_threads, set_num_threads
+# distributed training over MPI and data loading (mpi4py is imported only when used)
+from . import distributed, io
 
 bool = bool_  # noqa: A001 - pf.bool as in Paddle and PyTorch
 

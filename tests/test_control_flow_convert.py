@@ -384,6 +384,22 @@ def relu_loop(x, n):
     return x
 
 
+def _signed_scale(v):  # a module-level helper: converted when a converted function calls it
+    if v.sum() > 0:
+        return v * 2
+    return v - 2
+
+
+def calls_module_helper(x):
+    return _signed_scale(x) + 1
+
+
+def calls_helper_in_loop(x, n):
+    for i in range(n):
+        x = _signed_scale(x) * 0.5
+    return x
+
+
 def x2():
     return (pf.to_tensor([0.4, 0.7]),)
 
@@ -416,6 +432,7 @@ CORPUS = [
     (mixed_static_and_traced, x2n, False), (gradient_descent, x2, True),
     (bisection, pos, False), (collatz_steps, lambda: (pf.to_tensor(6),), False),
     (clamp_norm, pos, True), (relu_loop, x2n, False),
+    (calls_module_helper, x2, True), (calls_helper_in_loop, x2n, False),
 ]
 
 

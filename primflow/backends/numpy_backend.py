@@ -1,5 +1,12 @@
 """The NumPy backend: one kernel per primitive, allocation and the dtype map.
 
+``KERNELS`` maps each primitive's name to its kernel; a primitive cannot be declared
+without one (``Primitive`` looks it up), and ``backends.install`` refuses a backend that
+lacks one. A new family file in ``prims/`` puts its kernels in its own module
+``backends/numpy_<family>.py`` as a ``KERNELS`` dict, merged into the table below with one
+line in the block at its end. A kernel that is a NumPy ufunc is written by the code
+generator as a ufunc call into a buffer (``compiler/numpy_codegen.py``), so prefer ufuncs.
+
 Kernels take native arrays positionally and the primitive's parameters as keywords. They
 may return read-only views (broadcast, transpose, slice); primflow never writes into a
 kernel's output in place (in-place tensor updates replace the array, copy-on-write).
@@ -239,16 +246,18 @@ KERNELS = {
     "random_normal": _random_normal,
 }
 
+# ---- kernels of further family files, one line each: KERNELS.update(numpy_<family>.KERNELS)
+
 
 class NumpyBackend(Backend):
     """The default backend: NumPy arrays, NumPy ufuncs and BLAS through ``np.matmul``."""
 
     name = "numpy"
     kernels = KERNELS
-    fused_kernels = FUSED  # composites' fused eager kernels (numpy_fused.py)
-    taylor_kernels = TAYLOR  # unary Taylor rules' fused eager kernels (numpy_taylor.py)
-    taylor_is_zero = staticmethod(_taylor_is_zero)
-    taylor_rescale = staticmethod(_taylor_rescale)
+    # eager fast paths of rules (fast_paths.py): composites' fused kernels (numpy_fused.py),
+    # unary Taylor rules' fused kernels and pf.jet's helpers (numpy_taylor.py)
+    fast_paths = {"composite": FUSED, "taylor": TAYLOR,
+                  "jet": {"is_zero": _taylor_is_zero, "rescale": _taylor_rescale}}
 
     def asarray(self, data, dtype=None):
         if dtype is None:

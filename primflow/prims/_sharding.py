@@ -74,8 +74,8 @@ def _replicated(n):
 
 def elementwise(partial_mode=None, positions=None):
     """Rule of elementwise primitives (equal shapes). ``partial_mode`` says when a partial
-    input gives a partial output: ``"additive"`` (add, sub, select's branches: every
-    position in ``positions`` partial with the same linear kind, the others replicated),
+    input gives a partial output: ``"additive"`` (add, sub, select's branches: partial
+    inputs of one linear kind at ``positions``; replicated ones there become partial),
     ``"single"`` (mul, div, neg, casts: exactly one partial input, at a position in
     ``positions``, the others replicated), None (not linear: partial inputs are reduced)."""
 
@@ -93,8 +93,11 @@ def elementwise(partial_mode=None, positions=None):
             kinds = {specs[i] for i in partial}
             if len(kinds) == 1 and kinds <= set(LINEAR_PARTIALS):
                 kind = kinds.pop()
-                if mode == "additive" and set(partial) == set(usable):
-                    return [kind if i in partial else None for i in range(n)], kind
+                if mode == "additive" and set(partial) <= set(usable):
+                    # replicated operands become partial for free (kept on one rank, zeros
+                    # elsewhere): P + R stays P, and the reduction waits until a consumer
+                    # needs the value (backward passes add many such cotangents)
+                    return [kind if i in usable else None for i in range(n)], kind
                 if mode == "single" and len(partial) == 1 and partial[0] in usable:
                     return [kind if i in partial else None for i in range(n)], kind
         if shard is None:

@@ -18,8 +18,14 @@ run the compiled program.
   with the tape on (as ``pf.checkpoint`` does), so every order of derivative is available.
 * Called inside another transform (vmap, jvp, Taylor mode, or another jit's trace), ``f``
   is simply traced by that transform (inlined).
-* Python control flow on traced values cannot be recorded: ``bool()``, ``float()``,
-  ``.item()`` or ``.numpy()`` of a traced value raise ``TracerConversionError``.
+* Python control flow on traced values: ``bool()``, ``float()``, ``.item()``,
+  ``.numpy()`` or ``print`` of a traced value raise ``TracerConversionError`` while
+  tracing. ``pf.jit`` then converts the function's ``if``/``while``/``for i in range(n)``
+  statements to ``pf.cond``/``pf.while_loop``/``pf.fori_loop`` (``ast_convert.py``) and
+  traces again; what still needs concrete values breaks the graph (``graph_break.py``:
+  that statement runs eagerly between compiled pieces, with a ``GraphBreakWarning``), or
+  raises with ``full_graph=True``. ``pf.cond``/``pf.scan``/... are staged as operations
+  with regions (``control.py``).
 
 What a jitted function may take and return (bad input gives an error naming the argument
 or output and the fix):
@@ -61,6 +67,7 @@ from ..core.tensor import Tensor
 from ..core.trace import Trace, Tracer, new_trace, outside_update_error
 from ..ir import Builder, evaluate_bound
 from ..ir._program import IMPURE, normalize_params
+from ..ir.regions import all_ops
 
 __all__ = ["RETRACE_WARNING_THRESHOLD", "JitTrace", "JitTracer", "Jitted", "Lowered",
            "RetraceWarning", "TracerConversionError", "jit", "to_static"]
@@ -696,7 +703,8 @@ class Jitted:
         # pf.seed ran inside (even to the state the generator was already in): replay
         reseeded = _random._epoch != epoch_before
         drawn = frozenset() if reseeded else _keys_drawn(random_before, random_after)
-        n_draws = sum(op.prim in IMPURE and op.params["key"] in drawn for op in fn.ops)
+        # draws inside control-flow regions count too (each run of a region draws afresh)
+        n_draws = sum(op.prim in IMPURE and op.params["key"] in drawn for op in all_ops(fn))
         reseeded = reseeded or random_after[1] != random_before[1] + n_draws
         captures = [entry[0] for entry in trace.captured.values()]
         traced = fn.copy()
