@@ -173,8 +173,11 @@ class Primitive:
                 raise ValueError(f"primitive {name!r} is declared not differentiable but "
                                  f"has derivative rules")
         else:
+            # elementwise: a diagonal Jacobian, the same rules both ways (conjugated for
+            # complex values)
             jvp, vjp = self._derive_jvp(jvp, vjp, transpose, static), vjp or transpose or (
-                jvp if family.elementwise and isinstance(jvp, tuple) else None)
+                tuple(None if r is None else _conjugated_for_complex(r) for r in jvp)
+                if family.elementwise and isinstance(jvp, tuple) else None)
             if jvp is None and vjp is None:
                 raise ValueError(
                     f"primitive {name!r} has no derivative rule: give jvp= (and vjp= "
@@ -259,6 +262,22 @@ class Primitive:
 
 
 # ---- derived rules (see the module docstring) ---------------------------------------------
+
+def _conjugated_for_complex(rule):
+    """The vjp of a holomorphic elementwise primitive from its jvp rule ``g * f'(x)``: the
+    same for real values, ``conj(rule(conj(g))) = g * conj(f'(x))`` for complex ones (the
+    adjoint under the real inner product ``Re <u, v>``, PyTorch's gradient convention; see
+    ``prims/complex.py``)."""
+
+    def vjp(g, out, *primals, **params):
+        if g.dtype.is_complex:
+            conj = _registry["conj"]
+            return conj.bind(rule(conj.bind(g), out, *primals, **params))
+        return rule(g, out, *primals, **params)
+
+    vjp.__name__ = getattr(rule, "__name__", "vjp")
+    return vjp
+
 
 def _zeros_like(x):
     """Zeros shaped like ``x``, from the ``full`` primitive (traced like any other)."""

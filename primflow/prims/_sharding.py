@@ -377,6 +377,33 @@ DOT_GENERAL = ShardingRule(_dot_general_propagate, name="dot_general")
 CREATION = ShardingRule(_creation_propagate, name="creation")  # always replicated
 
 
+# ---- scientific numerics (issue 18) ----
+
+def _fft_propagate(specs, avals, out_aval, size, *, kind, axes, n_last, norm):
+    # linear: partial sums pass through; a transformed dim must be whole on every rank
+    spec = specs[0]
+    if isinstance(spec, int) and spec in axes:
+        spec = None
+    return [spec], spec
+
+
+def _batched_matrices(core):
+    """Decompositions and solves: only the leading (batch) dims may be sharded, the same
+    one for every input (the last ``core`` dims are the matrices); nonlinear, so partial
+    inputs are reduced first."""
+
+    def propagate(specs, avals, out_aval, size, **params):
+        batch_dims = len(avals[0].shape) - core
+        spec = next((s for s in specs if isinstance(s, int) and s < batch_dims), None)
+        return [spec] * len(specs), spec
+
+    return ShardingRule(propagate, name=f"batched matrices ({core} core dims)")
+
+
+FFT = ShardingRule(_fft_propagate, name="fft")
+BATCHED_MATRICES = _batched_matrices(2)  # solves and decompositions
+BATCHED_VECTORS = _batched_matrices(1)  # LU's pivots and permutations
+
 class _DeclaredRules(Mapping):
     """Every registered primitive's declared sharding rule, by name (read-only: a rule is
     part of the primitive's declaration)."""

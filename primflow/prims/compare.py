@@ -11,12 +11,16 @@ from ..core import dtypes
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from ._util import binary_infer, zeros_like
 from . import _sharding as sr
+from .complex import reject_complex
 from .families import COMPARE
 
 
 def _compare(name):
-    return Primitive(name, family=COMPARE, infer=binary_infer(name, out_dtype=dtypes.bool_),
-                     differentiable=False, shard=sr.NONLINEAR, doc=f"elementwise {name} -> bool")
+    infer = binary_infer(name, out_dtype=dtypes.bool_)
+    if name not in ("eq", "ne"):  # complex numbers are not ordered
+        infer = reject_complex(name, infer)
+    return Primitive(name, family=COMPARE, infer=infer, differentiable=False,
+                     shard=sr.NONLINEAR, doc=f"elementwise {name} -> bool")
 
 
 eq = _compare("eq")

@@ -8,8 +8,9 @@ are matched and kept. Output dims: batch, then x's remaining dims, then y's (JAX
 from __future__ import annotations
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
-from . import _batching as bt, _taylor as tl, shape as sh
 from . import _sharding as sr
+from . import _batching as bt, _taylor as tl, shape as sh
+from .complex import holomorphic_vjp
 from .families import DOT
 
 
@@ -108,6 +109,7 @@ dot_general = Primitive(
     "dot_general", family=DOT,
     shard=sr.DOT_GENERAL, infer=_dot_general_infer, batch=_dot_general_batch,
     jvp=(_dot_general_x_jvp, _dot_general_y_jvp),
-    vjp=(_dot_general_x_vjp, _dot_general_y_vjp), linear_in=(0, 1),
+    vjp=(holomorphic_vjp(_dot_general_x_vjp), holomorphic_vjp(_dot_general_y_vjp)),
+    linear_in=(0, 1),
     taylor=tl.bilinear_rule,  # Cauchy product of the coefficients
     doc="generalised matrix product with contracting and batch dims")
