@@ -1,8 +1,8 @@
 """A primitive is one declaration (core/primitive.py): the coverage of every registered
-primitive's rules, what is derived from a declaration, the kernel checks, and the target of
-issue 13: a new primitive written as its declaration plus an OpInfo entry, nothing else,
-works in eager mode, to second order in every AD mode, under vmap, jet and jit, where the
-compiler fuses it with its neighbours."""
+primitive's rules (sharding included), what is derived from a declaration, the kernel
+checks, and the target of issue 13: a new primitive written as its declaration plus an
+OpInfo entry, nothing else, works in eager mode, to second order in every AD mode, under
+vmap, jet and jit, where the compiler fuses it with its neighbours."""
 
 from __future__ import annotations
 
@@ -44,6 +44,8 @@ def _gaps(name):
         gaps.append("transpose (linear)")
     if not callable(p.taylor):
         gaps.append("taylor")
+    if p.shard is None:
+        gaps.append("shard (prims/_sharding.py)")
     if get_backend().kernels.get(name) is not p.impl:
         gaps.append("kernel")
     return gaps
@@ -127,7 +129,7 @@ from scipy import special
 
 from primflow.backends import get_backend
 from primflow.core.primitive import Primitive
-from primflow.prims import _taylor as tl, elementwise as ew
+from primflow.prims import _sharding as sr, _taylor as tl, elementwise as ew
 from primflow.prims._util import float_unary_infer, full_like
 from primflow.prims.families import ELEMENTWISE_TRANSCENDENTAL
 from primflow.testing.opinfo import OpInfo, unary
@@ -153,7 +155,8 @@ def _erfc_probe_series(xs, z0, x0):  # z' = -c e x' with e = exp(-x^2) as a seri
 
 erfc_probe = Primitive("erfc_probe", family=ELEMENTWISE_TRANSCENDENTAL,
                        infer=float_unary_infer("erfc_probe"), jvp=(_erfc_probe_jvp,),
-                       taylor=tl.unary_rule(_erfc_probe_series), doc="1 - erf(x)")
+                       taylor=tl.unary_rule(_erfc_probe_series), shard=sr.NONLINEAR,
+                       doc="1 - erf(x)")
 
 ENTRY = OpInfo("erfc_probe", erfc_probe, special.erfc, unary((2, 3), ()),
                prims=("erfc_probe",), covers=())
