@@ -254,6 +254,7 @@ class NumpyBackend(Backend):
 
     name = "numpy"
     kernels = KERNELS
+    codegen = "numpy"  # pf.jit writes NumPy source (compiler/numpy_codegen.py)
     # eager fast paths of rules (fast_paths.py): composites' fused kernels (numpy_fused.py),
     # unary Taylor rules' fused kernels and pf.jet's helpers (numpy_taylor.py)
     fast_paths = {"composite": FUSED, "taylor": TAYLOR,
