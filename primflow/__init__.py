@@ -70,3 +70,7 @@ def is_tensor(x):
 def numel(x):
     """Number of elements of ``x``."""
     return x.size
+
+
+# ---- multi-hardware (issue 17): selecting the backend tensors are made and computed on ----
+from .backends import backend, get_backend, set_backend  # noqa: E402,F401

@@ -269,7 +269,13 @@ class NumpyBackend(Backend):
         return np.full(shape, value, dtype=_TO_NATIVE[dtype])
 
     def dtype_of(self, array):
-        found = _FROM_NATIVE.get(array.dtype)
+        native = isinstance(array, (np.ndarray, np.generic))
+        found = _FROM_NATIVE.get(array.dtype) if native else None
+        if found is None and not native:  # issue 17: another backend's array
+            raise TypeError(
+                f"a {type(array).__module__}.{type(array).__name__} array reached backend "
+                f"'numpy': tensors created under one backend cannot be mixed with another's. "
+                f"Convert with pf.to_tensor(x.numpy()) under the active backend")
         if found is None:
             raise TypeError(
                 f"unsupported dtype {array.dtype}; primflow supports bool, int32, int64, "

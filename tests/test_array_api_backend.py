@@ -1,0 +1,170 @@
+"""The OpInfo table on the array-API backend over ``array_api_strict`` (the strict
+conformance target: any function outside the standard raises there, so passing proves
+nothing leaks NumPy past the backend interface), and on PyTorch CPU when torch is installed.
+
+Each check runs the same computation on the NumPy backend, itself checked against
+references and finite differences by tests/test_opinfo.py, and on the array-API backend,
+and compares: values, gradients of orders 1 and 2 (the tape, create_graph), vmap, and jit
+(which runs its optimized program through the interpreter there: ``Backend.codegen`` is
+None). Entries whose ops cannot run on a standard namespace are listed in ``EXPECTED``
+with the reason.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+import primflow as pf
+from primflow.testing import check_grads as cg
+from primflow.testing.opinfo import OP_DB
+
+array_api_strict = pytest.importorskip("array_api_strict")
+pytest.importorskip("array_api_compat")
+
+# entry name -> why it cannot run on a namespace that only has the standard's functions
+EXPECTED = {}
+
+RTOL, ATOL = 1e-9, 1e-11
+
+
+def _namespaces():
+    out = [pytest.param(array_api_strict, id="strict")]
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError:
+        out.append(pytest.param(None, id="torch", marks=pytest.mark.skip("torch not installed")))
+    else:
+        out.append(pytest.param(torch, id="torch"))
+    return out
+
+
+def _entries(kinds):
+    out = []
+    for info in OP_DB:
+        if info.kind not in kinds:
+            continue
+        marks = [pytest.mark.xfail(reason=EXPECTED[info.name], strict=True)] if (
+            info.name in EXPECTED) else []
+        out.append(pytest.param(info, id=info.name, marks=marks))
+    return out
+
+
+def _numpy_outputs(out):
+    return [None if o is None else np.asarray(o.numpy()) for o in cg.as_list(out)]
+
+
+def _on(namespace, compute):
+    """``compute()`` (which makes its own tensors) on the NumPy backend and on the array-API
+    backend over ``namespace``: both results as lists of NumPy arrays."""
+    expected = compute()
+    with pf.backend("array_api", namespace=namespace):
+        got = compute()
+    return got, expected
+
+
+def _compare(got, expected, what):
+    assert len(got) == len(expected), f"{what}: {len(got)} outputs vs {len(expected)}"
+    for g, e in zip(got, expected):
+        if e is None:
+            assert g is None, what
+            continue
+        assert g.shape == e.shape and g.dtype == e.dtype, (
+            f"{what}: {g.dtype}{g.shape}, NumPy backend {e.dtype}{e.shape}")
+        if e.dtype.kind == "f":
+            np.testing.assert_allclose(g, e, rtol=RTOL, atol=ATOL, equal_nan=True,
+                                       err_msg=what)
+        else:
+            np.testing.assert_array_equal(g, e, err_msg=what)
+
+
+def _forward(info, sample, transform=lambda f: f):
+    if info.kind == "random":
+        def compute():
+            return _numpy_outputs(transform(lambda: info.op(7, **sample.kwargs))())
+        return compute
+
+    def compute():
+        fn, primals = sample.bind(info.op)
+        with pf.no_grad():
+            return _numpy_outputs(transform(fn)(*cg.leaves(primals, False)))
+    return compute
+
+
+@pytest.mark.parametrize("namespace", _namespaces())
+@pytest.mark.parametrize("info", _entries(("diff", "nondiff", "nograd", "random")))
+def test_values(info, namespace):
+    for sample in info.samples():
+        got, expected = _on(namespace, _forward(info, sample))
+        _compare(got, expected, f"{info.name} {sample!r}")
+
+
+@pytest.mark.parametrize("namespace", _namespaces())
+@pytest.mark.parametrize("info", _entries(("diff", "nondiff", "nograd")))
+def test_jit(info, namespace):
+    sample = info.samples()[0]
+    got, expected = _on(namespace, _forward(info, sample, pf.jit))
+    _compare(got, expected, f"jit {info.name} {sample!r}")
+
+
+def _grads(info, sample, order):
+    rng = np.random.default_rng(zlib.crc32(f"{info.name}/array_api/{order}".encode()))
+    fn, primals = sample.bind(info.op)
+    with pf.no_grad():
+        outs = cg.as_list(fn(*cg.leaves(primals, False)))
+    weights = [rng.standard_normal(o.shape) if o.dtype.is_floating else None for o in outs]
+    directions = [rng.standard_normal(np.shape(p)) for p in primals]
+
+    def compute():
+        f, prim = sample.bind(info.op)
+        xs = cg.leaves(prim, True)
+        loss = None
+        for o, w in zip(cg.as_list(f(*xs)), weights):
+            if w is not None:
+                term = (o * pf.to_tensor(w)).sum()
+                loss = term if loss is None else loss + term
+        g = pf.grad(loss, xs, create_graph=order > 1, allow_unused=True)
+        if order == 2:
+            dot = None
+            for gi, d in zip(g, directions):
+                if gi is not None:
+                    term = (gi * pf.to_tensor(d)).sum()
+                    dot = term if dot is None else dot + term
+            if dot is None or dot.stop_gradient:
+                return [np.zeros(np.shape(p)) for p in prim]
+            g = pf.grad(dot, xs, allow_unused=True)
+        return _numpy_outputs(list(g))
+    return compute
+
+
+@pytest.mark.parametrize("namespace", _namespaces())
+@pytest.mark.parametrize("order", [1, 2])
+@pytest.mark.parametrize("info", _entries(("diff",)))
+def test_gradients(info, order, namespace):
+    for sample in info.samples()[:1 if order == 2 else 2]:
+        got, expected = _on(namespace, _grads(info, sample, order))
+        _compare(got, expected, f"{info.name} order {order} {sample!r}")
+
+
+@pytest.mark.parametrize("namespace", _namespaces())
+@pytest.mark.parametrize("info", _entries(("diff",)))
+def test_vmap(info, namespace):
+    sample = info.samples()[0]
+    idx = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+    if not idx:
+        pytest.skip("no floating input to map over")
+    rng = np.random.default_rng(zlib.crc32(f"{info.name}/array_api/vmap".encode()))
+    stacked = [np.stack([sample.args[i] + 1e-3 * k * rng.standard_normal(sample.args[i].shape)
+                         for k in range(3)]) for i in idx]
+
+    def compute():
+        from primflow.testing.opinfo import SampleInput  # noqa: PLC0415
+
+        fn, _ = SampleInput(sample.args, sample.kwargs, diff=tuple(idx)).bind(info.op)
+        with pf.no_grad():
+            return _numpy_outputs(pf.vmap(fn)(*cg.leaves(stacked, False)))
+
+    got, expected = _on(namespace, compute)
+    _compare(got, expected, f"vmap {info.name}")
