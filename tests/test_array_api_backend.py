@@ -168,3 +168,81 @@ def test_vmap(info, namespace):
 
     got, expected = _on(namespace, compute)
     _compare(got, expected, f"vmap {info.name}")
+
+
+# ---- selection, errors, the rest of the framework -------------------------------------------
+
+def test_selection_and_context_manager_restore_the_backend():
+    assert pf.get_backend().name == "numpy"
+    with pf.backend("array_api", namespace=array_api_strict) as b:
+        assert pf.get_backend() is b and b.name == "array_api:array_api_strict"
+        assert isinstance(pf.ones([2])._value, array_api_strict.asarray(0).__class__)
+        # the same namespace gives the same backend (compiled programs are kept per backend)
+        assert pf.set_backend("array_api", namespace=array_api_strict) is b
+    assert pf.get_backend().name == "numpy"
+    with pytest.raises(ValueError, match="unknown backend 'tpu'"):
+        pf.set_backend("tpu")
+    with pytest.raises(ValueError, match="needs namespace="):
+        pf.set_backend("array_api")
+    with pytest.raises(TypeError, match="does not follow the Python array API"):
+        pf.set_backend("array_api", namespace=zlib)
+    assert pf.get_backend().name == "numpy"
+
+
+def test_a_backend_lacking_a_kernel_fails_when_installed_naming_it():
+    from primflow.backends.array_api import ArrayAPIBackend
+
+    class NoErf(ArrayAPIBackend):
+        def __init__(self, namespace):
+            super().__init__(namespace)
+            del self.kernels["erf"], self.kernels["cumsum"]
+
+    with pytest.raises(ValueError, match="no kernel for the primitive.*'cumsum', 'erf'"):
+        pf.set_backend(NoErf(array_api_strict))
+    assert pf.get_backend().name == "numpy"
+
+
+def test_mixing_tensors_of_two_backends_is_a_clear_error():
+    on_numpy = pf.to_tensor([1.0, 2.0])
+    with pf.backend("array_api", namespace=array_api_strict):
+        on_strict = pf.to_tensor([1.0, 2.0])
+        with pytest.raises(TypeError, match="cannot be mixed"):
+            on_strict + on_numpy
+    with pytest.raises(TypeError, match="cannot be mixed"):
+        on_numpy * on_strict
+
+
+def _train(x_host, steps=20):
+    pf.seed(0)
+    net = pf.nn.Sequential(pf.nn.Linear(2, 8), pf.nn.Tanh(), pf.nn.Linear(8, 1))
+    opt = pf.optimizer.Adam(learning_rate=1e-2, parameters=net.parameters())
+    x = pf.to_tensor(x_host)
+    y = (x[:, :1] * x[:, 1:]).sin()
+    losses = []
+    for _ in range(steps):
+        loss = ((net(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        losses.append(float(loss))
+    return net, x, losses
+
+
+def test_training_jit_and_checkpoints_across_backends(tmp_path):
+    x_host = np.random.default_rng(0).standard_normal((32, 2)).astype(np.float32)
+    _, _, on_numpy = _train(x_host)
+    with pf.backend("array_api", namespace=array_api_strict):
+        # the same initialisation (random draws are the same on every backend) and steps
+        net, x, losses = _train(x_host)
+        np.testing.assert_allclose(losses, on_numpy, rtol=1e-4)
+        assert losses[-1] < losses[0]
+        compiled = pf.jit(lambda a: net(a))(x).numpy()
+        np.testing.assert_allclose(compiled, net(x).numpy(), rtol=1e-6, atol=1e-6)
+        pf.save(net.state_dict(), str(tmp_path / "net.pdparams"))
+        expected = net(x).numpy()
+    # the checkpoint written on the strict namespace loads on the NumPy backend
+    pf.seed(1)
+    other = pf.nn.Sequential(pf.nn.Linear(2, 8), pf.nn.Tanh(), pf.nn.Linear(8, 1))
+    other.set_state_dict(pf.load(str(tmp_path / "net.pdparams")))
+    assert isinstance(other[0].weight._value, np.ndarray)
+    np.testing.assert_allclose(other(pf.to_tensor(x_host)).numpy(), expected, rtol=1e-6)
