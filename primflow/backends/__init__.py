@@ -3,6 +3,7 @@
 import contextlib
 import sys
 
+from . import devices
 from .base import Backend
 from .numpy_backend import NumpyBackend
 
@@ -130,6 +131,24 @@ def backend(name, namespace=None):
         yield chosen
     finally:
         set_backend(previous)
+
+
+def backend_for_device(device) -> Backend:
+    """The backend serving ``device`` (``"cpu"``, ``"gpu"``, ``"gpu:N"``): the active one if
+    it is on that device, else NumPy for the CPU or the array-API backend over CuPy for a
+    GPU (a clear error when CuPy or the GPU is missing).
+
+    Example:
+        >>> backend_for_device("cpu").place
+        'cpu'
+    """
+    kind, index = devices.parse(device)
+    if devices.parse(_active.place) == (kind, index):
+        return _active
+    if kind == "cpu":
+        return _NUMPY
+    cupy = devices.require_gpu(index)
+    return make_backend("array_api", namespace=cupy, device=index)
 
 
 __all__ = ["Backend", "NumpyBackend", "backend", "get_backend", "install", "make_backend",

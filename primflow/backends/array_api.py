@@ -68,8 +68,12 @@ class ArrayAPIBackend(Backend):
         xp = compat_namespace(namespace)
         self.xp = xp
         self.namespace = namespace
-        self.device = device
         self.name = f"array_api:{namespace.__name__}"
+        self.device = device
+        if namespace.__name__.startswith("cupy"):  # a GPU: arrays are made on GPU ``device``
+            index = device or 0
+            self.place, self.name = f"gpu:{index}", f"{self.name}:gpu:{index}"
+            self.device = namespace.cuda.Device(index)
         self._to_native = {}
         for name in _DTYPE_NAMES:
             native = getattr(xp, name, None)
@@ -145,9 +149,18 @@ class ArrayAPIBackend(Backend):
         return header, {k: self.asarray(v) for k, v in arrays.items()}
 
     def _foreign(self, obj):
-        return (f"a {type(obj).__module__}.{type(obj).__name__} array reached backend "
-                f"{self.name!r}: tensors created under one backend cannot be mixed with "
-                f"another's. Convert with pf.to_tensor(x.numpy()) under the active backend")
+        return foreign_array_message(obj, self)
+
+
+def foreign_array_message(obj, backend):
+    """The error for an array of another backend or device reaching ``backend``'s kernels."""
+    from .devices import place_of  # noqa: PLC0415
+
+    return (f"a {type(obj).__module__}.{type(obj).__name__} array on {place_of(obj)} reached "
+            f"backend {backend.name!r} on {backend.place}: tensors of two backends or devices "
+            f"cannot be mixed in one operation. Move them first: x.to({backend.place!r}) or "
+            f"pf.to_tensor(x, place={backend.place!r}), or select the device of the others "
+            f"with pf.set_device")
 
 
 # ---- kernels ---------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ class Backend(abc.ABC):
     kernels: dict = {}
     fast_paths: dict = {}
     codegen = None
+    place = "cpu"  # the device its arrays live on ("cpu", "gpu:0", ...)
 
     @abc.abstractmethod
     def asarray(self, data, dtype):

@@ -272,10 +272,9 @@ class NumpyBackend(Backend):
         native = isinstance(array, (np.ndarray, np.generic))
         found = _FROM_NATIVE.get(array.dtype) if native else None
         if found is None and not native:  # issue 17: another backend's array
-            raise TypeError(
-                f"a {type(array).__module__}.{type(array).__name__} array reached backend "
-                f"'numpy': tensors created under one backend cannot be mixed with another's. "
-                f"Convert with pf.to_tensor(x.numpy()) under the active backend")
+            from .array_api import foreign_array_message  # noqa: PLC0415 - errors only
+
+            raise TypeError(foreign_array_message(array, self))
         if found is None:
             raise TypeError(
                 f"unsupported dtype {array.dtype}; primflow supports bool, int32, int64, "
