@@ -104,7 +104,7 @@ def taylor_series(name, x0, z0, xs, params, top_weights=None):
     if kernel is None:
         return None
     dtype, shape = x0.dtype, present[0]._shape
-    if not dtype.is_floating or not x0.size or z0.dtype is not dtype:
+    if dtype.kind != "f" or not x0.size or z0.dtype is not dtype:  # real floats only
         return None
     if tuple(shape[len(shape) - x0.ndim:]) != tuple(x0._shape):
         return None

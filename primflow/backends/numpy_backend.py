@@ -22,6 +22,7 @@ from ..core import dtypes
 from . import blas
 from .base import Backend
 from .numpy_fused import FUSED
+from .numpy_numerics import KERNELS as _NUMERICS_KERNELS
 from .numpy_taylor import TAYLOR, is_zero as _taylor_is_zero, rescale as _taylor_rescale
 
 try:  # SciPy's erf is vectorised C; without SciPy fall back to the exact math.erf per element
@@ -37,6 +38,8 @@ _TO_NATIVE = {
     dtypes.int64: np.dtype(np.int64),
     dtypes.float32: np.dtype(np.float32),
     dtypes.float64: np.dtype(np.float64),
+    dtypes.complex64: np.dtype(np.complex64),
+    dtypes.complex128: np.dtype(np.complex128),
 }
 _FROM_NATIVE = {v: k for k, v in _TO_NATIVE.items()}
 # Paddle compatibility (issue 20): storage dtypes
@@ -73,6 +76,8 @@ def _integer_pow(x, *, y):
 # ---- structural kernels ------------------------------------------------------------------
 
 def _convert_element_type(x, *, dtype):
+    if x.dtype.kind == "c" and not dtype.is_complex:  # the real part, without NumPy's warning
+        x = x.real
     return x.astype(_TO_NATIVE[dtype])
 
 
@@ -247,6 +252,30 @@ KERNELS = {
 }
 
 # ---- kernels of further family files, one line each: KERNELS.update(numpy_<family>.KERNELS)
+# ---- scientific numerics (issue 18): complex parts, FFT, decompositions --------------------
+KERNELS.update(_NUMERICS_KERNELS)
+
+
+def _real_only(kernel, name):
+    """Kernel of a primitive defined on real numbers: NumPy would order complex numbers
+    lexicographically (maximum, comparisons) where a clear error is wanted."""
+
+    def checked(*arrays, **params):
+        a = arrays[0]  # the primitives' inputs share one dtype
+        if a.dtype.kind == "c":
+            raise TypeError(f"{name} is not defined for complex tensors (got {a.dtype}"
+                            f"{list(a.shape)}); apply it to pf.real(x), pf.imag(x) or "
+                            f"pf.abs(x)")
+        return kernel(*arrays, **params)
+
+    checked.__wrapped__ = kernel  # generated code calls the ufunc (traced code is checked)
+    return checked
+
+
+for _name in ("abs", "sign", "erf", "logistic", "floor", "ceil", "round", "maximum",
+              "minimum", "atan2", "lt", "le", "gt", "ge", "reduce_max", "reduce_min", "argmax",
+              "argmin"):
+    KERNELS[_name] = _real_only(KERNELS[_name], _name)
 
 
 class NumpyBackend(Backend):
@@ -277,12 +306,13 @@ class NumpyBackend(Backend):
             raise TypeError(foreign_array_message(array, self))
         if found is None:
             raise TypeError(
-                f"unsupported dtype {array.dtype}; primflow supports bool, int32, int64, "
-                f"float32 and float64. Convert first, e.g. np.asarray(x, dtype='float32').")
+                f"unsupported dtype {array.dtype}; primflow supports "
+                f"{', '.join(d.name for d in dtypes.ALL_DTYPES)}. Convert first, e.g. "
+                f"np.asarray(x, dtype='float32').")
         return found
 
     def is_floating(self, array):
-        return array.dtype.kind == "f"
+        return array.dtype.kind in "fc"
 
     def native_dtype(self, dtype):
         return _TO_NATIVE[dtype]

@@ -9,13 +9,15 @@ as a named module-level function (``_<prim>_<rule>``), nothing attached afterwar
 an OpInfo entry (``primflow/testing/opinfo.py``) that tests every rule. Its kernel is the
 active backend's, by name: a new family file puts its kernels in its own
 ``backends/numpy_<family>.py``, merged into the NumPy table; declaring a primitive the
-backend has no kernel for fails. For example (``tl`` is ``prims/_taylor.py``)::
+backend has no kernel for fails. For example (``tl`` is ``prims/_taylor.py``; the whole of
+it, with its OpInfo entry, is in tests/test_primitive_declarations.py)::
 
     def _erfc_jvp(g, out, x):  # d erfc = -2/sqrt(pi) exp(-x^2)
         return mul(g, mul(full_like(x, -TWO_OVER_SQRT_PI), exp(neg(mul(x, x)))))
 
-    erfc = Primitive("erfc", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer,
-                     jvp=(_erfc_jvp,), taylor=tl.unary_rule(_erfc_series), doc="1 - erf")
+    erfc = Primitive("erfc", family=ELEMENTWISE_TRANSCENDENTAL,
+                     infer=float_unary_infer("erfc"), jvp=(_erfc_jvp,),
+                     taylor=tl.unary_rule(_erfc_series), doc="1 - erf(x)")
 
 * ``family`` (``prims/families.py``): the facts the compiler reads (elementwise,
   transcendental, view, fusible reduction; ``ir/passes/fuse.py`` derives its classes from
@@ -169,8 +171,11 @@ class Primitive:
                 raise ValueError(f"primitive {name!r} is declared not differentiable but "
                                  f"has derivative rules")
         else:
+            # elementwise: a diagonal Jacobian, the same rules both ways (conjugated for
+            # complex values)
             jvp, vjp = self._derive_jvp(jvp, vjp, transpose, static), vjp or transpose or (
-                jvp if family.elementwise and isinstance(jvp, tuple) else None)
+                tuple(None if r is None else _conjugated_for_complex(r) for r in jvp)
+                if family.elementwise and isinstance(jvp, tuple) else None)
             if jvp is None and vjp is None:
                 raise ValueError(
                     f"primitive {name!r} has no derivative rule: give jvp= (and vjp= "
@@ -255,6 +260,22 @@ class Primitive:
 
 
 # ---- derived rules (see the module docstring) ---------------------------------------------
+
+def _conjugated_for_complex(rule):
+    """The vjp of a holomorphic elementwise primitive from its jvp rule ``g * f'(x)``: the
+    same for real values, ``conj(rule(conj(g))) = g * conj(f'(x))`` for complex ones (the
+    adjoint under the real inner product ``Re <u, v>``, PyTorch's gradient convention; see
+    ``prims/complex.py``)."""
+
+    def vjp(g, out, *primals, **params):
+        if g.dtype.is_complex:
+            conj = _registry["conj"]
+            return conj.bind(rule(conj.bind(g), out, *primals, **params))
+        return rule(g, out, *primals, **params)
+
+    vjp.__name__ = getattr(rule, "__name__", "vjp")
+    return vjp
+
 
 def _zeros_like(x):
     """Zeros shaped like ``x``, from the ``full`` primitive (traced like any other)."""

@@ -13,6 +13,7 @@ from ..core.state import state
 from ..core.tensor import Tensor, sync_views
 from ..core.trace import Tracer
 from . import activation, creation, indexing, linalg, manipulation, math, reduction
+from . import complex_ops
 from ._helpers import alias, as_tensor, cast
 
 
@@ -232,6 +233,9 @@ _METHODS = {
     "add_": _inplace_method(math.add), "subtract_": _inplace_method(math.subtract),
     "multiply_": _inplace_method(math.multiply), "scale_": _inplace_method(math.scale),
     "clip_": _inplace_method(math.clip),
+    # complex numbers (issue 18)
+    "real": complex_ops.real, "imag": complex_ops.imag, "conj": complex_ops.conj,
+    "angle": complex_ops.angle, "is_complex": complex_ops.is_complex,
 }
 
 

@@ -352,6 +352,7 @@ class Jitted:
         # the graph (transforms/graph_break.py) unless full_graph
         self.full_graph = full_graph
         self._converted = False
+        self._converted_count = 0  # statements and calls the AST conversion rewrote
         self._no_convert = False  # a piece of a broken function: its owner splits it
         self._broken = None
 
@@ -515,6 +516,7 @@ class Jitted:
         if not count:
             return False
         self.fun = converted
+        self._converted_count = count
         self.clear_cache()
         return True
 
@@ -618,6 +620,35 @@ class Jitted:
             raise TypeError("lower() needs concrete arguments, not another transform's "
                             "tracers")
         return Lowered(entry)
+
+    def explain(self, *args, **kwargs) -> str:
+        """How this function compiles for these arguments: how many graphs (compiled
+        programs), each graph break with its file:line and reason, and whether its Python
+        control flow was converted.
+
+        Example:
+            >>> import primflow as pf
+            >>> def f(x):
+            ...     if x.sum() > 0:
+            ...         x = x * 2
+            ...     return x
+            >>> print(pf.jit(f).explain(pf.ones([2])))
+            1 graph, no graph break (Python control flow converted to cond/while/scan)
+        """
+        self.lower(*args, **kwargs)
+        converted = (" (Python control flow converted to cond/while/scan)"
+                     if self._converted_count else "")
+        broken = self._broken
+        if broken is None:
+            return "1 graph, no graph break" + converted
+        if not hasattr(broken, "pieces"):
+            return "0 graphs: the function cannot be compiled or split; it runs eagerly"
+        graphs = sum(not p.eager for p in broken.pieces)
+        breaks = [p for p in broken.pieces if p.eager]
+        lines = [f"{graphs} graph{'s' if graphs != 1 else ''}, {len(breaks)} graph "
+                 f"break{'s' if len(breaks) != 1 else ''}:"]
+        lines += [f"  {p.where}: {p.reason}" for p in breaks]
+        return "\n".join(lines)
 
     def cache_info(self) -> dict:
         """``{"traces": ..., "hits": ..., "entries": ...}``."""
