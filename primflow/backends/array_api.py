@@ -26,7 +26,7 @@ from ..core import dtypes
 from .base import Backend
 
 _DTYPE_NAMES = ["bool", "int32", "int64", "float32", "float64", "uint8", "int8", "int16",
-                "float16"]
+                "float16", "complex64", "complex128"]
 
 
 def compat_namespace(namespace):
@@ -122,7 +122,7 @@ class ArrayAPIBackend(Backend):
                         f"supports bool, int32, int64, float32 and float64 here")
 
     def is_floating(self, array):
-        return self.xp.isdtype(array.dtype, "real floating")
+        return self.xp.isdtype(array.dtype, ("real floating", "complex floating"))
 
     def to_numpy(self, array):
         if hasattr(array, "get") and not isinstance(array, np.ndarray):  # CuPy: to the host
@@ -211,6 +211,8 @@ def _kernels(backend):
         return x ** y
 
     def convert_element_type(x, *, dtype):
+        if xp.isdtype(x.dtype, "complex floating") and not dtype.is_complex:
+            x = xp.real(x)  # the standard forbids the cast; NumPy's keeps the real part
         return xp.astype(x, backend.native_dtype(dtype))
 
     def reduce_sum(x, *, axes):
@@ -327,7 +329,7 @@ def _kernels(backend):
         host = np.random.default_rng(key).standard_normal(shape, dtype=np.dtype(dtype.name))
         return backend.asarray(host, dtype)
 
-    return {
+    kernels = {
         # elementwise unary
         "neg": xp.negative, "exp": xp.exp, "log": xp.log, "log1p": xp.log1p,
         "expm1": xp.expm1, "sin": xp.sin, "cos": xp.cos, "tanh": xp.tanh, "sqrt": xp.sqrt,
@@ -351,4 +353,74 @@ def _kernels(backend):
         # linear algebra and random
         "dot_general": dot_general, "random_uniform": random_uniform,
         "random_normal": random_normal,
+    }
+    kernels.update(_numerics_kernels(backend))
+    return kernels
+
+
+def _numerics_kernels(backend):
+    """Complex parts, FFT (the standard's ``fft`` extension) and matrix decompositions (its
+    ``linalg`` extension). LU and its pivots have no counterpart in the standard: they run
+    on the host through the NumPy kernels and are copied back."""
+    xp = backend.xp
+
+    def complex_(re, im):
+        c = xp.complex128 if re.dtype == xp.float64 else xp.complex64
+        return xp.astype(re, c) + xp.astype(im, c) * 1j
+
+    def fft(x, *, kind, axes, n_last, norm):
+        axes = tuple(axes)
+        if kind == "fft":
+            return xp.fft.fftn(x, axes=axes, norm=norm)
+        if kind == "ifft":
+            return xp.fft.ifftn(x, axes=axes, norm=norm)
+        if kind == "rfft":
+            return xp.fft.rfftn(x, axes=axes, norm=norm)
+        s = tuple(x.shape[a] for a in axes[:-1]) + (n_last,)
+        return xp.fft.irfftn(x, s=s, axes=axes, norm=norm)
+
+    def eye_like(a):
+        n = a.shape[-1]
+        return xp.eye(n, dtype=a.dtype, device=getattr(a, "device", None))
+
+    def triangular_solve(a, b, *, lower, transpose, unit_diagonal):
+        m = xp.tril(a) if lower else xp.triu(a)
+        if unit_diagonal:
+            eye = eye_like(a)
+            m = m * (1 - eye) + eye
+        if transpose:
+            m = xp.matrix_transpose(m)
+        return xp.linalg.solve(m, b)
+
+    def slogdet(a):
+        sign, logabsdet = xp.linalg.slogdet(a)
+        return xp.astype(xp.stack([sign, logabsdet], axis=-1), a.dtype)
+
+    def eigh(a):
+        w, v = xp.linalg.eigh(a)
+        return xp.concat([v, xp.expand_dims(w, axis=-1)], axis=-1)
+
+    def qr(a):
+        q, r = xp.linalg.qr(a, mode="reduced")
+        return xp.concat([q, r], axis=-2)
+
+    def svd(a):
+        u, s, vh = xp.linalg.svd(a, full_matrices=False)
+        return xp.concat([u, xp.expand_dims(s, axis=-2), xp.matrix_transpose(vh)], axis=-2)
+
+    def on_host(kernel):
+        def run(*arrays):
+            out = kernel(*[backend.to_numpy(a) for a in arrays])
+            return backend.asarray(out)
+        return run
+
+    from . import numpy_numerics  # noqa: PLC0415 - the host kernels of LU
+
+    return {
+        "complex": complex_, "real": xp.real, "imag": xp.imag, "conj": xp.conj, "fft": fft,
+        "solve": xp.linalg.solve, "triangular_solve": triangular_solve,
+        "cholesky": xp.linalg.cholesky, "slogdet": slogdet, "eigh": eigh, "qr": qr, "svd": svd,
+        "lu": on_host(numpy_numerics.KERNELS["lu"]),
+        "lu_pivots": on_host(numpy_numerics.KERNELS["lu_pivots"]),
+        "lu_permutation": on_host(numpy_numerics.KERNELS["lu_permutation"]),
     }
