@@ -75,3 +75,4 @@ def numel(x):
 
 # ---- multi-hardware (issue 17): selecting the backend tensors are made and computed on ----
 from .backends import backend, get_backend, set_backend  # noqa: E402,F401
+from . import amp  # noqa: E402 - mixed precision for nn layers (pf.amp.auto_cast)

@@ -22,6 +22,7 @@ from ..core.tensor import Tensor
 from ..ops._helpers import cast
 from ..ops.creation import to_tensor
 from ..ops.tensor_methods import to_device
+from .. import amp as _amp
 from . import initializer as _init
 
 __all__ = ["Layer", "ParamAttr", "Parameter", "create_parameter", "functional_call"]
@@ -265,6 +266,8 @@ class Layer:
             result = hook(self, inputs)
             if result is not None:
                 inputs = result if isinstance(result, tuple) else (result,)
+        if _amp._state.dtype is not None:  # pf.amp.auto_cast: black-list layers in float32
+            inputs = _amp_inputs(type(self).__name__, inputs)
         outputs = self.forward(*inputs, **kwargs)
         for hook in list(d["_forward_post_hooks"].values()):
             result = hook(self, inputs, outputs)
@@ -834,3 +837,13 @@ def functional_call(layer, params, *args, **kwargs):
     finally:
         for table, key, old in reversed(swapped):
             table[key] = old
+
+
+def _amp_inputs(layer_name, inputs):
+    """The inputs of a layer under ``pf.amp.auto_cast``: floating tensors cast to float32 for
+    black-list layers (normalisations, softmax, losses); unchanged otherwise (white-list
+    layers cast inside ``forward``, where their weights are)."""
+    if _amp.amp_dtype(layer_name) is not dtypes.float32:
+        return inputs
+    return tuple(cast(x, dtypes.float32) if isinstance(x, Tensor) and x.dtype.is_floating
+                 and not x.dtype.is_complex and x.dtype.itemsize < 4 else x for x in inputs)
