@@ -32,13 +32,24 @@ RTOL, ATOL = 1e-9, 1e-11
 
 def _namespaces():
     out = [pytest.param(array_api_strict, id="strict")]
-    try:
+    try:  # PyTorch CPU tensors through the same backend (never a CI dependency)
         import torch  # noqa: PLC0415
     except ImportError:
-        out.append(pytest.param(None, id="torch", marks=pytest.mark.skip("torch not installed")))
+        pass
     else:
         out.append(pytest.param(torch, id="torch"))
     return out
+
+
+def test_torch_through_the_array_api_backend():
+    """A smoke test here; with torch installed the whole table above runs on it too."""
+    torch = pytest.importorskip("torch")
+    with pf.backend("array_api", namespace=torch):
+        x = pf.to_tensor([0.5, 1.5], dtype="float64", stop_gradient=False)
+        (pf.tanh(x) * x).sum().backward()
+        assert isinstance(x._value, torch.Tensor)
+    expected = np.tanh([0.5, 1.5]) + np.array([0.5, 1.5]) / np.cosh([0.5, 1.5]) ** 2
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-12)
 
 
 def _entries(kinds):
