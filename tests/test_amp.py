@@ -52,6 +52,9 @@ def test_auto_cast_lists_and_bad_arguments():
     with pytest.raises(ValueError, match="float16"):
         with pf.amp.auto_cast(dtype="int8"):
             pass
+    with pytest.raises(NotImplementedError, match="bfloat16"):
+        with pf.amp.auto_cast(dtype="bfloat16"):
+            pass
 
 
 def test_grad_scaler_skips_overflowing_steps_and_adapts_the_scale():

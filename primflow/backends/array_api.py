@@ -18,6 +18,7 @@ Select it with ``pf.set_backend("array_api", namespace=array_api_strict)``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -70,10 +71,12 @@ class ArrayAPIBackend(Backend):
         self.namespace = namespace
         self.name = f"array_api:{namespace.__name__}"
         self.device = device
+        self._device_context = contextlib.nullcontext
         if namespace.__name__.startswith("cupy"):  # a GPU: arrays are made on GPU ``device``
             index = device or 0
             self.place, self.name = f"gpu:{index}", f"{self.name}:gpu:{index}"
-            self.device = namespace.cuda.Device(index)
+            # CuPy makes arrays on its current device: select ours around allocations
+            self.device, self._device_context = None, lambda: namespace.cuda.Device(index)
         self._to_native = {}
         for name in _DTYPE_NAMES:
             native = getattr(xp, name, None)
@@ -100,16 +103,18 @@ class ArrayAPIBackend(Backend):
                 data.flags.c_contiguous):
             data = np.ascontiguousarray(data)
         kwargs = {} if self.device is None else {"device": self.device}
-        if dtype is None:
-            return xp.asarray(data, **kwargs)
-        native = self.native_dtype(dtype)
-        if isinstance(data, self._array_type):
-            return data if data.dtype == native else xp.astype(data, native)
-        return xp.asarray(data, dtype=native, **kwargs)
+        with self._device_context():
+            if dtype is None:
+                return xp.asarray(data, **kwargs)
+            native = self.native_dtype(dtype)
+            if isinstance(data, self._array_type):
+                return data if data.dtype == native else xp.astype(data, native)
+            return xp.asarray(data, dtype=native, **kwargs)
 
     def full(self, shape, value, dtype):
         kwargs = {} if self.device is None else {"device": self.device}
-        return self.xp.full(tuple(shape), value, dtype=self.native_dtype(dtype), **kwargs)
+        with self._device_context():
+            return self.xp.full(tuple(shape), value, dtype=self.native_dtype(dtype), **kwargs)
 
     def dtype_of(self, array):
         dtype = getattr(array, "dtype", None)
