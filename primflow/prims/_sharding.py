@@ -377,7 +377,7 @@ DOT_GENERAL = ShardingRule(_dot_general_propagate, name="dot_general")
 CREATION = ShardingRule(_creation_propagate, name="creation")  # always replicated
 
 
-# ---- scientific numerics (issue 18) ----
+# ---- scientific numerics: FFT and batched matrix decompositions ----
 
 def _fft_propagate(specs, avals, out_aval, size, *, kind, axes, n_last, norm):
     # linear: partial sums pass through; a transformed dim must be whole on every rank
@@ -387,7 +387,7 @@ def _fft_propagate(specs, avals, out_aval, size, *, kind, axes, n_last, norm):
     return [spec], spec
 
 
-def _batched_matrices(core):
+def batched_matrices(core):
     """Decompositions and solves: only the leading (batch) dims may be sharded, the same
     one for every input (the last ``core`` dims are the matrices); nonlinear, so partial
     inputs are reduced first."""
@@ -401,8 +401,9 @@ def _batched_matrices(core):
 
 
 FFT = ShardingRule(_fft_propagate, name="fft")
-BATCHED_MATRICES = _batched_matrices(2)  # solves and decompositions
-BATCHED_VECTORS = _batched_matrices(1)  # LU's pivots and permutations
+MATRICES = batched_matrices(2)
+PIVOTS = batched_matrices(1)
+
 
 class _DeclaredRules(Mapping):
     """Every registered primitive's declared sharding rule, by name (read-only: a rule is

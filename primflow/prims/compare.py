@@ -10,8 +10,8 @@ from __future__ import annotations
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from ._util import binary_infer, zeros_like
-from . import _sharding as sr
 from .complex import reject_complex
+from . import _sharding as sr
 from .families import COMPARE
 
 
@@ -19,8 +19,8 @@ def _compare(name):
     infer = binary_infer(name, out_dtype=dtypes.bool_)
     if name not in ("eq", "ne"):  # complex numbers are not ordered
         infer = reject_complex(name, infer)
-    return Primitive(name, family=COMPARE, infer=infer, differentiable=False,
-                     shard=sr.NONLINEAR, doc=f"elementwise {name} -> bool")
+    return Primitive(name, family=COMPARE, shard=sr.NONLINEAR, infer=infer,
+                     differentiable=False, doc=f"elementwise {name} -> bool")
 
 
 eq = _compare("eq")

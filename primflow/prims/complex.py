@@ -19,10 +19,12 @@ Example (``|z|^2`` has gradient ``2 z``):
 
 from __future__ import annotations
 
+import functools
+
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive, PrimitiveError
-from . import _sharding as sr
 from . import creation
+from . import _sharding as sr
 from .families import COMPLEX
 
 
@@ -46,6 +48,7 @@ def holomorphic_vjp(rule):
 def reject_complex(name, infer):
     """``infer`` of a primitive defined only on real numbers, refusing complex inputs."""
 
+    @functools.wraps(infer)  # its signature stays the primitive's (docs/backend-contract.md)
     def checked(*avals, **params):
         for a in avals:
             if a.dtype.is_complex:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 
 from ..core.primitive import Primitive, RuleTemplate
-from . import _sharding as sr
 from . import _taylor as tl, compare
 from ._util import binary_infer, float_unary_infer, full_like, same_aval, zeros_like
 from .complex import reject_complex
+from . import _sharding as sr
 from .families import ELEMENTWISE_BINARY, ELEMENTWISE_TRANSCENDENTAL, ELEMENTWISE_UNARY
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -162,8 +162,8 @@ def _abs_series(xs, z0, x0):
 
 
 _abs_infer = reject_complex("abs", same_aval)  # real numbers only
-abs = Primitive("abs", family=ELEMENTWISE_UNARY,
-                shard=sr.NONLINEAR, infer=_abs_infer,  # noqa: A001 - prim name
+abs = Primitive("abs", family=ELEMENTWISE_UNARY, shard=sr.NONLINEAR,  # noqa: A001 - prim name
+                infer=_abs_infer,
                 jvp=(_abs_jvp,), taylor=tl.unary_rule(_abs_series), doc="|x|")
 
 
@@ -207,8 +207,8 @@ logistic = Primitive("logistic", family=ELEMENTWISE_TRANSCENDENTAL, shard=sr.NON
 # silent zero gradient is a classic bug in training code, so asking for one raises
 # NonDifferentiableError; detach the input to state that a zero gradient is intended.
 _sign_infer = reject_complex("sign", same_aval)  # real numbers only
-sign = Primitive("sign", family=ELEMENTWISE_UNARY,
-                 shard=sr.NONLINEAR, infer=_sign_infer, differentiable=False,
+sign = Primitive("sign", family=ELEMENTWISE_UNARY, shard=sr.NONLINEAR,
+                 infer=_sign_infer, differentiable=False,
                  doc="-1, 0 or 1 (not differentiable)")
 _floor_infer = reject_complex("floor", float_unary_infer("floor"))  # real numbers only
 floor = Primitive("floor", family=ELEMENTWISE_UNARY, shard=sr.NONLINEAR, infer=_floor_infer,
@@ -217,8 +217,8 @@ _ceil_infer = reject_complex("ceil", float_unary_infer("ceil"))  # real numbers 
 ceil = Primitive("ceil", family=ELEMENTWISE_UNARY, shard=sr.NONLINEAR, infer=_ceil_infer,
                  differentiable=False, doc="round up (not differentiable)")
 _round_infer = reject_complex("round", float_unary_infer("round"))  # real numbers only
-round = Primitive("round", family=ELEMENTWISE_UNARY,
-                  shard=sr.NONLINEAR,  # noqa: A001 - primitive name
+round = Primitive("round", family=ELEMENTWISE_UNARY, shard=sr.NONLINEAR,
+                  # noqa: A001 - primitive name
                   infer=_round_infer, differentiable=False,
                   doc="round half to even (not differentiable)")
 
@@ -430,7 +430,7 @@ def _atan2_taylor(primals, series, out=None):
 
 
 _atan2_infer = reject_complex("atan2", binary_infer("atan2"))  # real numbers only
-atan2 = Primitive("atan2", family=ELEMENTWISE_TRANSCENDENTAL,
-                  shard=sr.NONLINEAR, infer=_atan2_infer,
+atan2 = Primitive("atan2", family=ELEMENTWISE_TRANSCENDENTAL, shard=sr.NONLINEAR,
+                  infer=_atan2_infer,
                   jvp=(_atan2_x_jvp, _atan2_y_jvp), taylor=_atan2_taylor,
                   doc="the angle of the point (y, x)")

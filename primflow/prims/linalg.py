@@ -8,9 +8,9 @@ are matched and kept. Output dims: batch, then x's remaining dims, then y's (JAX
 from __future__ import annotations
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
-from . import _sharding as sr
 from . import _batching as bt, _taylor as tl, shape as sh
 from .complex import holomorphic_vjp
+from . import _sharding as sr
 from .families import DOT
 
 

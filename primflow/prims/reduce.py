@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive, RuleTemplate
-from . import _sharding as sr
 from . import compare, elementwise as ew, shape as sh
 from .complex import reject_complex
+from . import _sharding as sr
 from .families import AXIS, REDUCE
 
 
@@ -67,13 +67,13 @@ def _make_extremum_taylor(prim):
 
 
 _reduce_max_infer = reject_complex("reduce_max", _reduce_infer)  # real numbers only
-reduce_max = Primitive("reduce_max", family=REDUCE,
-                       shard=sr.REDUCE_MAX, infer=_reduce_max_infer, jvp=(_extremum_jvp,),
+reduce_max = Primitive("reduce_max", family=REDUCE, shard=sr.REDUCE_MAX,
+                       infer=_reduce_max_infer, jvp=(_extremum_jvp,),
                        vjp=(_extremum_vjp,), saves_out=True,
                        taylor=RuleTemplate(_make_extremum_taylor), doc="maximum over `axes`")
 _reduce_min_infer = reject_complex("reduce_min", _reduce_infer)  # real numbers only
-reduce_min = Primitive("reduce_min", family=REDUCE,
-                       shard=sr.REDUCE_MIN, infer=_reduce_min_infer, jvp=(_extremum_jvp,),
+reduce_min = Primitive("reduce_min", family=REDUCE, shard=sr.REDUCE_MIN,
+                       infer=_reduce_min_infer, jvp=(_extremum_jvp,),
                        vjp=(_extremum_vjp,), saves_out=True,
                        taylor=RuleTemplate(_make_extremum_taylor), doc="minimum over `axes`")
 
@@ -85,12 +85,12 @@ def _arg_infer(x, *, axis, index_dtype):
 
 
 _argmax_infer = reject_complex("argmax", _arg_infer)  # real numbers only
-argmax = Primitive("argmax", family=AXIS,
-                   shard=sr.ARG_AXIS, infer=_argmax_infer, differentiable=False,
+argmax = Primitive("argmax", family=AXIS, shard=sr.ARG_AXIS,
+                   infer=_argmax_infer, differentiable=False,
                    doc="index of the maximum along `axis` (integer result)")
 _argmin_infer = reject_complex("argmin", _arg_infer)  # real numbers only
-argmin = Primitive("argmin", family=AXIS,
-                   shard=sr.ARG_AXIS, infer=_argmin_infer, differentiable=False,
+argmin = Primitive("argmin", family=AXIS, shard=sr.ARG_AXIS,
+                   infer=_argmin_infer, differentiable=False,
                    doc="index of the minimum along `axis` (integer result)")
 
 
