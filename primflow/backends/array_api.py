@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from ..core import dtypes
+from . import blas
 from .base import Backend
 
 _DTYPE_NAMES = ["bool", "int32", "int64", "float32", "float64", "uint8", "int8", "int16",
@@ -117,12 +118,12 @@ class ArrayAPIBackend(Backend):
             return self.xp.full(tuple(shape), value, dtype=self.native_dtype(dtype), **kwargs)
 
     def dtype_of(self, array):
+        if not isinstance(array, (self._array_type, np.generic)):
+            raise TypeError(self._foreign(array))
         dtype = getattr(array, "dtype", None)
         for native, found in self._from_native:
             if dtype == native:
                 return found
-        if not isinstance(array, self._array_type):
-            raise TypeError(self._foreign(array))
         raise TypeError(f"unsupported dtype {dtype} on backend {self.name!r}; primflow "
                         f"supports bool, int32, int64, float32 and float64 here")
 
@@ -176,6 +177,10 @@ _SQRT_PI = math.sqrt(math.pi)
 def _kernels(backend):
     """The kernel table of ``backend`` (closures over its namespace)."""
     xp = backend.xp
+    # over NumPy itself, matrix products go through primflow's BLAS wrapper, which keeps
+    # small products on one BLAS thread (OpenBLAS's own threads are ~100x slower on a busy
+    # machine) and sizes the pools to pf.get_num_threads()
+    matmul = blas.matmul if backend._array_type is np.ndarray else xp.matmul
 
     def scalar_like(x, value):
         return xp.asarray(value, dtype=x.dtype, device=xp_device(x))
@@ -325,10 +330,10 @@ def _kernels(backend):
         if not lb:  # one 2-d product (a stack of one matrix can miss the BLAS fast path)
             xt = xp.reshape(xp.permute_dims(x, tuple(x_free + lc)), (m, k))
             yt = xp.reshape(xp.permute_dims(y, tuple(rc + y_free)), (k, n))
-            return xp.reshape(xp.matmul(xt, yt), x_free_shape + y_free_shape)
+            return xp.reshape(matmul(xt, yt), x_free_shape + y_free_shape)
         xt = xp.reshape(xp.permute_dims(x, tuple(lb + x_free + lc)), (b, m, k))
         yt = xp.reshape(xp.permute_dims(y, tuple(rb + rc + y_free)), (b, k, n))
-        return xp.reshape(xp.matmul(xt, yt), batch_shape + x_free_shape + y_free_shape)
+        return xp.reshape(matmul(xt, yt), batch_shape + x_free_shape + y_free_shape)
 
     def random_uniform(*, shape, dtype, key):
         host = np.random.default_rng(key).random(shape, dtype=np.dtype(dtype.name))
