@@ -120,3 +120,21 @@ def test_assign_into_an_output_and_cast():
     (gc,) = pf.grad(pf.cast(x, "float32").sum() * 2.0, x)
     assert gc.dtype == "float64"
     np.testing.assert_allclose(gc.numpy(), [2.0, 2.0])
+
+
+def test_a_chain_of_views_keeps_no_intermediate_alive():
+    import gc
+    import weakref
+
+    x = pf.to_tensor(np.arange(6.0).reshape(2, 3))
+    y = x
+    refs = []
+    for _ in range(50):  # e.g. a loop that reshapes its state every step
+        y = pf.transpose(pf.reshape(y, [3, 2]), [1, 0])
+        refs.append(weakref.ref(y))
+    gc.collect()
+    assert sum(r() is not None for r in refs) == 1  # only the last view
+    y[0, 0] = -1.0
+    assert float(x.numpy().min()) == -1.0
+    x.zero_()
+    assert float(y.abs().sum()) == 0.0

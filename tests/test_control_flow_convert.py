@@ -529,3 +529,14 @@ def test_to_static_layer_with_control_flow():
     static = pf.to_static(layer)
     _same(static(x), expected)
     assert " = cond(" in static.forward.lower(x).as_text()
+
+
+def test_explain_lists_graphs_and_breaks():
+    assert pf.jit(piecewise).explain(pf.to_tensor([0.2, 0.3])) == (
+        "1 graph, no graph break (Python control flow converted to cond/while/scan)")
+    assert pf.jit(lambda x: x * 2).explain(pf.to_tensor([0.2])) == "1 graph, no graph break"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GraphBreakWarning)
+        text = pf.jit(item_in_the_middle).explain(pf.to_tensor([0.2, 0.3]))
+    assert text.startswith("2 graphs, 1 graph break:")
+    assert "test_control_flow_convert.py:" in text and ".item()" in text

@@ -228,7 +228,10 @@ def to_native(data, dtype=None):
         _backend.dtype_of(value)  # raises a clear error for unsupported dtypes
         return value
     value = _backend.asarray(data)
-    kind = getattr(value.dtype, "kind", None)
+    try:  # the kind of what the backend inferred (not NumPy's dtype.kind: any backend)
+        kind = _backend.dtype_of(value).kind
+    except TypeError:
+        kind = getattr(value.dtype, "kind", None)
     if kind == "f":
         return _backend.asarray(value, dtypes.default_float())
     if kind in ("i", "u"):
@@ -248,59 +251,73 @@ def to_native(data, dtype=None):
 
 # ---- views (Paddle's rule: view-like ops share data with their input) ------------------------
 # A view (the result of reshape, flatten, squeeze, unsqueeze, transpose, ... on a tensor) and
-# its base stay in step: after an in-place update of either, the other is recomputed from it.
-# Values are copy-on-write, so this is done explicitly: ``register_view`` records how to get
-# the view's values from the base's (``forward``) and back (``inverse``), both functions of
-# native arrays; every in-place update calls ``sync_views``, which walks the view tree from
-# the updated tensor and bumps each changed tensor's version (a backward that saved one of
-# them refuses to run, as for any in-place update). Only values follow, as in Paddle: the
-# autograd graph of the other tensors is unchanged. Views under transforms are not tracked.
-_VIEW_OF = {}  # id(view) -> (weakref to the view, the base, inverse)
-_VIEWS = {}  # id(base) -> [weakref to the base, [(weakref to a view, forward), ...]]
+# the tensor owning the data (its root: views of views are registered on the root) stay in
+# step: after an in-place update of either, the others are recomputed from it. Values are
+# copy-on-write, so this is done explicitly: ``register_view`` records how to get the view's
+# values from the root's (``forward``) and back (``inverse``), both functions of native
+# arrays; every in-place update calls ``sync_views``, which updates the root and its other
+# views and bumps each changed tensor's version (a backward that saved one of them refuses
+# to run, as for any in-place update). Only values follow, as in Paddle: the autograd graph
+# of the other tensors is unchanged. Views under transforms are not tracked.
+_VIEW_OF = {}  # id(view) -> (weakref to the view, root, inverse, steps)
+_VIEWS = {}  # id(root) -> [weakref to the root, [(weakref to a view, forward), ...]]
 
 
-def register_view(base, view, forward, inverse):
-    """Records that ``view`` shares data with ``base`` (see above)."""
+def register_view(root, view, forward, inverse, steps=None):
+    """Records that ``view`` shares data with ``root`` (see above). ``steps`` (hashable,
+    or None) says how the view is made: the caller reads it back with ``view_of`` (to
+    compose a view of this view), and views made by equal steps share one computed value."""
     key = id(view)
-    _VIEW_OF[key] = (weakref.ref(view, lambda _, k=key: _VIEW_OF.pop(k, None)), base, inverse)
-    entry = _VIEWS.get(id(base))
+    _VIEW_OF[key] = (weakref.ref(view, lambda _, k=key: _VIEW_OF.pop(k, None)), root, inverse,
+                     steps)
+    entry = _VIEWS.get(id(root))
     if entry is None:
-        base_key = id(base)
-        entry = _VIEWS[base_key] = [
-            weakref.ref(base, lambda _, k=base_key: _VIEWS.pop(k, None)), []]
+        root_key = id(root)
+        entry = _VIEWS[root_key] = [
+            weakref.ref(root, lambda _, k=root_key: _VIEWS.pop(k, None)), []]
     views = entry[1]
-    views.append((weakref.ref(view), forward))
+    views.append((weakref.ref(view), forward, steps))
     if len(views) >= 16 and not len(views) & (len(views) - 1):  # at powers of two: drop the
         views[:] = [v for v in views if v[0]() is not None]  # dead (amortised O(1))
 
 
+def view_of(tensor):
+    """``(root, steps)`` when ``tensor`` is a registered view, else None."""
+    entry = _VIEW_OF.get(id(tensor))
+    if entry is None or entry[0]() is not tensor:
+        return None
+    return entry[1], entry[3]
+
+
 def sync_views(tensor):
-    """After an in-place update of ``tensor``: gives its base and all views connected to it
-    the matching values (and new versions)."""
-    if id(tensor) not in _VIEW_OF and id(tensor) not in _VIEWS:
+    """After an in-place update of ``tensor``: gives the tensor owning its data and every
+    view of that tensor the matching values (and new versions)."""
+    up = _VIEW_OF.get(id(tensor))
+    if up is not None and up[0]() is tensor:
+        root = up[1]
+        root._value = up[2](tensor._value)
+        root._version += 1
+    elif id(tensor) in _VIEWS:
+        root = tensor
+    else:
         return
-    seen = {id(tensor)}
-    stack = [tensor]
-    while stack:
-        cur = stack.pop()
-        up = _VIEW_OF.get(id(cur))
-        if up is not None and up[0]() is cur and id(up[1]) not in seen:
-            base = up[1]
-            base._value = up[2](cur._value)
-            base._version += 1
-            seen.add(id(base))
-            stack.append(base)
-        down = _VIEWS.get(id(cur))
-        if down is not None and down[0]() is cur:
-            alive = []
-            for ref, forward in down[1]:
-                view = ref()
-                if view is None:
-                    continue
-                alive.append((ref, forward))
-                if id(view) not in seen:
-                    view._value = forward(cur._value)
-                    view._version += 1
-                    seen.add(id(view))
-                    stack.append(view)
-            down[1] = alive
+    down = _VIEWS.get(id(root))
+    if down is None or down[0]() is not root:
+        return
+    alive = []
+    computed = {}  # views made by the same steps share one computed value (arrays are
+    for item in down[1]:  # never written in place, so sharing them is safe)
+        view = item[0]()
+        if view is None:
+            continue
+        alive.append(item)
+        if view is not tensor:
+            key = item[2]
+            value = computed.get(key) if key is not None else None
+            if value is None:
+                value = item[1](root._value)
+                if key is not None:
+                    computed[key] = value
+            view._value = value
+            view._version += 1
+    down[1] = alive

@@ -19,7 +19,7 @@ import math as _math
 
 from .. import prims
 from ..core import dtypes
-from ..core.tensor import Tensor, register_view
+from ..core.tensor import Tensor, register_view, view_of
 from ..core.trace import Tracer
 from ._helpers import as_tensor, broadcast_shapes, broadcast_to, cast, normalize_axis, shape_arg
 
@@ -52,7 +52,7 @@ def reshape(x, shape) -> Tensor:
         raise ValueError(f"cannot reshape a tensor of shape {x.shape} ({x.size} elements) into "
                          f"{shape} ({_math.prod(shape)} elements)")
     out = prims.reshape(x, shape=tuple(shape))  # a new tensor even for the same shape
-    _share(x, out, {"shape": tuple(shape)}, {"shape": tuple(x._shape)}, prims.reshape)
+    _share(x, out, ("reshape", tuple(shape)))
     return out
 
 
@@ -61,19 +61,42 @@ def _new_handle(x):
     return prims.reshape(x, shape=tuple(x._shape))
 
 
-def _share(x, out, to_view, to_base, prim):
-    """Registers ``out`` as a view of ``x`` (the aliasing rule above): ``prim`` with params
-    ``to_view`` maps x's values to out's, with ``to_base`` back."""
+def _share(x, out, step):
+    """Registers ``out`` as a view of the tensor owning ``x``'s data (the aliasing rule
+    above). ``step`` is ``("reshape", shape)`` or ``("transpose", perm)`` applied to ``x``;
+    the steps from the root are kept short: consecutive reshapes merge into the last one,
+    consecutive transposes into one permutation."""
     if isinstance(x, Tracer) or isinstance(out, Tracer):
         return
+    parent = view_of(x)
+    root, steps = (x, []) if parent is None else (parent[0], list(parent[1]))
+    kind, arg = step
+    in_shape = tuple(x._shape)
+    if steps and steps[-1][0] == kind == "reshape":
+        steps = steps[:-1] + [("reshape", arg, steps[-1][2])]
+    elif steps and steps[-1][0] == kind == "transpose":
+        first = steps[-1][1]
+        steps = steps[:-1] + [("transpose", tuple(first[i] for i in arg), steps[-1][2])]
+    else:
+        steps = steps + [(kind, arg, in_shape)]
 
+    # (the primitives' kernels on native values: nothing here is recorded or traced)
     def forward(value):
-        return prim(Tensor._wrap(value), **to_view)._value
+        for kind_, arg_, _ in steps:
+            value = (prims.reshape.impl(value, shape=arg_) if kind_ == "reshape"
+                     else prims.transpose.impl(value, perm=arg_))
+        return value
 
     def inverse(value):
-        return prim(Tensor._wrap(value), **to_base)._value
+        for kind_, arg_, in_shape_ in reversed(steps):
+            if kind_ == "reshape":
+                value = prims.reshape.impl(value, shape=in_shape_)
+            else:
+                value = prims.transpose.impl(value, perm=tuple(
+                    sorted(range(len(arg_)), key=lambda i: arg_[i])))
+        return value
 
-    register_view(x, out, forward, inverse)
+    register_view(root, out, forward, inverse, tuple(steps))
 
 
 view = reshape
@@ -111,8 +134,7 @@ def transpose(x, perm) -> Tensor:
     if perm == tuple(range(x.ndim)):
         return reshape(x, x.shape)  # a view: the identity permutation moves nothing
     out = prims.transpose(x, perm=perm)
-    inverse = tuple(sorted(range(len(perm)), key=lambda i: perm[i]))
-    _share(x, out, {"perm": perm}, {"perm": inverse}, prims.transpose)
+    _share(x, out, ("transpose", perm))
     return out
 
 

@@ -58,6 +58,7 @@ import functools
 import inspect
 import warnings
 
+from ..backends import get_backend
 from ..core import dtypes
 from ..core import random as _random
 from ..core.primitive import Aval, PrimitiveError, record_custom
@@ -351,6 +352,7 @@ class Jitted:
         # the graph (transforms/graph_break.py) unless full_graph
         self.full_graph = full_graph
         self._converted = False
+        self._converted_count = 0  # statements and calls the AST conversion rewrote
         self._no_convert = False  # a piece of a broken function: its owner splits it
         self._broken = None
 
@@ -386,7 +388,7 @@ class Jitted:
             else:
                 parts.append((type(leaf), leaf))
         key = (treedef, tuple(parts), static, _layer_key(treedef), state.grad_enabled,
-               state.decompose, dtypes.default_float())
+               state.decompose, dtypes.default_float(), get_backend())  # issue 17: per backend
         if self._extra_key is not None:
             key += (self._extra_key(),)
         try:
@@ -514,6 +516,7 @@ class Jitted:
         if not count:
             return False
         self.fun = converted
+        self._converted_count = count
         self.clear_cache()
         return True
 
@@ -561,7 +564,8 @@ class Jitted:
                 v = a._value
                 sig.append((v.shape, v.dtype, a.stop_gradient))
             else:
-                key = (tuple(sig), state.grad_enabled, state.decompose, dtypes.default_float())
+                key = (tuple(sig), state.grad_enabled, state.decompose, dtypes.default_float(),
+                       get_backend())  # issue 17: a program is compiled for one backend
                 if self._extra_key is not None:
                     key += (self._extra_key(),)
                 entry = self._fast.get(key)
@@ -616,6 +620,35 @@ class Jitted:
             raise TypeError("lower() needs concrete arguments, not another transform's "
                             "tracers")
         return Lowered(entry)
+
+    def explain(self, *args, **kwargs) -> str:
+        """How this function compiles for these arguments: how many graphs (compiled
+        programs), each graph break with its file:line and reason, and whether its Python
+        control flow was converted.
+
+        Example:
+            >>> import primflow as pf
+            >>> def f(x):
+            ...     if x.sum() > 0:
+            ...         x = x * 2
+            ...     return x
+            >>> print(pf.jit(f).explain(pf.ones([2])))
+            1 graph, no graph break (Python control flow converted to cond/while/scan)
+        """
+        self.lower(*args, **kwargs)
+        converted = (" (Python control flow converted to cond/while/scan)"
+                     if self._converted_count else "")
+        broken = self._broken
+        if broken is None:
+            return "1 graph, no graph break" + converted
+        if not hasattr(broken, "pieces"):
+            return "0 graphs: the function cannot be compiled or split; it runs eagerly"
+        graphs = sum(not p.eager for p in broken.pieces)
+        breaks = [p for p in broken.pieces if p.eager]
+        lines = [f"{graphs} graph{'s' if graphs != 1 else ''}, {len(breaks)} graph "
+                 f"break{'s' if len(breaks) != 1 else ''}:"]
+        lines += [f"  {p.where}: {p.reason}" for p in breaks]
+        return "\n".join(lines)
 
     def cache_info(self) -> dict:
         """``{"traces": ..., "hits": ..., "entries": ...}``."""
