@@ -276,6 +276,7 @@ def _conjugated_for_complex(rule):
         return rule(g, out, *primals, **params)
 
     vjp.__name__ = getattr(rule, "__name__", "vjp")
+    vjp.__wrapped__ = rule
     return vjp
 
 

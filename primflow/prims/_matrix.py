@@ -31,16 +31,21 @@ def _index_grid(shape, dimension):
 
 
 def band_mask(shape, lo, hi):
-    """bool mask of entries with ``lo <= col - row <= hi`` over the last two dims."""
-    nd = len(shape)
-    diff = ew.sub(_index_grid(shape, nd - 1), _index_grid(shape, nd - 2))
+    """bool mask of entries with ``lo <= col - row <= hi`` over the last two dims (built
+    for one matrix, then broadcast over the batch dims)."""
+    shape = tuple(shape)
+    square = shape[-2:]
+    diff = ew.sub(_index_grid(square, 1), _index_grid(square, 0))
     keep = None
     if lo is not None:
-        keep = cmp.ge(diff, creation.full(shape=tuple(shape), value=lo, dtype=dtypes.int64))
+        keep = cmp.ge(diff, creation.full(shape=square, value=lo, dtype=dtypes.int64))
     if hi is not None:
-        upper = cmp.le(diff, creation.full(shape=tuple(shape), value=hi, dtype=dtypes.int64))
+        upper = cmp.le(diff, creation.full(shape=square, value=hi, dtype=dtypes.int64))
         keep = upper if keep is None else cmp.logical_and(keep, upper)
-    return keep
+    if len(shape) == 2:
+        return keep
+    return sh.broadcast_in_dim(keep, shape=shape,
+                               broadcast_dimensions=(len(shape) - 2, len(shape) - 1))
 
 
 def masked(a, keep):
