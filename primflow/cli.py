@@ -35,6 +35,9 @@ import sys
 
 EXTRAS = ("scipy", "matplotlib", "tqdm", "rich", "numba", "mpi4py")
 DEMOS = ("plate", "beam", "poisson", "burgers", "heat")
+# high-dimensional PDEs and inverse problems (issue 19)
+HIGH_DIM_DEMOS = ("poisson-hd", "allen-cahn-hd")
+DEMOS += HIGH_DIM_DEMOS + ("plate-inverse",)
 
 
 class CLIError(Exception):
@@ -96,7 +99,7 @@ def cmd_demo(args, out=None, err=None):
 
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
-    if args.config is not None and args.name != "plate":
+    if args.config is not None and args.name not in ("plate", "plate-inverse"):
         raise CLIError(f"--config applies to the plate demo only (got it for {args.name!r})")
     for flag in ("steps", "lbfgs_steps", "points"):
         value = getattr(args, flag)
@@ -107,6 +110,7 @@ def cmd_demo(args, out=None, err=None):
         raise CLIError(f"--threads must be at least 1, got {args.threads}")
     if args.lr is not None and not args.lr > 0:
         raise CLIError(f"--lr must be positive, got {args.lr}")
+    _check_issue19_options(args)
     out_dir = _check_out_dir(args.out or f"primflow-demo-{args.name}")
 
     previous = pf.get_default_dtype()
@@ -121,7 +125,13 @@ def _run_demo(args, out_dir, out, err):
     from primflow import science
 
     options = {"config": args.config} if args.config else {}
-    problem = science.make_problem(args.name, **options)
+    options.update(_issue19_options(args))
+    if args.name in HIGH_DIM_DEMOS and args.cost_dims:
+        return _cost_vs_dim(args, out_dir, out)
+    try:
+        problem = science.make_problem(args.name, **options)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
     settings = problem.settings(quick=args.quick)
     changes = {"adam_steps": args.steps, "lbfgs_steps": args.lbfgs_steps, "lr": args.lr,
                "sampling": args.sampling}
@@ -171,6 +181,7 @@ def _run_demo(args, out_dir, out, err):
              if target is not None else ""), file=out)
     print(f"wall time: {result.times['total']:.1f} s (Adam {result.times['adam']:.1f} s, "
           f"L-BFGS {result.times['lbfgs']:.1f} s)", file=out)
+    _report_parameters(problem, result, summary, out_dir, out)
     if args.no_plots:
         pass
     elif science.plotting.have_matplotlib():
@@ -181,6 +192,107 @@ def _run_demo(args, out_dir, out, err):
         print("plots skipped: matplotlib is not installed (pip install matplotlib, or "
               "primflow[plot])", file=out)
     return 0 if result.status == "ok" else 1
+
+
+# ---- high-dimensional PDEs and inverse problems (issue 19) ---------------------------------
+
+def _check_issue19_options(args):
+    high_dim = args.name in HIGH_DIM_DEMOS
+    for flag, value, ok in (("--dim", args.dim, high_dim),
+                            ("--samples", args.samples, high_dim),
+                            ("--exact", args.exact or None, high_dim),
+                            ("--cost-dims", args.cost_dims, args.name == "poisson-hd"),
+                            ("--noise", args.noise, args.name == "plate-inverse"),
+                            ("--measurements", args.measurements, args.name == "plate-inverse")):
+        if value is not None and not ok:
+            raise CLIError(f"{flag} does not apply to the {args.name} demo")
+    if args.dim is not None and args.dim < 2:
+        raise CLIError(f"--dim must be at least 2 (the exact solution couples neighbouring "
+                       f"coordinates), got {args.dim}")
+    if args.samples is not None and args.samples < 1:
+        raise CLIError(f"--samples must be positive, got {args.samples}")
+    if args.noise is not None and not args.noise >= 0:
+        raise CLIError(f"--noise must be non-negative, got {args.noise}")
+    if args.measurements is not None and args.measurements < 1:
+        raise CLIError(f"--measurements must be positive, got {args.measurements}")
+    if args.cost_dims is not None:
+        args.cost_dims = _parse_dims(args.cost_dims)
+
+
+def _parse_dims(text):
+    try:
+        dims = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise CLIError(f"--cost-dims takes comma-separated integers, got {text!r}") from None
+    if not dims or min(dims) < 2:
+        raise CLIError(f"--cost-dims needs dimensions >= 2, got {text!r}")
+    return dims
+
+
+def _issue19_options(args):
+    options = {}
+    if args.name in HIGH_DIM_DEMOS:
+        if args.dim is not None:
+            options["dim"] = args.dim
+        if args.samples is not None:
+            options["samples"] = args.samples
+        if args.exact:
+            options["method"] = "collapsed"
+    if args.name == "plate-inverse":
+        if args.noise is not None:
+            options["noise"] = args.noise
+        if args.measurements is not None:
+            options["n_measurements"] = args.measurements
+    return options
+
+
+def _report_parameters(problem, result, summary, out_dir, out):
+    """Prints and records an inverse problem's identified PDE coefficients."""
+    if not result.parameters:
+        return
+    truth = getattr(problem, "true_parameters", lambda: {})()
+    summary["parameters"] = result.parameters
+    summary["true_parameters"] = truth
+    for name, value in result.parameters.items():
+        line = f"identified {name} = {value:.6g}"
+        if name in truth:
+            rel = abs(value - truth[name]) / abs(truth[name])
+            summary.setdefault("parameter_errors", {})[name] = rel
+            line += f" (true {truth[name]:.6g}, relative error {rel:.2e})"
+        print(line, file=out)
+    with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as fh:
+        json.dump(summary, fh, indent=2)
+
+
+def _cost_vs_dim(args, out_dir, out):
+    """Times a training step against the dimension for the stochastic and the exact
+    Laplacian; writes cost.json and (with matplotlib) cost.png."""
+    from primflow.science import plotting
+    from primflow.science.problems.highdim import step_cost
+    from primflow.science.threads import blas_threads
+
+    samples = args.samples or 16
+    points = args.points or 100
+    rows = []
+    print(f"time per training step (compiled, {points} points, 128x3 tanh MLP, float64, "
+          f"{args.threads} BLAS thread(s)):", file=out)
+    print(f"{'d':>6} {'stochastic (' + str(samples) + ')':>18} {'exact (collapsed)':>18}",
+          file=out)
+    with blas_threads(args.threads):
+        for d in args.cost_dims:
+            row = {"dim": d}
+            for method in ("stochastic", "collapsed"):
+                row[method] = step_cost(d, method, samples=samples, points=points)
+            rows.append(row)
+            print(f"{d:>6} {1e3 * row['stochastic']:>15.1f} ms {1e3 * row['collapsed']:>15.1f} ms",
+                  file=out, flush=True)
+    with open(os.path.join(out_dir, "cost.json"), "w", encoding="utf-8") as fh:
+        json.dump({"samples": samples, "points": points, "seconds_per_step": rows}, fh,
+                  indent=2)
+    if not args.no_plots and plotting.have_matplotlib():
+        path = plotting.plot_cost(os.path.join(out_dir, "cost.png"), rows, samples)
+        print(f"plot: {path}", file=out)
+    return 0
 
 
 class _Parser(argparse.ArgumentParser):
@@ -225,6 +337,24 @@ def build_parser():
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
     demo.add_argument("--resume", action="store_true",
                       help="continue from the checkpoint in --out")
+    # high-dimensional PDEs and inverse problems (issue 19)
+    demo.add_argument("--dim", type=int,
+                      help="poisson-hd / allen-cahn-hd: the dimension (default 100)")
+    demo.add_argument("--samples", type=int,
+                      help="poisson-hd / allen-cahn-hd: random directions per point of the "
+                           "stochastic Laplacian (default 16)")
+    demo.add_argument("--exact", action="store_true",
+                      help="poisson-hd / allen-cahn-hd: the exact (collapsed Taylor) Laplacian "
+                           "instead of the stochastic estimate, to compare")
+    demo.add_argument("--cost-dims", metavar="D1,D2,...",
+                      help="poisson-hd: instead of training, time a training step at these "
+                           "dimensions with the stochastic and the exact Laplacian "
+                           "(cost.json, cost.png)")
+    demo.add_argument("--noise", type=float,
+                      help="plate-inverse: measurement noise relative to the RMS deflection "
+                           "(default 0.01)")
+    demo.add_argument("--measurements", type=int,
+                      help="plate-inverse: measured points (default 200)")
     return parser
 
 

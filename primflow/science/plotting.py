@@ -17,7 +17,8 @@ import os
 
 import primflow as pf
 
-__all__ = ["have_matplotlib", "plot_field", "plot_loss", "save_plots"]
+__all__ = ["have_matplotlib", "plot_cost", "plot_field", "plot_loss", "plot_scatter",
+           "save_plots"]
 
 _MISSING = ("plots need matplotlib, which is not installed; install it with "
             "`pip install matplotlib` (or `pip install primflow[plot]`)")
@@ -98,6 +99,13 @@ def save_plots(problem, net, history, out_dir):
         raise ImportError(_MISSING)
     X, U, counts = problem.validation_set()
     P = problem.predict(net, X)
+    if counts is None:  # scattered validation points (high dimension): no field to draw
+        paths = {"prediction": os.path.join(out_dir, "prediction.png"),
+                 "loss": os.path.join(out_dir, "loss.png")}
+        plot_scatter(paths["prediction"], U, P, f"{problem.name}: prediction vs exact at "
+                                                f"{X.shape[0]} test points")
+        plot_loss(paths["loss"], history, f"{problem.name}: training")
+        return paths
     Xp, Up = problem.to_physical(X, U)
     _, Pp = problem.to_physical(X, P)
     names = problem.physical_names
@@ -113,3 +121,42 @@ def save_plots(problem, net, history, out_dir):
     paths["loss"] = os.path.join(out_dir, "loss.png")
     plot_loss(paths["loss"], history, f"{problem.name}: training")
     return paths
+
+
+# ---- high-dimensional problems (issue 19) ----------------------------------------------------
+
+def plot_scatter(path, reference, prediction, title):
+    """Saves predicted against reference values (one dot per point) with the diagonal."""
+    fig = _figure((4.6, 4.4))
+    ax = fig.add_subplot(1, 1, 1)
+    ref = pf.reshape(reference, [-1]).numpy()
+    pred = pf.reshape(prediction, [-1]).numpy()
+    ax.plot(ref, pred, ".", ms=2, alpha=0.5)
+    lo, hi = float(min(ref.min(), pred.min())), float(max(ref.max(), pred.max()))
+    ax.plot([lo, hi], [lo, hi], color="gray", lw=0.8)
+    ax.set_xlabel("exact")
+    ax.set_ylabel("prediction")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
+
+
+def plot_cost(path, rows, samples):
+    """Saves seconds per training step against the dimension (log-log) for the stochastic
+    and the exact Laplacian; ``rows`` are dicts with ``dim``, ``stochastic``, ``collapsed``."""
+    fig = _figure((5.4, 4.0))
+    ax = fig.add_subplot(1, 1, 1)
+    dims = [r["dim"] for r in rows]
+    ax.loglog(dims, [r["stochastic"] for r in rows], "o-",
+              label=f"stochastic Taylor ({samples} directions)")
+    ax.loglog(dims, [r["collapsed"] for r in rows], "s-", label="exact (collapsed Taylor)")
+    ax.set_xlabel("dimension d")
+    ax.set_ylabel("seconds per training step")
+    ax.set_title("Laplacian in the PINN loss: cost per step", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
