@@ -33,6 +33,9 @@ from .autodiff.custom import checkpoint, custom_jvp, custom_vjp, recompute
 from .core.state import decompose
 from .transforms import hessian, jacfwd, jacrev, vmap
 from .transforms import TracerConversionError, jit, to_static
+# control flow (issue 16): JAX's lax spellings and Paddle's static.nn
+from .transforms.control import cond, fori_loop, scan, switch, while_loop
+from . import static
 from .core.pytree import tree_flatten, tree_map, tree_unflatten
 from . import nn
 from .nn import ParamAttr, create_parameter
