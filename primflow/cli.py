@@ -3,6 +3,7 @@
 Usage::
 
     primflow info
+    primflow launch -n N [--] script.py [args]   (or -m module, or primflow ...)
     primflow demo {plate,beam,poisson,burgers,heat} [--quick] [--steps N] [--lbfgs-steps N]
                   [--points N] [--seed S] [--out DIR] [--config {unit,paddlescience}]
                   [--lr LR] [--sampling {uniform,lhs,sobol}] [--threads N] [--no-plots]
@@ -193,7 +194,7 @@ def build_parser():
     parser = _Parser(prog="primflow",
                      description="primflow: differentiable programming for scientific "
                                  "computing")
-    sub = parser.add_subparsers(dest="command", metavar="{info,demo}", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="{info,demo,launch}", parser_class=_Parser)
     sub.add_parser("info", help="version, backend, dtypes, primitives and optional extras")
     demo = sub.add_parser(
         "demo", help="train a PINN on a reference problem and compare with its solution",
@@ -225,7 +226,27 @@ def build_parser():
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
     demo.add_argument("--resume", action="store_true",
                       help="continue from the checkpoint in --out")
+    # primflow.distributed: start N processes of a script under MPI
+    launch = sub.add_parser(
+        "launch", help="run a script on N processes under MPI (mpiexec)",
+        description="Run `script.py args` (or `-m module args`, or `primflow ...`) on N "
+                    "processes under MPI: mpiexec -n N python -m mpi4py script.py args.")
+    from primflow.distributed.launch import add_arguments
+
+    add_arguments(launch)
     return parser
+
+
+def cmd_launch(args):
+    from primflow.distributed import launch
+
+    program = list(args.program)
+    if program and program[0] == "--":
+        program = program[1:]
+    try:
+        return launch.run(args.nprocs, program)
+    except launch.LaunchError as exc:
+        raise CLIError(str(exc)) from exc
 
 
 def main(argv=None):
@@ -238,6 +259,8 @@ def main(argv=None):
             return 2
         if args.command == "info":
             return cmd_info(args)
+        if args.command == "launch":
+            return cmd_launch(args)
         if args.name not in DEMOS:
             raise CLIError(f"unknown demo {args.name!r}; valid demos: {', '.join(DEMOS)}")
         return cmd_demo(args)
