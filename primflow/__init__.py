@@ -42,6 +42,8 @@ from .nn import ParamAttr, create_parameter
 from . import optimizer
 from .optimizer import regularizer
 from .serialization import load, save
+# threads (issue 14): one knob for compiled programs' row blocks, BLAS and numba
+from .backends.threads import get_num_threads, set_num_threads
 
 bool = bool_  # noqa: A001 - pf.bool as in Paddle and PyTorch
 

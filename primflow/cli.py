@@ -53,7 +53,7 @@ def _package_version(name):
 
 def cmd_info(args, out=None):
     import primflow as pf
-    from primflow.backends import blas
+    from primflow.backends import blas, threads
 
     out = out if out is not None else sys.stdout
     backend = pf.backends.get_backend()
@@ -63,6 +63,7 @@ def cmd_info(args, out=None):
         f"backend: {type(backend).__name__}"
         + (f" (numpy {_package_version('numpy')})" if _package_version("numpy") else ""),
         f"matrix products: {blas.describe()}",
+        f"threads: {threads.describe()}",
         f"default dtype: {pf.get_default_dtype()}",
         f"dtypes: {', '.join(d.name for d in pf.dtypes.ALL_DTYPES)}",
         f"primitives: {len(pf.primitives())}",
