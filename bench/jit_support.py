@@ -52,7 +52,7 @@ def prepare() -> dict:
         info["cache_dir"] = os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="pf-bench-jit-")
         info["cache_dir_owned"] = True
         atexit.register(shutil.rmtree, info["cache_dir"], ignore_errors=True)  # on errors too
-    from primflow.backends import numba_codegen
+    from primflow.compiler import numba_codegen
 
     t0 = time.perf_counter()
     info["numba"] = bool(numba_codegen.available())
@@ -70,7 +70,7 @@ class _Phases:
         import importlib
 
         comp = importlib.import_module("primflow.compiler")
-        numba_codegen = importlib.import_module("primflow.backends.numba_codegen")
+        numba_codegen = importlib.import_module("primflow.compiler.numba_codegen")
         jit_mod = importlib.import_module("primflow.transforms.jit")
 
         self.ms = {"trace_total": 0.0, "optimize": 0.0, "codegen": 0.0, "numba_first_run": 0.0}
@@ -284,9 +284,9 @@ def check_lines(cells, what, tol, tol_label="tolerance") -> list:
 def _second_main(argv=None) -> int:
     import argparse
 
-    from .timing import set_single_thread_env
+    from .timing import set_thread_env
 
-    set_single_thread_env()
+    set_thread_env()
     p = argparse.ArgumentParser(prog="python -m bench.jit_support")
     p.add_argument("workload")
     p.add_argument("framework")

@@ -33,14 +33,26 @@ from .autodiff.custom import checkpoint, custom_jvp, custom_vjp, recompute
 from .core.state import decompose
 from .transforms import hessian, jacfwd, jacrev, vmap
 from .transforms import TracerConversionError, jit, to_static
+# control flow (issue 16): JAX's lax spellings and Paddle's static.nn
+from .transforms.control import cond, fori_loop, scan, switch, while_loop
+from . import static
 from .core.pytree import tree_flatten, tree_map, tree_unflatten
 from . import nn
 from .nn import ParamAttr, create_parameter
 from . import optimizer
 from .optimizer import regularizer
 from .serialization import load, save
+# threads (issue 14): one knob for compiled programs' row blocks, BLAS and numba
+from .backends.threads import get_num_threads, set_num_threads
 
 bool = bool_  # noqa: A001 - pf.bool as in Paddle and PyTorch
+
+# ---- Paddle compatibility (issue 20): storage dtypes, copies/casts, incubate.autograd ----
+from .core.dtypes import float16, int8, int16, uint8  # noqa: E402
+from .ops import assign, cast, clone  # noqa: E402,F401
+from . import incubate  # noqa: E402
+from . import device  # noqa: E402
+from .device import get_device, is_compiled_with_cuda, set_device  # noqa: E402,F401
 
 
 def detach(x):

@@ -3,6 +3,7 @@
 Usage::
 
     primflow info
+    primflow launch -n N [--] script.py [args]   (or -m module, or primflow ...)
     primflow demo {plate,beam,poisson,burgers,heat} [--quick] [--steps N] [--lbfgs-steps N]
                   [--points N] [--seed S] [--out DIR] [--config {unit,paddlescience}]
                   [--lr LR] [--sampling {uniform,lhs,sobol}] [--threads N] [--no-plots]
@@ -55,7 +56,7 @@ def _package_version(name):
 
 def cmd_info(args, out=None):
     import primflow as pf
-    from primflow.backends import blas
+    from primflow.backends import blas, threads
 
     out = out if out is not None else sys.stdout
     backend = pf.backends.get_backend()
@@ -65,6 +66,7 @@ def cmd_info(args, out=None):
         f"backend: {type(backend).__name__}"
         + (f" (numpy {_package_version('numpy')})" if _package_version("numpy") else ""),
         f"matrix products: {blas.describe()}",
+        f"threads: {threads.describe()}",
         f"default dtype: {pf.get_default_dtype()}",
         f"dtypes: {', '.join(d.name for d in pf.dtypes.ALL_DTYPES)}",
         f"primitives: {len(pf.primitives())}",
@@ -305,7 +307,7 @@ def build_parser():
     parser = _Parser(prog="primflow",
                      description="primflow: differentiable programming for scientific "
                                  "computing")
-    sub = parser.add_subparsers(dest="command", metavar="{info,demo}", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="{info,demo,launch}", parser_class=_Parser)
     sub.add_parser("info", help="version, backend, dtypes, primitives and optional extras")
     demo = sub.add_parser(
         "demo", help="train a PINN on a reference problem and compare with its solution",
@@ -355,7 +357,27 @@ def build_parser():
                            "(default 0.01)")
     demo.add_argument("--measurements", type=int,
                       help="plate-inverse: measured points (default 200)")
+    # primflow.distributed: start N processes of a script under MPI
+    launch = sub.add_parser(
+        "launch", help="run a script on N processes under MPI (mpiexec)",
+        description="Run `script.py args` (or `-m module args`, or `primflow ...`) on N "
+                    "processes under MPI: mpiexec -n N python -m mpi4py script.py args.")
+    from primflow.distributed.launch import add_arguments
+
+    add_arguments(launch)
     return parser
+
+
+def cmd_launch(args):
+    from primflow.distributed import launch
+
+    program = list(args.program)
+    if program and program[0] == "--":
+        program = program[1:]
+    try:
+        return launch.run(args.nprocs, program)
+    except launch.LaunchError as exc:
+        raise CLIError(str(exc)) from exc
 
 
 def main(argv=None):
@@ -368,6 +390,8 @@ def main(argv=None):
             return 2
         if args.command == "info":
             return cmd_info(args)
+        if args.command == "launch":
+            return cmd_launch(args)
         if args.name not in DEMOS:
             raise CLIError(f"unknown demo {args.name!r}; valid demos: {', '.join(DEMOS)}")
         return cmd_demo(args)

@@ -127,8 +127,10 @@ class TestJacobian:
         assert Js.shape == [3] and Js[:].shape == [3]
         np.testing.assert_allclose(Js[:].numpy(), [1.0, 2.0, 3.0])
         Jss = pf.autograd.jacobian(s * s, s)
-        assert Jss.shape == [] and Jss[:].shape == []
-        np.testing.assert_allclose(Jss[:].numpy(), 4.0)
+        assert Jss.shape == [] and Jss[()].shape == []
+        np.testing.assert_allclose(Jss[()].numpy(), 4.0)
+        with pytest.raises(IndexError, match=r"J\[\(\)\]"):  # NumPy and Paddle refuse it
+            Jss[:]
         m = t64(np.arange(6.0).reshape(2, 3))
         Jm = pf.autograd.jacobian(m * 2.0, m)  # multi-dim tensors are flattened
         assert Jm.shape == [6, 6]

@@ -132,7 +132,7 @@ def _one_row_per_block(monkeypatch):
 
 
 def _blocked(jitted):
-    return any(type(e.executable).__name__ == "BlockedExecutable"
+    return any(type(getattr(e.executable, "current", e.executable)).__name__ == "BlockedExecutable"
                for e in jitted._cache.values())
 
 
@@ -163,7 +163,7 @@ def test_row_blocking_covers_most_of_the_opinfo_table(monkeypatch):
 
 
 def _has_numba():
-    from primflow.backends import numba_codegen
+    from primflow.compiler import numba_codegen
 
     return numba_codegen.available()
 

@@ -1,4 +1,4 @@
-"""Data types: the five dtypes primflow supports, promotion rules and the default float dtype.
+"""Data types: the dtypes primflow supports, promotion rules and the default float dtype.
 
 DTypes are plain Python objects; the backend maps them to its native types. A DType compares
 equal to its name, so ``x.dtype == "float32"`` and ``x.dtype == pf.float32`` both work.
@@ -64,6 +64,16 @@ float32 = DType("float32", "f", 4, 3)
 float64 = DType("float64", "f", 8, 4)
 
 ALL_DTYPES = (bool_, int32, int64, float32, float64)
+
+# Paddle compatibility (issue 20): smaller storage dtypes. They hold data and convert; the
+# ranks place them in the promotion lattice (uint8 < int8 < int16 < int32, float16 <
+# float32). uint8 counts as an integer kind; mixed uint8/int8 promotes to int16.
+uint8 = DType("uint8", "i", 1, 0.25)
+int8 = DType("int8", "i", 1, 0.5)
+int16 = DType("int16", "i", 2, 0.75)
+float16 = DType("float16", "f", 2, 2.5)
+ALL_DTYPES += (uint8, int8, int16, float16)
+
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update({"float": float64, "int": int64, "bool_": bool_, "double": float64})
 
@@ -141,11 +151,17 @@ def promote_types(a: DType, b: DType) -> DType:
     """
     if a is b:
         return a
+    if {a, b} == {uint8, int8}:
+        return int16  # NumPy: the smallest signed type holding both ranges
     if a.kind == b.kind or a.is_bool or b.is_bool:
         return a if a._rank >= b._rank else b
-    # one integer, one floating
-    f = a if a.is_floating else b
-    return float64 if f is float32 else f
+    # one integer, one floating: NumPy's result, the smallest float that holds the integer
+    f, i = (a, b) if a.is_floating else (b, a)
+    if f is float16:
+        return float16 if i.itemsize == 1 else float32 if i.itemsize == 2 else float64
+    if f is float32:
+        return float32 if i.itemsize <= 2 else float64
+    return f
 
 
 def result_type_with_scalar(t: DType, scalar) -> DType:

@@ -16,6 +16,7 @@ from ..core import random as _random
 from ..core.primitive import get_primitive
 from ..core.tensor import Tensor
 from ._program import CONSTANT, IMPURE
+from .regions import CONTROL, GET, regions_of, run_native
 
 _backend = get_backend()
 
@@ -58,6 +59,9 @@ def evaluate(fn, args, keys=None) -> list:
         if op.prim == CONSTANT:
             env[op.out] = fn.consts[op.params["index"]]
             continue
+        if op.prim in CONTROL or op.prim == GET:  # operations with regions (ir/regions.py)
+            env[op.out] = _run_control(op, [env[v] for v in op.inputs], keys)
+            continue
         params = _params_for_run(op, key_source)
         env[op.out] = kernels[op.prim](*[env[v] for v in op.inputs], **params)
     return [env[v] for v in fn.outputs]
@@ -71,6 +75,22 @@ def evaluate_bound(fn, args, keys=None) -> list:
         if op.prim == CONSTANT:
             env[op.out] = Tensor._wrap(fn.consts[op.params["index"]])
             continue
+        if op.prim == GET:
+            env[op.out] = env[op.inputs[0]][op.params["index"]]
+            continue
+        if op.prim in CONTROL:  # staged again under jit, else run as Python control flow
+            from ..transforms.control import apply_control
+
+            env[op.out] = apply_control(op.prim, op.params, [env[v] for v in op.inputs])
+            continue
         params = _params_for_run(op, key_source)
         env[op.out] = get_primitive(op.prim).bind(*[env[v] for v in op.inputs], **params)
     return [env[v] for v in fn.outputs]
+
+
+def _run_control(op, args, keys):
+    if op.prim == GET:
+        return args[0][op.params["index"]]
+    if any(op2.prim in IMPURE for _, region in regions_of(op) for op2 in region.ops):
+        keys = None  # a draw inside a loop draws a fresh key at every step
+    return run_native(op, args, lambda region, a: evaluate(region, a, keys=keys))

@@ -25,5 +25,7 @@ from .math import (abs, add, astype, atan2, ceil, clamp, clip, cos, cosh, divide
 from .reduction import (all, amax, amin, any, argmax, argmin, cumsum, logsumexp, max, mean,
                         min, norm, prod, std, sum, var)
 from .tensor_methods import install as _install_tensor_methods
+# Paddle compatibility (issue 20): copies and casts that always give a new tensor
+from .copying import assign, cast, clone
 
 _install_tensor_methods()

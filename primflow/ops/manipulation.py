@@ -1,5 +1,14 @@
 """Shape manipulation: reshape, transpose, squeeze, concat, stack, split, flip, gather...
-all written over the shape and index primitives."""
+all written over the shape and index primitives.
+
+Aliasing rule (one for every op here, and for every public op): the result is always a
+new Tensor, never the input object itself, even when nothing changes
+(``reshape(x, x.shape)``, ``flatten`` of a 1-d tensor, ``transpose`` by the identity,
+``squeeze`` without size-1 dims). Paddle returns a new Tensor in these cases too. An
+in-place update (``y[0] = 1``, ``y.add_(1)``) rebinds only ``y`` (copy-on-write), so it
+never changes ``x``, and vice versa; where Paddle's view ops share storage and a write
+into the view shows in the input, write into the input itself instead.
+"""
 
 from __future__ import annotations
 
@@ -39,9 +48,12 @@ def reshape(x, shape) -> Tensor:
     if _math.prod(shape) != x.size:
         raise ValueError(f"cannot reshape a tensor of shape {x.shape} ({x.size} elements) into "
                          f"{shape} ({_math.prod(shape)} elements)")
-    if tuple(shape) == tuple(x._shape):
-        return x
-    return prims.reshape(x, shape=tuple(shape))
+    return prims.reshape(x, shape=tuple(shape))  # a new tensor even for the same shape
+
+
+def _new_handle(x):
+    """``x``'s values as a new tensor in the graph (the aliasing rule above)."""
+    return prims.reshape(x, shape=tuple(x._shape))
 
 
 view = reshape
@@ -77,7 +89,7 @@ def transpose(x, perm) -> Tensor:
         raise ValueError(f"transpose: perm {list(perm)} is not a permutation of "
                          f"range({x.ndim}) for shape {x.shape}")
     if perm == tuple(range(x.ndim)):
-        return x
+        return _new_handle(x)
     return prims.transpose(x, perm=perm)
 
 
@@ -86,7 +98,7 @@ def t(x) -> Tensor:
     x = as_tensor(x)
     if x.ndim > 2:
         raise ValueError(f"t() expects at most 2 dims, got shape {x.shape}; use transpose")
-    return x if x.ndim < 2 else transpose(x, [1, 0])
+    return _new_handle(x) if x.ndim < 2 else transpose(x, [1, 0])
 
 
 def moveaxis(x, source, destination) -> Tensor:
@@ -142,7 +154,8 @@ def expand(x, shape) -> Tensor:
     shape = list(shape_arg([s if s != -1 else 1 for s in shape]) if -1 not in shape else shape)
     lead = len(shape) - x.ndim
     shape = [x._shape[i - lead] if s == -1 else s for i, s in enumerate(shape)]
-    return broadcast_to(x, shape)
+    out = broadcast_to(x, shape)
+    return _new_handle(x) if out is x else out
 
 
 def broadcast_tensors(inputs) -> list:
@@ -179,7 +192,7 @@ def concat(x, axis=0) -> Tensor:
                              f"tensor 0 has {tensors[0].shape}; all dims except {axis} must "
                              f"match")
     if len(tensors) == 1:
-        return tensors[0]
+        return _new_handle(tensors[0])
     return prims.concatenate(*tensors, axis=axis)
 
 
@@ -303,14 +316,14 @@ def flip(x, axis) -> Tensor:
         >>> pf.flip(pf.to_tensor([1.0, 2.0, 3.0]), 0).numpy()
         array([3., 2., 1.], dtype=float32)
     """
-    x = as_tensor(x)
+    x = x_in = as_tensor(x)
     for a in normalize_axis(axis, x.ndim):
         n = x._shape[a]
         rev = prims.sub(prims.full(shape=(n,), value=n - 1, dtype=dtypes.int64),
                         prims.iota(shape=(n,), dtype=dtypes.int64, dimension=0))
         moved = moveaxis(x, a, 0)
         x = moveaxis(prims.gather(moved, prims.reshape(rev, shape=(n, 1))), 0, a)
-    return x
+    return x if x is not x_in else _new_handle(x)
 
 
 def tile(x, repeat_times) -> Tensor:

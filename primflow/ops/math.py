@@ -302,8 +302,9 @@ def isinf(x) -> Tensor:
 
 
 def astype(x, dtype) -> Tensor:
-    """``x`` converted to ``dtype``. Example: ``pf.astype(x, "float64")``."""
-    return cast(as_tensor(x), dtype)
+    """``x`` converted to ``dtype``; a new tensor even when the dtype is the same (the
+    aliasing rule of ops/manipulation.py). Example: ``pf.astype(x, "float64")``."""
+    return prims.convert_element_type(as_tensor(x), dtype=dtypes.as_dtype(dtype))
 
 
 def scale(x, scale=1.0, bias=0.0, bias_after_scale=True) -> Tensor:
