@@ -39,6 +39,8 @@ DEMOS = ("plate", "beam", "poisson", "burgers", "heat")
 # high-dimensional PDEs and inverse problems (issue 19)
 HIGH_DIM_DEMOS = ("poisson-hd", "allen-cahn-hd")
 DEMOS += HIGH_DIM_DEMOS + ("plate-inverse",)
+OPERATOR_DEMOS = ("fno-burgers", "fno-darcy")
+DEMOS += OPERATOR_DEMOS
 
 
 class CLIError(Exception):
@@ -126,6 +128,8 @@ def cmd_demo(args, out=None, err=None):
 def _run_demo(args, out_dir, out, err):
     from primflow import science
 
+    if args.name in OPERATOR_DEMOS:
+        return _run_operator_demo(args, out_dir, out, err)
     options = {"config": args.config} if args.config else {}
     options.update(_issue19_options(args))
     if args.name in HIGH_DIM_DEMOS and args.cost_dims:
@@ -205,7 +209,15 @@ def _check_issue19_options(args):
                             ("--exact", args.exact or None, high_dim),
                             ("--cost-dims", args.cost_dims, args.name == "poisson-hd"),
                             ("--noise", args.noise, args.name == "plate-inverse"),
-                            ("--measurements", args.measurements, args.name == "plate-inverse")):
+                            ("--measurements", args.measurements, args.name == "plate-inverse"),
+                            ("--full", args.full or None, args.name in OPERATOR_DEMOS),
+                            ("--epochs", args.epochs, args.name in OPERATOR_DEMOS),
+                            ("--train", args.train, args.name in OPERATOR_DEMOS),
+                            ("--test", args.test, args.name in OPERATOR_DEMOS),
+                            ("--resolution", args.resolution, args.name in OPERATOR_DEMOS),
+                            ("--width", args.width, args.name in OPERATOR_DEMOS),
+                            ("--modes", args.modes, args.name in OPERATOR_DEMOS),
+                            ("--data-dir", args.data_dir, args.name in OPERATOR_DEMOS)):
         if value is not None and not ok:
             raise CLIError(f"{flag} does not apply to the {args.name} demo")
     if args.dim is not None and args.dim < 2:
@@ -219,6 +231,94 @@ def _check_issue19_options(args):
         raise CLIError(f"--measurements must be positive, got {args.measurements}")
     if args.cost_dims is not None:
         args.cost_dims = _parse_dims(args.cost_dims)
+    for flag in ("epochs", "train", "test", "resolution", "width", "modes"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise CLIError(f"--{flag} must be positive, got {value}")
+    if args.name in OPERATOR_DEMOS:
+        for flag in ("steps", "lbfgs_steps", "points", "sampling", "resume"):
+            if getattr(args, flag):
+                raise CLIError(f"--{flag.replace('_', '-')} does not apply to the {args.name} "
+                               f"demo (it trains an operator: see --epochs, --train)")
+
+
+# the operator-learning demos' sizes: (quick, default, --full = the paper's)
+_OPERATOR_SIZES = {
+    "fno-burgers": {
+        "quick": dict(train=40, test=10, resolution=64, width=16, modes=8, epochs=5),
+        "default": dict(train=500, test=100, resolution=128, width=32, modes=16, epochs=60),
+        "full": dict(train=1000, test=100, resolution=1024, width=64, modes=16, epochs=500),
+    },
+    "fno-darcy": {
+        "quick": dict(train=20, test=5, resolution=15, width=8, modes=4, epochs=3),
+        "default": dict(train=500, test=100, resolution=29, width=32, modes=8, epochs=40),
+        "full": dict(train=1000, test=100, resolution=85, width=32, modes=12, epochs=500),
+    },
+}
+
+
+def _run_operator_demo(args, out_dir, out, err):
+    """Trains a Fourier neural operator on generated data and reports the test error."""
+    import time
+
+    from primflow.science import neural_operators as no
+    from primflow.science import plotting
+
+    if args.quick and args.full:
+        raise CLIError("--quick and --full exclude each other")
+    size = dict(_OPERATOR_SIZES[args.name]["quick" if args.quick else
+                                           "full" if args.full else "default"])
+    for key in size:
+        if getattr(args, key) is not None:
+            size[key] = getattr(args, key)
+    epochs = size["epochs"]
+    settings = no.OperatorSettings(epochs=epochs, step_epochs=max(1, epochs // 5),
+                                   lr=args.lr or 1e-3, normalize=args.name == "fno-darcy",
+                                   seed=args.seed)
+    cache = args.data_dir
+    log = (lambda line: print(line, file=err, flush=True))
+    t0 = time.perf_counter()
+    try:
+        if args.name == "fno-burgers":
+            data = no.burgers_dataset(size["train"], size["test"], s=size["resolution"],
+                                      seed=args.seed, cache_dir=cache, log=log)
+            model = no.FNO1D(modes=size["modes"], width=size["width"])
+            what = (f"1-D Burgers (nu = 0.1): u(., 0) -> u(., 1) on {size['resolution']} points")
+        else:
+            data = no.darcy_dataset(size["train"], size["test"], s=size["resolution"],
+                                    seed=args.seed, cache_dir=cache, log=log)
+            model = no.FNO2D(modes1=size["modes"], modes2=size["modes"], width=size["width"])
+            what = (f"2-D Darcy flow: a -> u on a {size['resolution']} x {size['resolution']} "
+                    f"grid")
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
+    data_time = time.perf_counter() - t0
+    print(f"Fourier neural operator, {what}", file=out)
+    print(f"{'quick' if args.quick else 'full (paper)' if args.full else 'default'} run: "
+          f"{size['train']} training / {size['test']} test samples, 4 Fourier layers, width "
+          f"{size['width']}, {size['modes']} modes, {epochs} epochs (Adam, lr "
+          f"{settings.lr:g} halved every {settings.step_epochs}, batch 20), float32; data "
+          f"ready in {data_time:.1f} s; output in {out_dir}", file=out, flush=True)
+    try:
+        result = no.train_operator(model, data, settings.replace(
+            batch_size=min(settings.batch_size, size["train"])),
+            progress=not args.no_progress, log=log, threads=args.threads,
+            evaluate_every=max(1, epochs // 10))
+    except FloatingPointError as exc:
+        raise CLIError(str(exc)) from exc
+    summary = {"problem": args.name, "sizes": size, "seed": args.seed,
+               "test_relative_l2": result.test_error, "times_s": dict(result.times,
+                                                                       data=data_time),
+               "history": result.history}
+    with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as fh:
+        json.dump(summary, fh, indent=2)
+    print(f"test relative L2 error: {result.test_error:.3e}", file=out)
+    print(f"training time: {result.times['train']:.1f} s", file=out)
+    if not args.no_plots and plotting.have_matplotlib():
+        path = plotting.plot_operator_samples(os.path.join(out_dir, "prediction.png"),
+                                              data[2], data[3], result.predictions, args.name)
+        print(f"plot: {path}", file=out)
+    return 0
 
 
 def _parse_dims(text):
@@ -357,6 +457,18 @@ def build_parser():
                            "(default 0.01)")
     demo.add_argument("--measurements", type=int,
                       help="plate-inverse: measured points (default 200)")
+    demo.add_argument("--full", action="store_true",
+                      help="fno-burgers / fno-darcy: the paper's sizes (1000 training samples, "
+                           "s = 1024 / 85, 500 epochs; hours on 2 cores)")
+    demo.add_argument("--epochs", type=int, help="fno-*: training epochs")
+    demo.add_argument("--train", type=int, help="fno-*: training samples")
+    demo.add_argument("--test", type=int, help="fno-*: test samples")
+    demo.add_argument("--resolution", type=int, help="fno-*: grid points (per side in 2-D)")
+    demo.add_argument("--width", type=int, help="fno-*: channels of the Fourier layers")
+    demo.add_argument("--modes", type=int, help="fno-*: Fourier modes kept per axis")
+    demo.add_argument("--data-dir", metavar="DIR",
+                      help="fno-*: where generated data sets are cached (default "
+                           "~/.cache/primflow/datasets)")
     # primflow.distributed: start N processes of a script under MPI
     launch = sub.add_parser(
         "launch", help="run a script on N processes under MPI (mpiexec)",

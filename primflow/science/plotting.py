@@ -17,8 +17,8 @@ import os
 
 import primflow as pf
 
-__all__ = ["have_matplotlib", "plot_cost", "plot_field", "plot_loss", "plot_scatter",
-           "save_plots"]
+__all__ = ["have_matplotlib", "plot_cost", "plot_field", "plot_loss", "plot_operator_samples",
+           "plot_scatter", "save_plots"]
 
 _MISSING = ("plots need matplotlib, which is not installed; install it with "
             "`pip install matplotlib` (or `pip install primflow[plot]`)")
@@ -157,6 +157,40 @@ def plot_cost(path, rows, samples):
     ax.set_title("Laplacian in the PINN loss: cost per step", fontsize=10)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
+
+
+def plot_operator_samples(path, inputs, targets, predictions, title, count=3):
+    """Saves test samples of an operator: 1-D - input, truth and prediction curves; 2-D -
+    input, truth, prediction and error images (NumPy arrays ``[n, s]`` or ``[n, s, s]``)."""
+    count = min(count, len(targets))
+    if targets.ndim == 2:
+        fig = _figure((10.0, 3.0))
+        x = [i / targets.shape[1] for i in range(targets.shape[1])]
+        for i in range(count):
+            ax = fig.add_subplot(1, count, i + 1)
+            ax.plot(x, inputs[i], color="gray", lw=0.8, label="u(x, 0)")
+            ax.plot(x, targets[i], lw=1.5, label="u(x, 1)")
+            ax.plot(x, predictions[i], "--", lw=1.5, label="FNO")
+            ax.set_xlabel("x")
+            ax.grid(alpha=0.3)
+            if i == 0:
+                ax.legend(fontsize=7)
+    else:
+        fig = _figure((10.0, 2.6 * count))
+        for i in range(count):
+            for j, (img, name) in enumerate(((inputs[i], "a"), (targets[i], "u"),
+                                             (predictions[i], "FNO"),
+                                             (abs(predictions[i] - targets[i]), "|error|"))):
+                ax = fig.add_subplot(count, 4, 4 * i + j + 1)
+                mesh = ax.imshow(img.T, origin="lower", extent=(0, 1, 0, 1))
+                fig.colorbar(mesh, ax=ax, fraction=0.046)
+                ax.set_title(name, fontsize=8)
+                ax.set_xticks([])
+                ax.set_yticks([])
+    fig.suptitle(f"{title}: test samples", fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
     return path
