@@ -117,3 +117,23 @@ def test_short_training_reduces_the_error():
 def test_step_cost_is_positive():
     assert step_cost(3, "stochastic", samples=2, points=4, hidden=4, depth=1, repeats=1) > 0
     assert step_cost(3, "collapsed", points=4, hidden=4, depth=1, repeats=1) > 0
+
+
+def test_lbfgs_phase_on_its_own_fixed_set():
+    """``lbfgs_points`` gives L-BFGS a fixed set (points and directions) of its own size."""
+    p = HighDimPDE(dim=4, samples=2, n_test=64)
+    sizes = []
+    sample = p.sample
+
+    def spy(n, *args, **kwargs):
+        sizes.append(n)
+        return sample(n, *args, **kwargs)
+
+    p.sample = spy
+    s = p.settings(quick=True).replace(hidden=8, depth=1, n_interior=16, adam_steps=3,
+                                       lbfgs_steps=4, lbfgs_chunk=2, lbfgs_points=40)
+    result = science.Trainer(p, s, progress=False, log=None).fit()
+    assert result.status == "ok" and result.steps["lbfgs"] == 4
+    assert sizes == [16, 16, 16, 40]
+    losses = [v for _, v in result.history["loss"]]
+    assert losses[-1] <= losses[-2]  # L-BFGS on a fixed objective does not go up
