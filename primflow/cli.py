@@ -366,6 +366,9 @@ def _report_parameters(problem, result, summary, out_dir, out):
         json.dump(summary, fh, indent=2)
 
 
+_COST_MEMORY_LIMIT = 2 ** 30  # bytes of the directions tensor a timed step may allocate
+
+
 def _cost_vs_dim(args, out_dir, out):
     """Times a training step against the dimension for the stochastic and the exact
     Laplacian; writes cost.json and (with matplotlib) cost.png."""
@@ -384,10 +387,16 @@ def _cost_vs_dim(args, out_dir, out):
         for d in args.cost_dims:
             row = {"dim": d}
             for method in ("stochastic", "collapsed"):
-                row[method] = step_cost(d, method, samples=samples, points=points)
+                directions = samples if method == "stochastic" else d
+                # the first Taylor coefficient alone holds points x directions x d values
+                if points * directions * d * 8 > _COST_MEMORY_LIMIT:
+                    row[method] = None
+                else:
+                    row[method] = step_cost(d, method, samples=samples, points=points)
             rows.append(row)
-            print(f"{d:>6} {1e3 * row['stochastic']:>15.1f} ms {1e3 * row['collapsed']:>15.1f} ms",
-                  file=out, flush=True)
+            cells = [f"{1e3 * row[m]:>15.1f} ms" if row[m] is not None else
+                     f"{'(> 1 GB, skipped)':>18}" for m in ("stochastic", "collapsed")]
+            print(f"{d:>6} {cells[0]} {cells[1]}", file=out, flush=True)
     with open(os.path.join(out_dir, "cost.json"), "w", encoding="utf-8") as fh:
         json.dump({"samples": samples, "points": points, "seconds_per_step": rows}, fh,
                   indent=2)

@@ -57,3 +57,13 @@ def test_cost_vs_dimension(tmp_path, capsys):
 def test_bad_options(argv, message, tmp_path, capsys):
     assert main(argv + ["--out", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_cost_skips_what_would_not_fit_in_memory(tmp_path, capsys, monkeypatch):
+    import primflow.cli as cli
+    monkeypatch.setattr(cli, "_COST_MEMORY_LIMIT", 8 * 4 * 2 * 3)  # stochastic only at d=3
+    assert main(["demo", "poisson-hd", "--cost-dims", "3", "--samples", "2", "--points",
+                 "4", "--out", str(tmp_path), "--no-plots"]) == 0
+    row, = json.loads((tmp_path / "cost.json").read_text())["seconds_per_step"]
+    assert row["stochastic"] > 0 and row["collapsed"] is None
+    assert "skipped" in capsys.readouterr().out
