@@ -9,7 +9,19 @@ Usage::
                   [--lr LR] [--sampling {uniform,lhs,sobol}] [--threads N] [--no-plots]
                   [--no-progress] [--resume]
 
+    primflow demo {poisson-hd,allen-cahn-hd} [--dim D] [--samples K] [--exact]
+                  [--cost-dims D1,D2,...] [common options]
+    primflow demo plate-inverse [--noise LEVEL] [--measurements N] [common options]
+    primflow demo {fno-burgers,fno-darcy} [--quick | --full] [--epochs N] [--train N]
+                  [--test N] [--resolution S] [--width W] [--modes M] [--data-dir DIR]
+
 ``python -m primflow ...`` works the same way.
+
+The high-dimensional demos train with the stochastic Taylor Laplacian in the unit d-ball
+(``--cost-dims`` times a training step against the exact Laplacian instead);
+``plate-inverse`` identifies the plate's rigidity from noisy deflections and prints it;
+the ``fno-*`` demos generate (and cache) the FNO paper's data, train a Fourier neural
+operator and print the test relative L2 error.
 
 ``demo`` trains a physics-informed network for one of the reference problems (Adam, then
 L-BFGS), prints the relative L2 error against the exact or independently computed
