@@ -7,7 +7,7 @@ frequencies along the first spatial axis and ``modes2`` along the second (the re
 half), like the FNO code's ``torch.fft.rfft2`` / ``irfft2`` layer.
 
 The truncated transforms are computed as products with the ``s x modes`` cosine and sine
-matrices of the grid (built once per grid size and cached): for the few modes an FNO keeps,
+matrices of the grid (from ``s * modes`` sines and cosines): for the few modes an FNO keeps,
 that costs ``O(s * modes)`` per channel like the FFT's ``O(s log s)``, needs only real
 arithmetic and runs through the BLAS and ``pf.jit`` paths of matrix products. The weights'
 real and imaginary parts are separate parameters (``weight_real``, ``weight_imag``,
@@ -24,33 +24,46 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..core import dtypes
+from ..core.tensor import Tensor
 from ..ops import creation
-from ..ops._helpers import as_tensor
+from ..ops import math as _math
 from ..ops.linalg import matmul
-from ..ops.manipulation import reshape, transpose
+from ..ops.manipulation import concat, reshape, transpose
 from . import initializer as _init
 from ._layer import Layer
 
-_MATRICES = {}  # (kind, s, modes, dtype name) -> tensors, shared by all layers
-
-
 def _constant(key, build, dtype):
-    full_key = key + (dtype.name,)
-    if full_key not in _MATRICES:
-        if len(_MATRICES) > 256:  # many grid sizes: keep memory bounded
-            _MATRICES.clear()
-        _MATRICES[full_key] = tuple(creation.to_tensor(m, dtype=dtype) for m in build())
-    return _MATRICES[full_key]
+    """The matrices ``build()`` makes in float64, cast to ``dtype``. They are rebuilt at
+    every call (``s * modes`` sines and cosines, small next to the products): a cache
+    would keep tracers when the first call happens inside ``pf.jit``."""
+    del key
+    return tuple(m.astype(dtype) for m in build())
+
+
+def _column(values):
+    return reshape(values, [-1, 1])
+
+
+def _row(values):
+    return reshape(values, [1, -1])
+
+
+def _points(s):
+    return creation.arange(0, s, dtype="float64")
+
+
+def _kept_frequencies(s, modes):
+    return concat([creation.arange(0, modes, dtype="float64"),
+                   creation.arange(s - modes, s, dtype="float64")])
 
 
 def _forward_real(s, modes, dtype):
     """``x @ C - i x @ S`` gives the first ``modes`` DFT coefficients along the last axis."""
     def build():
-        angle = 2 * math.pi * np.outer(np.arange(s), np.arange(modes)) / s
-        return np.cos(angle), np.sin(angle)
+        angle = _column(_points(s)) * _row(creation.arange(0, modes, dtype="float64")) * (
+            2 * math.pi / s)
+        return _math.cos(angle), _math.sin(angle)
     return _constant(("rfft", s, modes), build, dtype)
 
 
@@ -58,32 +71,33 @@ def _inverse_real(s, modes, dtype):
     """``Re @ IC + Im @ IS`` is the inverse real DFT of ``modes`` coefficients (higher ones
     zero) on ``s`` points, like ``irfft``: the imaginary part of mode 0 is ignored."""
     def build():
-        k = np.arange(modes)
-        weight = np.where(k == 0, 1.0, 2.0)[:, None] / s
-        angle = 2 * math.pi * np.outer(k, np.arange(s)) / s
-        return weight * np.cos(angle), -weight * np.sin(angle)
+        k = creation.arange(0, modes, dtype="float64")
+        weight = _column(creation.full([modes], 2.0 / s, dtype="float64"))
+        weight = concat([creation.full([1, 1], 1.0 / s, dtype="float64"), weight[1:]])
+        angle = _column(k) * _row(_points(s)) * (2 * math.pi / s)
+        return weight * _math.cos(angle), -weight * _math.sin(angle)
     return _constant(("irfft", s, modes), build, dtype)
-
-
-def _kept_frequencies(s, modes):
-    return np.concatenate([np.arange(modes), np.arange(s - modes, s)])
 
 
 def _forward_full(s, modes, dtype):
     """``[2 modes, s]`` cosine and sine matrices of the DFT along an axis for the
     frequencies ``0..modes-1`` and ``s-modes..s-1`` (the negative ones)."""
     def build():
-        angle = 2 * math.pi * np.outer(_kept_frequencies(s, modes), np.arange(s)) / s
-        return np.cos(angle), np.sin(angle)
+        angle = _column(_kept_frequencies(s, modes)) * _row(_points(s)) * (2 * math.pi / s)
+        return _math.cos(angle), _math.sin(angle)
     return _constant(("fft", s, modes), build, dtype)
 
 
 def _inverse_full(s, modes, dtype):
     """``[s, 2 modes]``: the inverse DFT (with its ``1/s``) from the kept frequencies."""
     def build():
-        angle = 2 * math.pi * np.outer(np.arange(s), _kept_frequencies(s, modes)) / s
-        return np.cos(angle) / s, np.sin(angle) / s
+        angle = _column(_points(s)) * _row(_kept_frequencies(s, modes)) * (2 * math.pi / s)
+        return _math.cos(angle) * (1.0 / s), _math.sin(angle) * (1.0 / s)
     return _constant(("ifft", s, modes), build, dtype)
+
+
+def _as_tensor(x):
+    return x if isinstance(x, Tensor) else creation.to_tensor(x)
 
 
 def _check_int(layer, what, n):
@@ -122,7 +136,7 @@ class SpectralConv1D(Layer):
         self.weight_imag = self.create_parameter(shape, default_initializer=init)
 
     def forward(self, x):
-        x = as_tensor(x)
+        x = _as_tensor(x)
         if x.ndim != 3 or x._shape[1] != self.in_channels:
             raise ValueError(f"SpectralConv1D expects [N, {self.in_channels}, s], got "
                              f"{x.shape}")
@@ -176,7 +190,7 @@ class SpectralConv2D(Layer):
         self.weight_imag = self.create_parameter(shape, default_initializer=init)
 
     def forward(self, x):
-        x = as_tensor(x)
+        x = _as_tensor(x)
         if x.ndim != 4 or x._shape[1] != self.in_channels:
             raise ValueError(f"SpectralConv2D expects [N, {self.in_channels}, s1, s2], got "
                              f"{x.shape}")

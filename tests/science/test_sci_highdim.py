@@ -106,8 +106,8 @@ def test_bad_problem_options(options, message):
 
 def test_short_training_reduces_the_error():
     p = HighDimPDE(dim=8, samples=4, n_test=256)
-    s = p.settings(quick=True).replace(hidden=16, depth=2, adam_steps=60, lr=1e-2,
-                                       validate_every=60)
+    s = p.settings(quick=True).replace(hidden=16, depth=2, adam_steps=150, lr=1e-2,
+                                       validate_every=150)
     net0 = science.Trainer(p, s.replace(adam_steps=1), progress=False, log=None).fit()
     result = science.Trainer(p, s, progress=False, log=None).fit()
     assert result.status == "ok"

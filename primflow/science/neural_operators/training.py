@@ -8,10 +8,9 @@ outputs pointwise (the paper's ``UnitGaussianNormalizer``); the model's output i
 before the loss, so the loss is always on the physical solution.
 
 Example:
-    >>> import numpy as np
+    >>> import primflow as pf
     >>> from primflow.science.neural_operators import FNO1D, OperatorSettings, train_operator
-    >>> rng = np.random.default_rng(0)
-    >>> x = rng.standard_normal((8, 16)); y = 2 * x
+    >>> x = pf.randn([8, 16]); y = 2 * x
     >>> s = OperatorSettings(epochs=2, batch_size=4)
     >>> r = train_operator(FNO1D(modes=4, width=4), (x, y, x[:2], y[:2]), s, progress=False)
     >>> len(r.history["train"]), r.test_error > 0
@@ -22,9 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random as _random
 import time
-
-import numpy as np
 
 import primflow as pf
 
@@ -62,37 +60,37 @@ class OperatorResult:
     history: dict
     times: dict
     model: object
-    predictions: np.ndarray
+    predictions: object
 
 
 class UnitGaussianNormalizer:
-    """Pointwise ``(x - mean) / (std + eps)`` with the statistics of the training set.
+    """Pointwise ``(x - mean) / (std + eps)`` with the statistics of the training set
+    (tensors ``[n, ...]``; the population standard deviation, as the FNO code's).
 
     Example:
-        >>> import numpy as np
+        >>> import primflow as pf
         >>> from primflow.science.neural_operators import UnitGaussianNormalizer
-        >>> n = UnitGaussianNormalizer(np.array([[1.0, 2.0], [3.0, 6.0]]))
-        >>> n.encode(np.array([[3.0, 6.0]])).round(3).tolist()
-        [[1.0, 1.0]]
+        >>> n = UnitGaussianNormalizer(pf.to_tensor([[1.0, 2.0], [3.0, 6.0]], dtype="float64"))
+        >>> [round(v, 3) for v in n.encode(pf.to_tensor([[3.0, 6.0]], dtype="float64")).tolist()[0]]
+        [1.0, 1.0]
     """
 
     def __init__(self, x, eps=1e-5):
         self.mean = x.mean(axis=0)
-        self.std = x.std(axis=0)
+        self.std = pf.std(x, axis=0, unbiased=False)
         self.eps = eps
 
     def encode(self, x):
         return (x - self.mean) / (self.std + self.eps)
 
     def decode_tensor(self, x):
-        std = pf.to_tensor(self.std + self.eps, dtype=x.dtype)
-        return x * std + pf.to_tensor(self.mean, dtype=x.dtype)
+        return x * (self.std + self.eps).astype(x.dtype) + self.mean.astype(x.dtype)
 
 
 def _check_data(data):
     if len(data) != 4:
         raise ValueError("data must be (x_train, y_train, x_test, y_test)")
-    arrays = [np.asarray(a, dtype=np.float64) for a in data]
+    arrays = [pf.to_tensor(a, dtype="float64") for a in data]
     for name, (x, y) in (("train", arrays[:2]), ("test", arrays[2:])):
         if x.shape != y.shape or x.shape[0] == 0:
             raise ValueError(f"{name} inputs {x.shape} and targets {y.shape} must be equal, "
@@ -102,8 +100,8 @@ def _check_data(data):
 
 def train_operator(model, data, settings=None, *, progress=True, log=None, evaluate_every=0,
                    dtype="float32", threads=None):
-    """Trains ``model`` on ``data = (x_train, y_train, x_test, y_test)`` (NumPy arrays
-    ``[n, ...]``) and returns an :class:`OperatorResult`.
+    """Trains ``model`` on ``data = (x_train, y_train, x_test, y_test)`` (arrays or tensors
+    ``[n, ...]``) and returns an :class:`OperatorResult` (its ``predictions``: NumPy).
 
     Args:
         settings: :class:`OperatorSettings` (default: the paper's).
@@ -140,19 +138,19 @@ def train_operator(model, data, settings=None, *, progress=True, log=None, evalu
         return relative_l2_loss(predict(xb), yb)
 
     step = pf.jit(pf.value_and_grad(loss_fn, None, params))
-    rng = np.random.default_rng(settings.seed)
     n = x_train.shape[0]
+    x_train, y_train = x_train.astype(dtype), y_train.astype(dtype)
     history = {"train": [], "test": []}
     t0 = time.perf_counter()
     with blas_threads(threads):
         for epoch in range(settings.epochs):
             opt.set_lr(settings.lr * settings.gamma ** (epoch // settings.step_epochs))
-            order = rng.permutation(n)
+            order = _permutation(n, settings.seed, epoch)
             total, count = 0.0, 0
             for start in range(0, n - settings.batch_size + 1, settings.batch_size):
                 idx = order[start:start + settings.batch_size]
-                xb = pf.to_tensor(x_train[idx], dtype=dtype)
-                yb = pf.to_tensor(y_train[idx], dtype=dtype)
+                xb = pf.index_select(x_train, idx, axis=0)
+                yb = pf.index_select(y_train, idx, axis=0)
                 loss, grads = step(xb, yb)
                 for p, g in zip(params, grads):
                     p.grad = g
@@ -162,8 +160,8 @@ def train_operator(model, data, settings=None, *, progress=True, log=None, evalu
                 if not math.isfinite(value):
                     raise FloatingPointError(f"the training loss became {value} at epoch "
                                              f"{epoch + 1}; try a smaller lr")
-                total += value * len(idx)
-                count += len(idx)
+                total += value * settings.batch_size
+                count += settings.batch_size
             history["train"].append(total / max(count, 1))
             line = f"epoch {epoch + 1}/{settings.epochs} train rel. L2 {history['train'][-1]:.4f}"
             if evaluate_every and (epoch + 1) % evaluate_every == 0:
@@ -179,14 +177,24 @@ def train_operator(model, data, settings=None, *, progress=True, log=None, evalu
                           model=model, predictions=predictions)
 
 
+def _permutation(n, seed, epoch):
+    """The order of the training samples in ``epoch`` (reproducible, global stream
+    untouched)."""
+    order = list(range(n))
+    _random.Random(seed * 1000003 + epoch).shuffle(order)
+    return pf.to_tensor(order, dtype="int64")
+
+
 def _evaluate(predict, x, y, dtype, batch):
     errors, outs = [], []
     with pf.no_grad():
         for start in range(0, x.shape[0], batch):
-            out = predict(pf.to_tensor(x[start:start + batch], dtype=dtype)).numpy()
+            out = predict(x[start:start + batch].astype(dtype)).astype("float64")
             ref = y[start:start + batch]
-            diff = (out - ref).reshape(len(ref), -1)
-            errors += list(np.linalg.norm(diff, axis=1) /
-                           np.linalg.norm(ref.reshape(len(ref), -1), axis=1))
+            m = ref.shape[0]
+            diff = pf.reshape(out - ref, [m, -1])
+            refs = pf.reshape(ref, [m, -1])
+            errors += (pf.sqrt((diff * diff).sum(axis=1)) /
+                       pf.sqrt((refs * refs).sum(axis=1))).tolist()
             outs.append(out)
-    return float(np.mean(errors)), np.concatenate(outs, axis=0)
+    return sum(errors) / len(errors), pf.concat(outs, axis=0).numpy()

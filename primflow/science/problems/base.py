@@ -24,9 +24,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import numpy as np
-
 import primflow as pf
+from primflow import prims
+
+from ..geometry import _mix
 
 
 @dataclasses.dataclass
@@ -240,8 +241,8 @@ class Measurements:
             U = pf.reshape(problem.reference(X), [-1, 1])
         if noise:
             rms = math.sqrt(float((U * U).mean()))
-            rng = np.random.default_rng(seed + 7)
-            U = U + pf.to_tensor(rng.standard_normal((n, 1)) * (noise * rms), dtype=U.dtype)
+            draws = prims.random_normal(shape=(n, 1), dtype=U.dtype, key=_mix(seed, 7919))
+            U = U + draws * (noise * rms)
         return cls(X, U)
 
     def __len__(self):

@@ -58,13 +58,12 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 import primflow as pf
+from primflow import prims
 
 from primflow.transforms.differential import random_directions
 
-from ..geometry import Ball
+from ..geometry import Ball, _mix
 from ..operators import directional, laplacian
 from .base import Model, Problem, Settings, relative_l2
 
@@ -110,8 +109,8 @@ class HighDimPDE(Problem):
         self.n_test = int(n_test)
         self.input_scale = float(input_scale)
         self.input_names = tuple(f"x{i}" for i in range(dim))
-        rng = np.random.default_rng(coefficient_seed)
-        self.coefficients = pf.to_tensor(rng.standard_normal(dim - 1), dtype=self.dtype)
+        self.coefficients = prims.random_normal(shape=(dim - 1,), dtype=self.dtype,
+                                                key=_mix(int(coefficient_seed), 4099))
         self._geometry = Ball(dim=dim)
         self._scale = None
         self.residual_scale()  # eagerly: the loss divides by it inside compiled steps
