@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 from .core import dtypes
 from .core.dtypes import (DType, bool_, float32, float64, get_default_dtype, int32, int64,
                           set_default_dtype)
+from .core.dtypes import complex64, complex128  # issue 18: complex numbers
 from .core.primitive import NonDifferentiableError, PrimitiveError, primitives
 from .core.random import seed
 from .core.state import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
@@ -44,6 +45,8 @@ from .optimizer import regularizer
 from .serialization import load, save
 # threads (issue 14): one knob for compiled programs' row blocks, BLAS and numba
 from .backends.threads import get_num_threads, set_num_threads
+# distributed training over MPI and data loading (mpi4py is imported only when used)
+from . import distributed, io
 
 bool = bool_  # noqa: A001 - pf.bool as in Paddle and PyTorch
 

@@ -140,8 +140,19 @@ def cmd_demo(args, out=None, err=None):
 def _run_demo(args, out_dir, out, err):
     from primflow import science
 
+    lead = True
+    if args.distributed:  # only rank 0 reports and writes files
+        import primflow.distributed as dist
+
+        lead = dist.get_rank() == 0
+        if not lead:
+            out = err = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the run
+            args.no_plots = True
+        print(f"data parallel on {dist.get_world_size()} process(es)", file=out)
+
     if args.name in OPERATOR_DEMOS:
         return _run_operator_demo(args, out_dir, out, err)
+
     options = {"config": args.config} if args.config else {}
     options.update(_issue19_options(args))
     if args.name in HIGH_DIM_DEMOS and args.cost_dims:
@@ -167,11 +178,14 @@ def _run_demo(args, out_dir, out, err):
           f"{settings.adam_steps} Adam steps, {settings.lbfgs_steps} L-BFGS iterations, "
           f"seed {args.seed}, float64; output in {out_dir}", file=out, flush=True)
     checkpoint = os.path.join(out_dir, "checkpoint.pdparams")
-    if not args.resume and os.path.exists(checkpoint):
+    if not args.resume and os.path.exists(checkpoint) and lead:
         os.remove(checkpoint)
+    if not lead:
+        checkpoint = None
     trainer = science.Trainer(problem, settings, seed=args.seed, checkpoint=checkpoint,
                               resume=args.resume, threads=args.threads, jit=not args.eager,
-                              progress=False if args.no_progress else "auto", stream=err)
+                              progress=False if args.no_progress else "auto", stream=err,
+                              distributed=args.distributed)
     problem.validation_set()  # the reference, computed before the clock matters
     try:
         result = trainer.fit()
@@ -187,10 +201,11 @@ def _run_demo(args, out_dir, out, err):
         "target_reached": reached, "times_s": result.times, "steps": result.steps,
         "settings": {k: v for k, v in vars(settings).items()},
     }
-    with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as fh:
-        json.dump(summary, fh, indent=2)
-    with open(os.path.join(out_dir, "history.json"), "w", encoding="utf-8") as fh:
-        json.dump(result.history, fh)
+    if lead:
+        with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as fh:
+            json.dump(summary, fh, indent=2)
+        with open(os.path.join(out_dir, "history.json"), "w", encoding="utf-8") as fh:
+            json.dump(result.history, fh)
 
     if result.status != "ok":
         print(f"primflow: {result.message}", file=err)
@@ -232,6 +247,11 @@ def _check_issue19_options(args):
                             ("--data-dir", args.data_dir, args.name in OPERATOR_DEMOS)):
         if value is not None and not ok:
             raise CLIError(f"{flag} does not apply to the {args.name} demo")
+    if getattr(args, "distributed", False) and args.name in (
+            HIGH_DIM_DEMOS + OPERATOR_DEMOS + ("plate-inverse",)):
+        # their batches carry per-point estimator directions or whole functions, and the
+        # data term is not sharded: data parallelism is wired for the forward 2-D PINNs
+        raise CLIError(f"--distributed does not apply to the {args.name} demo")
     if args.dim is not None and args.dim < 2:
         raise CLIError(f"--dim must be at least 2 (the exact solution couples neighbouring "
                        f"coordinates), got {args.dim}")
@@ -490,6 +510,10 @@ def build_parser():
     demo.add_argument("--data-dir", metavar="DIR",
                       help="fno-*: where generated data sets are cached (default "
                            "~/.cache/primflow/datasets)")
+    demo.add_argument("--distributed", action="store_true",
+                      help="data parallel over the processes of `primflow launch -n N "
+                           "primflow demo ...`: collocation points sharded, gradients "
+                           "reduced; rank 0 reports and writes the output")
     # primflow.distributed: start N processes of a script under MPI
     launch = sub.add_parser(
         "launch", help="run a script on N processes under MPI (mpiexec)",

@@ -18,6 +18,9 @@ FORBIDDEN = {
               "distributed", "science"},
     "ops": {"autodiff", "nn", "transforms", "ir", "compiler", "optimizer", "distributed",
             "science"},
+    # distributed tensors, collectives and data loading
+    "distributed": {"science"},
+    "io": {"science", "nn"},
 }
 
 

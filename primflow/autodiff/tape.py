@@ -449,11 +449,16 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise ValueError(
                 f"input {i} (shape {inputs_list[i].shape}) was not used to compute the outputs; "
                 f"pass allow_unused=True to get None for it")
-        if create_graph and r is not None and r.stop_gradient and not isinstance(r, Tracer):
+        if create_graph and r is not None and r.stop_gradient:
             # Paddle: with create_graph every gradient has stop_gradient=False, also one
             # that is constant (d x / d x); a new handle, so a seed passed in stays as it was
-            results[i] = Tensor._wrap(r._value)
-            results[i].stop_gradient = False
+            if isinstance(r, Tracer):  # under a transform: a second handle on its value
+                handle = copy.copy(r)
+                handle._node = None
+            else:
+                handle = Tensor._wrap(r._value)
+            handle.stop_gradient = False
+            results[i] = handle
     return results
 
 

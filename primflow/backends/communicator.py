@@ -87,6 +87,24 @@ def empty(shape, dtype):
     return np.empty(shape, dtype=get_backend().native_dtype(dtype))
 
 
+def assemble(box, blocks, dtype):
+    """The array covering ``box`` (per dim [start, stop)) from stored ``blocks`` (a list
+    of (box, array)), or None if they leave part of it uncovered (checkpoint loading)."""
+    shape = tuple(b - a for a, b in box)
+    out = np.empty(shape, dtype=dtype)
+    covered = np.zeros(shape, dtype=bool)
+    for bbox, array in blocks:
+        lo = [max(a, c) for (a, _), (c, _) in zip(box, bbox)]
+        hi = [min(b, d) for (_, b), (_, d) in zip(box, bbox)]
+        if any(h <= l for l, h in zip(lo, hi)) and out.size:
+            continue
+        dst = tuple(slice(l - a, h - a) for l, h, (a, _) in zip(lo, hi, box))
+        src = tuple(slice(l - c, h - c) for l, h, (c, _) in zip(lo, hi, bbox))
+        out[dst] = array[src]
+        covered[dst] = True
+    return out if covered.all() else None
+
+
 def _contiguous(array):
     """``array`` as a C-contiguous buffer of the same shape (0-d arrays stay 0-d, which
     ``np.ascontiguousarray`` would make 1-d)."""
@@ -112,6 +130,18 @@ class Communicator(abc.ABC):
     @abc.abstractmethod
     def allreduce(self, array, op="sum"):
         """The elementwise reduction over members of same-shape arrays (a new array)."""
+
+    def allreduce_many(self, arrays, op="sum"):
+        """``allreduce`` of each array, in one collective (a flat bucket)."""
+        if not arrays:
+            return []
+        flat = np.concatenate([np.ravel(a) for a in arrays])
+        total = self.allreduce(flat, op)
+        out, start = [], 0
+        for a in arrays:
+            out.append(total[start:start + a.size].reshape(a.shape))
+            start += a.size
+        return out
 
     @abc.abstractmethod
     def allgather(self, array, axis, sizes):

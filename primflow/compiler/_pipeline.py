@@ -28,11 +28,12 @@ import threading
 from . import numpy_codegen as npc
 from ..ir import CONSTANT, IMPURE, Function, Operation, evaluate
 from ..ir.passes import fuse, plan_memory, run_pipeline
-from ..ir.passes.fuse import ELEMENTWISE, TRANSCENDENTAL, VIEWS
+from ..ir.passes.fuse import ELEMENTWISE, REDUCTIONS, TRANSCENDENTAL, VIEWS
 from ..ir.passes.blocking import batch_axes, block_sums_program
+from ..ir.passes.loop_products import hoist_accumulated_products
 from ..ir.passes.recompute import recompute_broadcasts
 from ..ir.printer import format_op, names_of
-from ..ir.regions import CONTROL, GET, optimize_regions
+from ..ir.regions import CONTROL, GET, optimize_regions, prune_results
 from ._control import control_runner
 
 _code_cache = {}  # source text -> code object
@@ -43,8 +44,21 @@ BACKENDS = ("numpy", "numba", "interpret")
 def optimize_program(fn, verify=False, assume_finite=False):
     """A copy of ``fn`` optimized by the default pass pipeline."""
     fn = run_pipeline(fn.copy(), verify=verify, assume_finite=assume_finite)
-    # control flow: each region (loop body, branch) is optimized on its own copy
-    optimize_regions(fn, lambda r: run_pipeline(r, verify=verify, assume_finite=assume_finite))
+    # control flow: results nobody reads leave their regions, and each region (loop body,
+    # branch) is optimized on its own copy
+    optimize_regions(fn, lambda r: _prune_then_optimize(r, verify, assume_finite))
+    if prune_results(fn):
+        optimize_regions(fn, lambda r: _prune_then_optimize(r, verify, assume_finite))
+    if hoist_accumulated_products(fn):  # regions are this program's own copies by now
+        fn = run_pipeline(fn, verify=verify, assume_finite=assume_finite)
+        optimize_regions(fn, lambda r: _prune_then_optimize(r, verify, assume_finite))
+    return fn
+
+
+def _prune_then_optimize(fn, verify, assume_finite):
+    fn = run_pipeline(fn, verify=verify, assume_finite=assume_finite)
+    if prune_results(fn):
+        fn = run_pipeline(fn, verify=verify, assume_finite=assume_finite)
     return fn
 
 
@@ -169,7 +183,7 @@ def compile_program(fn, backend=None, blocking=True, threads=None) -> Executable
                           None, backend="interpret")
     if blocking and os.environ.get("PRIMFLOW_JIT_BLOCKING") != "0":
         found = batch_axes(fn, reductions=True)
-        if found is not None and threads is None and _may_use_threads(fn, found):
+        if found is not None and threads is None and _may_use_threads(fn, found, backend):
             return ByThreads(fn, backend)
         if found is not None:
             blocked = _compile_blocked(fn, backend, found, 1 if threads is None else threads)
@@ -224,10 +238,14 @@ MAX_BLOCKS = 64  # more blocks cost more in per-call overhead than cache localit
 # before the blocks (when they can be): one call instead of one per block
 EARLY_FRACTION = 8
 # The cost model that decides whether a program runs its blocks on several threads
-# (estimates for one core, float64, NumPy code; they only need to be right within ~2x):
-OP_SECONDS = 2e-6  # the generated code's own (Python, GIL-holding) cost per operation
+# (one core, float64; fitted within ~2x to W1-W4's programs, measured CPU time):
+OP_SECONDS = 1e-6  # the generated code's own (Python, GIL-holding) cost per operation
 BLOCK_SECONDS = 30e-6  # handing a block to a thread, and the partial sums' additions
-ELEMENT_SECONDS = 1e-9  # an elementwise operation, per element
+CALL_SECONDS = 100e-6  # waking the pool and waiting for it, once per call
+ARITHMETIC_SECONDS = 5e-10  # an arithmetic NumPy operation, per element
+FUSED_SECONDS = 2e-11  # the same inside a numba kernel (no memory traffic of its own)
+TRANSCENDENTAL_SECONDS = 1.5e-9  # tanh, exp, ... per element (NumPy's SIMD loops)
+REDUCTION_SECONDS = 5e-10  # a reduction, per element read
 MULTIPLY_ADD_SECONDS = 4e-11  # a matrix product, per multiply-add (OpenBLAS, one core)
 MIN_THREAD_GAIN = 1.3  # expected speedup below which a program stays on one thread
 
@@ -259,6 +277,8 @@ class ByThreads:
         return self.current(args, keys)
 
     def __getattr__(self, name):  # source, plan, groups, kernels, backend, wait, compiling
+        if name.startswith("_") or name == "current":
+            raise AttributeError(name)  # (copy and pickle probe before __init__ ran)
         return getattr(self.current, name)
 
     def __repr__(self):
@@ -274,7 +294,7 @@ def _compile_blocked(fn, backend, found, threads):
     per_row = max((_nbytes(v) // n for v, a in axis_of.items() if a is not None), default=0)
     budget = int(os.environ.get("PRIMFLOW_JIT_BLOCK_BYTES") or BLOCK_BYTES)
     memory_blocks = 1 if per_row * n <= budget else -(-per_row * n // budget)
-    blocks = _thread_blocks(fn, axis_of, n, threads, memory_blocks)
+    blocks = _thread_blocks(fn, axis_of, n, threads, memory_blocks, _fuses(backend))
     if blocks is None:  # one thread: blocks only for the memory rule
         threads = 1
         if memory_blocks == 1:
@@ -301,14 +321,24 @@ def _compile_blocked(fn, backend, found, threads):
                              row_outputs=blocked.row_outputs, threads=threads)
 
 
-def _may_use_threads(fn, found):
+def _may_use_threads(fn, found, backend):
     """Whether the cost model would run ``fn`` on more than one thread for some thread
     count up to the cores available (else one executable serves every count)."""
     from ..backends.threads import available_cores
 
     n, axis_of = found
-    return any(_thread_blocks(fn, axis_of, n, t, 1) is not None
+    fused = _fuses(backend)
+    return any(_thread_blocks(fn, axis_of, n, t, 1, fused) is not None
                for t in sorted({2, max(2, available_cores())}))
+
+
+def _fuses(backend):
+    """Whether arithmetic chains will run as numba kernels."""
+    if backend not in ("numba", "auto"):
+        return False
+    from . import numba_codegen
+
+    return numba_codegen.available()
 
 
 def _has_sums(fn, axis_of):
@@ -316,7 +346,7 @@ def _has_sums(fn, axis_of):
                for op in fn.ops)
 
 
-def _thread_blocks(fn, axis_of, n, threads, memory_blocks):
+def _thread_blocks(fn, axis_of, n, threads, memory_blocks, fused=False):
     """How many blocks to run ``fn`` in on ``threads`` threads, or None when the cost model
     expects one thread to be as fast: a multiple of ``threads`` (equal shares), at least
     ``memory_blocks``, dividing ``n``, at most ``MAX_BLOCKS``."""
@@ -324,7 +354,7 @@ def _thread_blocks(fn, axis_of, n, threads, memory_blocks):
         return None
     row_ops = [op for op in fn.ops if axis_of[op.out] is not None
                or any(axis_of[v] is not None for v in op.inputs)]
-    work = sum(_op_seconds(op) for op in row_ops)
+    work = sum(_op_seconds(op, fused) for op in row_ops)
     serial = work + len(fn.ops) * OP_SECONDS
     for blocks in range(threads * max(1, -(-memory_blocks // threads)), MAX_BLOCKS + 1,
                         threads):
@@ -334,12 +364,13 @@ def _thread_blocks(fn, axis_of, n, threads, memory_blocks):
         return None
     per_block = len(row_ops) * OP_SECONDS + BLOCK_SECONDS
     # the generated code's own cost holds the GIL: it does not run in parallel
-    parallel = max(work / threads + blocks / threads * per_block,
-                   blocks * len(row_ops) * OP_SECONDS) + (len(fn.ops) - len(row_ops)) * OP_SECONDS
+    parallel = (max(work / threads + blocks / threads * per_block,
+                    blocks * len(row_ops) * OP_SECONDS)
+                + (len(fn.ops) - len(row_ops)) * OP_SECONDS + CALL_SECONDS)
     return blocks if serial >= MIN_THREAD_GAIN * parallel else None
 
 
-def _op_seconds(op):
+def _op_seconds(op, fused=False):
     """A rough one-core time for ``op`` (see the cost model's constants)."""
     if op.prim == "dot_general":
         (lc, _), _ = op.params["contracting"], op.params["batch"]
@@ -348,7 +379,12 @@ def _op_seconds(op):
                 * MULTIPLY_ADD_SECONDS)
     if op.prim in VIEWS or op.prim in (CONSTANT, "full", "iota"):
         return 0.0
-    return max(math.prod(v.aval.shape) for v in list(op.inputs) + [op.out]) * ELEMENT_SECONDS
+    if op.prim in REDUCTIONS:
+        return math.prod(op.inputs[0].aval.shape) * REDUCTION_SECONDS
+    size = max(math.prod(v.aval.shape) for v in list(op.inputs) + [op.out])
+    if op.prim in TRANSCENDENTAL:
+        return size * TRANSCENDENTAL_SECONDS
+    return size * (FUSED_SECONDS if fused else ARITHMETIC_SECONDS)
 
 
 def _nbytes(v):

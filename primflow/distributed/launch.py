@@ -45,7 +45,7 @@ def launch_command(nprocs, program, python=None):
         raise LaunchError(f"primflow launch needs an MPI launcher, but no mpiexec was found "
                           f"next to {sys.executable} or on PATH; {MPI_EXTRA_HINT} (or put your "
                           f"MPI's bin directory on PATH)")
-    if program[0] == "primflow" and not os.path.exists("primflow"):
+    if program[0] == "primflow" and not os.path.isfile("primflow"):
         program = ["-m", "primflow", *program[1:]]  # the primflow command itself
     python = python or sys.executable
     return [mpiexec, "-n", str(nprocs), python, "-m", "mpi4py", *program]

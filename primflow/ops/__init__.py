@@ -24,6 +24,10 @@ from .math import (abs, add, astype, atan2, ceil, clamp, clip, cos, cosh, divide
                    sin, sinh, sqrt, square, subtract, tan, tanh, where)
 from .reduction import (all, amax, amin, any, argmax, argmin, cumsum, logsumexp, max, mean,
                         min, norm, prod, std, sum, var)
+# scientific numerics (issue 18): complex numbers, FFT
+from .complex_ops import (angle, as_complex, as_real, complex, conj, imag, is_complex, polar,
+                          real)
+from . import fft
 from .tensor_methods import install as _install_tensor_methods
 # Paddle compatibility (issue 20): copies and casts that always give a new tensor
 from .copying import assign, cast, clone

@@ -86,7 +86,7 @@ def broadcast_to(x: Tensor, shape) -> Tensor:
                                   broadcast_dimensions=tuple(range(lead, len(shape))))
 
 
-_SCALARS = (int, float, bool)
+_SCALARS = (int, float, bool, complex)
 
 
 _constants = {}

@@ -1,13 +1,16 @@
 """Shape manipulation: reshape, transpose, squeeze, concat, stack, split, flip, gather...
 all written over the shape and index primitives.
 
-Aliasing rule (one for every op here, and for every public op): the result is always a
-new Tensor, never the input object itself, even when nothing changes
-(``reshape(x, x.shape)``, ``flatten`` of a 1-d tensor, ``transpose`` by the identity,
-``squeeze`` without size-1 dims). Paddle returns a new Tensor in these cases too. An
-in-place update (``y[0] = 1``, ``y.add_(1)``) rebinds only ``y`` (copy-on-write), so it
-never changes ``x``, and vice versa; where Paddle's view ops share storage and a write
-into the view shows in the input, write into the input itself instead.
+Aliasing rule (Paddle's): the view-like ops ``reshape``/``view``, ``flatten``,
+``squeeze``, ``unsqueeze``, ``transpose``, ``t``/``.T`` and ``moveaxis`` return a new
+Tensor that shares data with its input, also when nothing changes (``reshape(x,
+x.shape)``, ``flatten`` of a 1-d tensor): an in-place update of either (``y[0] = 1``,
+``y.add_(1)``, ``x.set_value(...)``) shows in the other. As in Paddle only values are
+shared, not the autograd graph; versions follow, so a backward that saved the other tensor
+refuses to run. Every other op returns a new tensor that shares nothing (``expand``,
+``flip``, ``concat``, ``astype``/``cast``, ``clone``...). Inside transforms (jit, vmap,
+grad of a function) views are not tracked: updates there are functional. Unlike Paddle,
+``detach()`` and indexing results (``x[0]``) do not share data.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import math as _math
 
 from .. import prims
 from ..core import dtypes
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, register_view, view_of
 from ..core.trace import Tracer
 from ._helpers import as_tensor, broadcast_shapes, broadcast_to, cast, normalize_axis, shape_arg
 
@@ -48,12 +51,52 @@ def reshape(x, shape) -> Tensor:
     if _math.prod(shape) != x.size:
         raise ValueError(f"cannot reshape a tensor of shape {x.shape} ({x.size} elements) into "
                          f"{shape} ({_math.prod(shape)} elements)")
-    return prims.reshape(x, shape=tuple(shape))  # a new tensor even for the same shape
+    out = prims.reshape(x, shape=tuple(shape))  # a new tensor even for the same shape
+    _share(x, out, ("reshape", tuple(shape)))
+    return out
 
 
 def _new_handle(x):
-    """``x``'s values as a new tensor in the graph (the aliasing rule above)."""
+    """``x``'s values as a new tensor in the graph that shares nothing with ``x``."""
     return prims.reshape(x, shape=tuple(x._shape))
+
+
+def _share(x, out, step):
+    """Registers ``out`` as a view of the tensor owning ``x``'s data (the aliasing rule
+    above). ``step`` is ``("reshape", shape)`` or ``("transpose", perm)`` applied to ``x``;
+    the steps from the root are kept short: consecutive reshapes merge into the last one,
+    consecutive transposes into one permutation."""
+    if isinstance(x, Tracer) or isinstance(out, Tracer):
+        return
+    parent = view_of(x)
+    root, steps = (x, []) if parent is None else (parent[0], list(parent[1]))
+    kind, arg = step
+    in_shape = tuple(x._shape)
+    if steps and steps[-1][0] == kind == "reshape":
+        steps = steps[:-1] + [("reshape", arg, steps[-1][2])]
+    elif steps and steps[-1][0] == kind == "transpose":
+        first = steps[-1][1]
+        steps = steps[:-1] + [("transpose", tuple(first[i] for i in arg), steps[-1][2])]
+    else:
+        steps = steps + [(kind, arg, in_shape)]
+
+    # (the primitives' kernels on native values: nothing here is recorded or traced)
+    def forward(value):
+        for kind_, arg_, _ in steps:
+            value = (prims.reshape.impl(value, shape=arg_) if kind_ == "reshape"
+                     else prims.transpose.impl(value, perm=arg_))
+        return value
+
+    def inverse(value):
+        for kind_, arg_, in_shape_ in reversed(steps):
+            if kind_ == "reshape":
+                value = prims.reshape.impl(value, shape=in_shape_)
+            else:
+                value = prims.transpose.impl(value, perm=tuple(
+                    sorted(range(len(arg_)), key=lambda i: arg_[i])))
+        return value
+
+    register_view(root, out, forward, inverse, tuple(steps))
 
 
 view = reshape
@@ -89,8 +132,10 @@ def transpose(x, perm) -> Tensor:
         raise ValueError(f"transpose: perm {list(perm)} is not a permutation of "
                          f"range({x.ndim}) for shape {x.shape}")
     if perm == tuple(range(x.ndim)):
-        return _new_handle(x)
-    return prims.transpose(x, perm=perm)
+        return reshape(x, x.shape)  # a view: the identity permutation moves nothing
+    out = prims.transpose(x, perm=perm)
+    _share(x, out, ("transpose", perm))
+    return out
 
 
 def t(x) -> Tensor:
@@ -98,7 +143,7 @@ def t(x) -> Tensor:
     x = as_tensor(x)
     if x.ndim > 2:
         raise ValueError(f"t() expects at most 2 dims, got shape {x.shape}; use transpose")
-    return _new_handle(x) if x.ndim < 2 else transpose(x, [1, 0])
+    return reshape(x, x.shape) if x.ndim < 2 else transpose(x, [1, 0])
 
 
 def moveaxis(x, source, destination) -> Tensor:
@@ -332,14 +377,15 @@ def tile(x, repeat_times) -> Tensor:
     reps = list(repeat_times)
     if len(reps) < x.ndim:
         reps = [1] * (x.ndim - len(reps)) + reps
-    x = reshape(x, [1] * (len(reps) - x.ndim) + x.shape)
+    # (prims.reshape, not reshape: the result is a copy, never a view of x)
+    x = prims.reshape(x, shape=tuple([1] * (len(reps) - x.ndim) + x.shape))
     # interleave a new size-r dim before each dim, broadcast, then merge the pairs
     expanded_shape, target = [], []
     for r, d in zip(reps, x._shape):
         expanded_shape += [1, d]
         target += [r, d]
-    y = broadcast_to(reshape(x, expanded_shape), target)
-    return reshape(y, [r * d for r, d in zip(reps, x._shape)])
+    y = broadcast_to(prims.reshape(x, shape=tuple(expanded_shape)), target)
+    return prims.reshape(y, shape=tuple(r * d for r, d in zip(reps, x._shape)))
 
 
 def tril(x, diagonal=0) -> Tensor:

@@ -139,8 +139,25 @@ negative = neg
 
 
 def abs(x) -> Tensor:  # noqa: A001 - public name
-    """``|x|`` (gradient 0 at 0). Example: ``pf.abs(pf.to_tensor([-1.0]))`` is 1."""
-    return prims.abs(as_tensor(x))
+    """``|x|`` (gradient 0 at 0; the modulus of complex x, with gradient ``g z / |z|``).
+
+    Example: ``pf.abs(pf.to_tensor([-1.0]))`` is 1.
+    """
+    x = as_tensor(x)
+    if x.dtype.is_complex:
+        return _complex_abs(x)
+    return prims.abs(x)
+
+
+def _complex_abs(z):
+    # sqrt(re^2 + im^2) with a 0 gradient at z == 0 (where sqrt's derivative is infinite):
+    # the zero entries take sqrt(1) in a branch that select then drops
+    re, im = prims.real(z), prims.imag(z)
+    squared = prims.add(prims.mul(re, re), prims.mul(im, im))
+    zero = full(squared._shape, 0.0, squared.dtype)
+    at_zero = prims.eq(squared, zero)
+    safe = prims.select(at_zero, full(squared._shape, 1.0, squared.dtype), squared)
+    return prims.select(at_zero, zero, prims.sqrt(safe))
 
 
 def sign(x) -> Tensor:
@@ -289,6 +306,8 @@ def isfinite(x) -> Tensor:
     x = as_tensor(x)
     if not x.dtype.is_floating:
         return full(x._shape, True, dtypes.bool_)
+    if x.dtype.is_complex:
+        return prims.logical_and(isfinite(prims.real(x)), isfinite(prims.imag(x)))
     big = full(x._shape, float("inf"), x.dtype)
     return prims.logical_and(prims.eq(x, x), prims.lt(prims.abs(x), big))
 
@@ -298,6 +317,8 @@ def isinf(x) -> Tensor:
     x = as_tensor(x)
     if not x.dtype.is_floating:
         return full(x._shape, False, dtypes.bool_)
+    if x.dtype.is_complex:
+        return prims.logical_or(isinf(prims.real(x)), isinf(prims.imag(x)))
     return prims.eq(prims.abs(x), full(x._shape, float("inf"), x.dtype))
 
 

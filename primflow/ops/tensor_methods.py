@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from .. import prims
 from ..core.state import state
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, sync_views
 from ..core.trace import Tracer
 from . import activation, creation, indexing, linalg, manipulation, math, reduction
+from . import complex_ops
 from ._helpers import alias, as_tensor, cast
 
 
@@ -47,6 +48,7 @@ def _inplace(self, new, what):
         self._node = new._node
         self.stop_gradient = False
     self._version += 1
+    sync_views(self)  # views of self and the tensor self is a view of follow
     return self
 
 
@@ -165,6 +167,9 @@ _METHODS = {
     "add_": _inplace_method(math.add), "subtract_": _inplace_method(math.subtract),
     "multiply_": _inplace_method(math.multiply), "scale_": _inplace_method(math.scale),
     "clip_": _inplace_method(math.clip),
+    # complex numbers (issue 18)
+    "real": complex_ops.real, "imag": complex_ops.imag, "conj": complex_ops.conj,
+    "angle": complex_ops.angle, "is_complex": complex_ops.is_complex,
 }
 
 

@@ -15,3 +15,8 @@ from .reduce import argmax, argmin, cumsum, reduce_max, reduce_min, reduce_sum
 from .shape import broadcast_in_dim, concatenate, pad, reshape, slice, transpose
 from .index import gather, scatter_add
 from .linalg import dot_general
+# scientific numerics (issue 18): complex parts and FFT
+from .complex import complex, conj, imag, real
+from .fft import fft
+from .decompositions import (cholesky, eigh, lu, lu_permutation, lu_pivots, qr, slogdet,
+                             solve, svd, triangular_solve)

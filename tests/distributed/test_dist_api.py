@@ -18,6 +18,8 @@ def test_bad_placements_are_named():
         dist.shard_tensor(pf.ones([4]), MESH, [dist.Shard(0), dist.Replicate()])
     with pytest.raises(ValueError, match=r"Shard\(1\) on mesh dim 0 is out of range"):
         dist.shard_tensor(pf.ones([4]), MESH, [dist.Shard(1)])
+    assert dist.shard_tensor(pf.ones([4, 2]), MESH, [dist.Shard(-1)]).placements == [
+        dist.Shard(1)]
     with pytest.raises(TypeError, match="placements must be"):
         dist.shard_tensor(pf.ones([4]), MESH, ["shard"])
     m2 = dist.ProcessMesh([[0]], dim_names=["a", "b"])
@@ -101,3 +103,10 @@ def test_zero1_and_tensor_parallel_layer_one_process():
             o.step()
             o.clear_grad()
     np.testing.assert_allclose(net.weight.numpy(), ref.weight.numpy(), rtol=1e-6)
+
+
+def test_collectives_on_2_and_4_ranks():
+    from mpi_helpers import check, run_mpi
+
+    for n in (2, 4):
+        assert "collectives ok" in check(run_mpi(n, "collectives.py"))

@@ -1,17 +1,17 @@
 """``paddle`` for the compat suite: primflow under Paddle's name, nothing else.
 
-Only re-exports primflow's names (and registers primflow's subpackages under ``paddle.*``
-so ``import paddle.nn.functional as F`` works). Behaviour that Paddle's tests need is
-implemented in primflow itself, never here.
+Only re-exports primflow's public names (every attribute of ``primflow`` not starting with
+an underscore, whatever ``primflow.__all__`` lists) and registers primflow's subpackages
+under ``paddle.*`` so ``import paddle.nn.functional as F`` works. Behaviour that Paddle's
+tests need is implemented in primflow itself, never here.
 """
 
 import sys
 
 import primflow
-from primflow import *  # noqa: F401,F403
-from primflow import (Tensor, autograd, device, incubate, nn, optimizer)  # noqa: F401
-from primflow import abs, all, any, max, min, pow, round, sum  # noqa: F401,A004
-from primflow import bool  # noqa: F401,A004
+
+globals().update({name: getattr(primflow, name) for name in dir(primflow)
+                  if not name.startswith("_")})
 
 for _name in ("autograd", "device", "incubate", "incubate.autograd", "nn", "nn.functional",
               "optimizer"):
