@@ -9,7 +9,19 @@ Usage::
                   [--lr LR] [--sampling {uniform,lhs,sobol}] [--threads N] [--no-plots]
                   [--no-progress] [--resume]
 
+    primflow demo {poisson-hd,allen-cahn-hd} [--dim D] [--samples K] [--exact]
+                  [--cost-dims D1,D2,...] [common options]
+    primflow demo plate-inverse [--noise LEVEL] [--measurements N] [common options]
+    primflow demo {fno-burgers,fno-darcy} [--quick | --full] [--epochs N] [--train N]
+                  [--test N] [--resolution S] [--width W] [--modes M] [--data-dir DIR]
+
 ``python -m primflow ...`` works the same way.
+
+The high-dimensional demos train with the stochastic Taylor Laplacian in the unit d-ball
+(``--cost-dims`` times a training step against the exact Laplacian instead);
+``plate-inverse`` identifies the plate's rigidity from noisy deflections and prints it;
+the ``fno-*`` demos generate (and cache) the FNO paper's data, train a Fourier neural
+operator and print the test relative L2 error.
 
 ``demo`` trains a physics-informed network for one of the reference problems (Adam, then
 L-BFGS), prints the relative L2 error against the exact or independently computed
@@ -36,6 +48,11 @@ import sys
 
 EXTRAS = ("scipy", "matplotlib", "tqdm", "rich", "numba", "mpi4py")
 DEMOS = ("plate", "beam", "poisson", "burgers", "heat")
+# high-dimensional PDEs and inverse problems (issue 19)
+HIGH_DIM_DEMOS = ("poisson-hd", "allen-cahn-hd")
+DEMOS += HIGH_DIM_DEMOS + ("plate-inverse",)
+OPERATOR_DEMOS = ("fno-burgers", "fno-darcy")
+DEMOS += OPERATOR_DEMOS
 
 
 class CLIError(Exception):
@@ -98,7 +115,7 @@ def cmd_demo(args, out=None, err=None):
 
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
-    if args.config is not None and args.name != "plate":
+    if args.config is not None and args.name not in ("plate", "plate-inverse"):
         raise CLIError(f"--config applies to the plate demo only (got it for {args.name!r})")
     for flag in ("steps", "lbfgs_steps", "points"):
         value = getattr(args, flag)
@@ -109,6 +126,7 @@ def cmd_demo(args, out=None, err=None):
         raise CLIError(f"--threads must be at least 1, got {args.threads}")
     if args.lr is not None and not args.lr > 0:
         raise CLIError(f"--lr must be positive, got {args.lr}")
+    _check_issue19_options(args)
     out_dir = _check_out_dir(args.out or f"primflow-demo-{args.name}")
 
     previous = pf.get_default_dtype()
@@ -132,8 +150,17 @@ def _run_demo(args, out_dir, out, err):
             args.no_plots = True
         print(f"data parallel on {dist.get_world_size()} process(es)", file=out)
 
+    if args.name in OPERATOR_DEMOS:
+        return _run_operator_demo(args, out_dir, out, err)
+
     options = {"config": args.config} if args.config else {}
-    problem = science.make_problem(args.name, **options)
+    options.update(_issue19_options(args))
+    if args.name in HIGH_DIM_DEMOS and args.cost_dims:
+        return _cost_vs_dim(args, out_dir, out)
+    try:
+        problem = science.make_problem(args.name, **options)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
     settings = problem.settings(quick=args.quick)
     changes = {"adam_steps": args.steps, "lbfgs_steps": args.lbfgs_steps, "lr": args.lr,
                "sampling": args.sampling}
@@ -187,6 +214,7 @@ def _run_demo(args, out_dir, out, err):
              if target is not None else ""), file=out)
     print(f"wall time: {result.times['total']:.1f} s (Adam {result.times['adam']:.1f} s, "
           f"L-BFGS {result.times['lbfgs']:.1f} s)", file=out)
+    _report_parameters(problem, result, summary, out_dir, out)
     if args.no_plots:
         pass
     elif science.plotting.have_matplotlib():
@@ -197,6 +225,217 @@ def _run_demo(args, out_dir, out, err):
         print("plots skipped: matplotlib is not installed (pip install matplotlib, or "
               "primflow[plot])", file=out)
     return 0 if result.status == "ok" else 1
+
+
+# ---- high-dimensional PDEs and inverse problems (issue 19) ---------------------------------
+
+def _check_issue19_options(args):
+    high_dim = args.name in HIGH_DIM_DEMOS
+    for flag, value, ok in (("--dim", args.dim, high_dim),
+                            ("--samples", args.samples, high_dim),
+                            ("--exact", args.exact or None, high_dim),
+                            ("--cost-dims", args.cost_dims, args.name == "poisson-hd"),
+                            ("--noise", args.noise, args.name == "plate-inverse"),
+                            ("--measurements", args.measurements, args.name == "plate-inverse"),
+                            ("--full", args.full or None, args.name in OPERATOR_DEMOS),
+                            ("--epochs", args.epochs, args.name in OPERATOR_DEMOS),
+                            ("--train", args.train, args.name in OPERATOR_DEMOS),
+                            ("--test", args.test, args.name in OPERATOR_DEMOS),
+                            ("--resolution", args.resolution, args.name in OPERATOR_DEMOS),
+                            ("--width", args.width, args.name in OPERATOR_DEMOS),
+                            ("--modes", args.modes, args.name in OPERATOR_DEMOS),
+                            ("--data-dir", args.data_dir, args.name in OPERATOR_DEMOS)):
+        if value is not None and not ok:
+            raise CLIError(f"{flag} does not apply to the {args.name} demo")
+    if getattr(args, "distributed", False) and args.name in (
+            HIGH_DIM_DEMOS + OPERATOR_DEMOS + ("plate-inverse",)):
+        # their batches carry per-point estimator directions or whole functions, and the
+        # data term is not sharded: data parallelism is wired for the forward 2-D PINNs
+        raise CLIError(f"--distributed does not apply to the {args.name} demo")
+    if args.dim is not None and args.dim < 2:
+        raise CLIError(f"--dim must be at least 2 (the exact solution couples neighbouring "
+                       f"coordinates), got {args.dim}")
+    if args.samples is not None and args.samples < 1:
+        raise CLIError(f"--samples must be positive, got {args.samples}")
+    if args.noise is not None and not args.noise >= 0:
+        raise CLIError(f"--noise must be non-negative, got {args.noise}")
+    if args.measurements is not None and args.measurements < 1:
+        raise CLIError(f"--measurements must be positive, got {args.measurements}")
+    if args.cost_dims is not None:
+        args.cost_dims = _parse_dims(args.cost_dims)
+    for flag in ("epochs", "train", "test", "resolution", "width", "modes"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise CLIError(f"--{flag} must be positive, got {value}")
+    if args.name in OPERATOR_DEMOS:
+        for flag in ("steps", "lbfgs_steps", "points", "sampling", "resume"):
+            if getattr(args, flag):
+                raise CLIError(f"--{flag.replace('_', '-')} does not apply to the {args.name} "
+                               f"demo (it trains an operator: see --epochs, --train)")
+
+
+# the operator-learning demos' sizes: (quick, default, --full = the paper's)
+_OPERATOR_SIZES = {
+    "fno-burgers": {
+        "quick": dict(train=40, test=10, resolution=64, width=16, modes=8, epochs=5),
+        "default": dict(train=500, test=100, resolution=128, width=32, modes=16, epochs=60),
+        "full": dict(train=1000, test=100, resolution=1024, width=64, modes=16, epochs=500),
+    },
+    "fno-darcy": {
+        "quick": dict(train=20, test=5, resolution=15, width=8, modes=4, epochs=3),
+        "default": dict(train=500, test=100, resolution=29, width=32, modes=8, epochs=40),
+        "full": dict(train=1000, test=100, resolution=85, width=32, modes=12, epochs=500),
+    },
+}
+
+
+def _run_operator_demo(args, out_dir, out, err):
+    """Trains a Fourier neural operator on generated data and reports the test error."""
+    import time
+
+    from primflow.science import neural_operators as no
+    from primflow.science import plotting
+
+    if args.quick and args.full:
+        raise CLIError("--quick and --full exclude each other")
+    size = dict(_OPERATOR_SIZES[args.name]["quick" if args.quick else
+                                           "full" if args.full else "default"])
+    for key in size:
+        if getattr(args, key) is not None:
+            size[key] = getattr(args, key)
+    epochs = size["epochs"]
+    settings = no.OperatorSettings(epochs=epochs, step_epochs=max(1, epochs // 5),
+                                   lr=args.lr or 1e-3, normalize=args.name == "fno-darcy",
+                                   seed=args.seed)
+    cache = args.data_dir
+    log = (lambda line: print(line, file=err, flush=True))
+    t0 = time.perf_counter()
+    try:
+        if args.name == "fno-burgers":
+            data = no.burgers_dataset(size["train"], size["test"], s=size["resolution"],
+                                      seed=args.seed, cache_dir=cache, log=log)
+            model = no.FNO1D(modes=size["modes"], width=size["width"])
+            what = (f"1-D Burgers (nu = 0.1): u(., 0) -> u(., 1) on {size['resolution']} points")
+        else:
+            data = no.darcy_dataset(size["train"], size["test"], s=size["resolution"],
+                                    seed=args.seed, cache_dir=cache, log=log)
+            model = no.FNO2D(modes1=size["modes"], modes2=size["modes"], width=size["width"])
+            what = (f"2-D Darcy flow: a -> u on a {size['resolution']} x {size['resolution']} "
+                    f"grid")
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
+    data_time = time.perf_counter() - t0
+    print(f"Fourier neural operator, {what}", file=out)
+    print(f"{'quick' if args.quick else 'full (paper)' if args.full else 'default'} run: "
+          f"{size['train']} training / {size['test']} test samples, 4 Fourier layers, width "
+          f"{size['width']}, {size['modes']} modes, {epochs} epochs (Adam, lr "
+          f"{settings.lr:g} halved every {settings.step_epochs}, batch 20), float32; data "
+          f"ready in {data_time:.1f} s; output in {out_dir}", file=out, flush=True)
+    try:
+        result = no.train_operator(model, data, settings.replace(
+            batch_size=min(settings.batch_size, size["train"])),
+            progress=not args.no_progress, log=log, threads=args.threads,
+            evaluate_every=max(1, epochs // 10))
+    except FloatingPointError as exc:
+        raise CLIError(str(exc)) from exc
+    summary = {"problem": args.name, "sizes": size, "seed": args.seed,
+               "test_relative_l2": result.test_error, "times_s": dict(result.times,
+                                                                       data=data_time),
+               "history": result.history}
+    with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as fh:
+        json.dump(summary, fh, indent=2)
+    print(f"test relative L2 error: {result.test_error:.3e}", file=out)
+    print(f"training time: {result.times['train']:.1f} s", file=out)
+    if not args.no_plots and plotting.have_matplotlib():
+        path = plotting.plot_operator_samples(os.path.join(out_dir, "prediction.png"),
+                                              data[2], data[3], result.predictions, args.name)
+        print(f"plot: {path}", file=out)
+    return 0
+
+
+def _parse_dims(text):
+    try:
+        dims = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise CLIError(f"--cost-dims takes comma-separated integers, got {text!r}") from None
+    if not dims or min(dims) < 2:
+        raise CLIError(f"--cost-dims needs dimensions >= 2, got {text!r}")
+    return dims
+
+
+def _issue19_options(args):
+    options = {}
+    if args.name in HIGH_DIM_DEMOS:
+        if args.dim is not None:
+            options["dim"] = args.dim
+        if args.samples is not None:
+            options["samples"] = args.samples
+        if args.exact:
+            options["method"] = "collapsed"
+    if args.name == "plate-inverse":
+        if args.noise is not None:
+            options["noise"] = args.noise
+        if args.measurements is not None:
+            options["n_measurements"] = args.measurements
+    return options
+
+
+def _report_parameters(problem, result, summary, out_dir, out):
+    """Prints and records an inverse problem's identified PDE coefficients."""
+    if not result.parameters:
+        return
+    truth = getattr(problem, "true_parameters", lambda: {})()
+    summary["parameters"] = result.parameters
+    summary["true_parameters"] = truth
+    for name, value in result.parameters.items():
+        line = f"identified {name} = {value:.6g}"
+        if name in truth:
+            rel = abs(value - truth[name]) / abs(truth[name])
+            summary.setdefault("parameter_errors", {})[name] = rel
+            line += f" (true {truth[name]:.6g}, relative error {rel:.2e})"
+        print(line, file=out)
+    with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as fh:
+        json.dump(summary, fh, indent=2)
+
+
+_COST_MEMORY_LIMIT = 2 ** 30  # bytes of the directions tensor a timed step may allocate
+
+
+def _cost_vs_dim(args, out_dir, out):
+    """Times a training step against the dimension for the stochastic and the exact
+    Laplacian; writes cost.json and (with matplotlib) cost.png."""
+    from primflow.science import plotting
+    from primflow.science.problems.highdim import step_cost
+    from primflow.science.threads import blas_threads
+
+    samples = args.samples or 16
+    points = args.points or 100
+    rows = []
+    print(f"time per training step (compiled, {points} points, 128x3 tanh MLP, float64, "
+          f"{args.threads} BLAS thread(s)):", file=out)
+    print(f"{'d':>6} {'stochastic (' + str(samples) + ')':>18} {'exact (collapsed)':>18}",
+          file=out)
+    with blas_threads(args.threads):
+        for d in args.cost_dims:
+            row = {"dim": d}
+            for method in ("stochastic", "collapsed"):
+                directions = samples if method == "stochastic" else d
+                # the first Taylor coefficient alone holds points x directions x d values
+                if points * directions * d * 8 > _COST_MEMORY_LIMIT:
+                    row[method] = None
+                else:
+                    row[method] = step_cost(d, method, samples=samples, points=points)
+            rows.append(row)
+            cells = [f"{1e3 * row[m]:>15.1f} ms" if row[m] is not None else
+                     f"{'(> 1 GB, skipped)':>18}" for m in ("stochastic", "collapsed")]
+            print(f"{d:>6} {cells[0]} {cells[1]}", file=out, flush=True)
+    with open(os.path.join(out_dir, "cost.json"), "w", encoding="utf-8") as fh:
+        json.dump({"samples": samples, "points": points, "seconds_per_step": rows}, fh,
+                  indent=2)
+    if not args.no_plots and plotting.have_matplotlib():
+        path = plotting.plot_cost(os.path.join(out_dir, "cost.png"), rows, samples)
+        print(f"plot: {path}", file=out)
+    return 0
 
 
 class _Parser(argparse.ArgumentParser):
@@ -241,6 +480,36 @@ def build_parser():
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
     demo.add_argument("--resume", action="store_true",
                       help="continue from the checkpoint in --out")
+    # high-dimensional PDEs and inverse problems (issue 19)
+    demo.add_argument("--dim", type=int,
+                      help="poisson-hd / allen-cahn-hd: the dimension (default 100)")
+    demo.add_argument("--samples", type=int,
+                      help="poisson-hd / allen-cahn-hd: random directions per point of the "
+                           "stochastic Laplacian (default 16)")
+    demo.add_argument("--exact", action="store_true",
+                      help="poisson-hd / allen-cahn-hd: the exact (collapsed Taylor) Laplacian "
+                           "instead of the stochastic estimate, to compare")
+    demo.add_argument("--cost-dims", metavar="D1,D2,...",
+                      help="poisson-hd: instead of training, time a training step at these "
+                           "dimensions with the stochastic and the exact Laplacian "
+                           "(cost.json, cost.png)")
+    demo.add_argument("--noise", type=float,
+                      help="plate-inverse: measurement noise relative to the RMS deflection "
+                           "(default 0.01)")
+    demo.add_argument("--measurements", type=int,
+                      help="plate-inverse: measured points (default 200)")
+    demo.add_argument("--full", action="store_true",
+                      help="fno-burgers / fno-darcy: the paper's sizes (1000 training samples, "
+                           "s = 1024 / 85, 500 epochs; hours on 2 cores)")
+    demo.add_argument("--epochs", type=int, help="fno-*: training epochs")
+    demo.add_argument("--train", type=int, help="fno-*: training samples")
+    demo.add_argument("--test", type=int, help="fno-*: test samples")
+    demo.add_argument("--resolution", type=int, help="fno-*: grid points (per side in 2-D)")
+    demo.add_argument("--width", type=int, help="fno-*: channels of the Fourier layers")
+    demo.add_argument("--modes", type=int, help="fno-*: Fourier modes kept per axis")
+    demo.add_argument("--data-dir", metavar="DIR",
+                      help="fno-*: where generated data sets are cached (default "
+                           "~/.cache/primflow/datasets)")
     demo.add_argument("--distributed", action="store_true",
                       help="data parallel over the processes of `primflow launch -n N "
                            "primflow demo ...`: collocation points sharded, gradients "

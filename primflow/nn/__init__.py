@@ -16,6 +16,8 @@ from ._layers import (ELU, GELU, BCEWithLogitsLoss, CrossEntropyLoss, Dropout, F
                       Identity, L1Loss, LayerNorm, LeakyReLU, Linear, LogSoftmax, Mish,
                       MSELoss, ReLU, ReLU6, RMSNorm, Sigmoid, SiLU, Sin, Softmax, Softplus,
                       Softsign, Swish, Tanh, Tanhshrink)
+# Fourier layers of neural operators (issue 19)
+from ._spectral import SpectralConv1D, SpectralConv2D
 
 __all__ = ["BCEWithLogitsLoss", "ClipGradByGlobalNorm", "ClipGradByNorm", "ClipGradByValue",
            "CrossEntropyLoss", "Dropout", "ELU", "Flatten", "GELU", "Identity", "L1Loss",
@@ -23,4 +25,6 @@ __all__ = ["BCEWithLogitsLoss", "ClipGradByGlobalNorm", "ClipGradByNorm", "ClipG
            "MLP", "MSELoss", "Mish", "ParamAttr", "Parameter", "ParameterList", "RMSNorm",
            "ReLU", "ReLU6", "Sequential", "SiLU", "Sigmoid", "Sin", "Softmax", "Softplus",
            "Softsign", "Swish", "Tanh", "Tanhshrink", "create_parameter", "functional",
-           "functional_call", "initializer", "utils"]
+           "functional_call", "initializer", "utils",
+           # Fourier layers of neural operators (issue 19)
+           "SpectralConv1D", "SpectralConv2D"]

@@ -43,6 +43,7 @@ from primflow.core.random import next_key
 
 __all__ = [
     "SAMPLING_METHODS",
+    "Ball",
     "Box",
     "Disk",
     "Geometry",
@@ -604,5 +605,85 @@ class Disk(Geometry):
 
     def normal(self, X):
         X = _as_points(X, 2)
+        R = self._rel(X)
+        return R / pf.sqrt((R * R).sum(axis=1, keepdim=True))
+
+
+# ---- high-dimensional domains (issue 19) ---------------------------------------------------
+
+class Ball(Geometry):
+    """The ball of radius ``radius`` about ``center`` in any dimension ``dim >= 1``.
+
+    Interior points: a direction uniform on the sphere (a normalised standard normal vector)
+    times ``R u^(1/d)`` (so points are uniform in volume; in high dimension they crowd near
+    the sphere, as the volume does); the sampling ``method`` stratifies ``u``.
+
+    Example:
+        >>> from primflow.science.geometry import Ball
+        >>> X = Ball(dim=100).sample_interior(50, seed=0, dtype="float64")
+        >>> X.shape, bool(Ball(dim=100).inside(X).all())
+        ([50, 100], True)
+    """
+
+    def __init__(self, center=None, radius=1.0, dim=None):
+        if center is None:
+            if dim is None:
+                raise ValueError("Ball needs a center or a dim")
+            center = [0.0] * int(dim)
+        self.center = [float(c) for c in center]
+        if dim is not None and len(self.center) != dim:
+            raise ValueError(f"Ball center has {len(self.center)} coordinates, dim is {dim}")
+        if len(self.center) < 1:
+            raise ValueError("a Ball needs dimension at least 1")
+        self.dim = len(self.center)
+        self.radius = float(radius)
+        if not self.radius > 0:
+            raise ValueError(f"radius must be positive, got {radius!r}")
+
+    def __repr__(self):
+        return f"Ball(dim={self.dim}, radius={self.radius})"
+
+    @property
+    def measure(self):
+        d = self.dim
+        return math.pi ** (d / 2) / math.gamma(d / 2 + 1) * self.radius ** d
+
+    def bounds(self):
+        return ([c - self.radius for c in self.center], [c + self.radius for c in self.center])
+
+    def _rel(self, X):
+        return X - pf.to_tensor(self.center, dtype=X.dtype)
+
+    def _directions(self, n, dtype, keys):
+        G = prims.random_normal(shape=(n, self.dim), dtype=dtype, key=keys())
+        return G / pf.sqrt((G * G).sum(axis=1, keepdim=True))
+
+    def sample_interior(self, n, method="uniform", seed=None, dtype=None):
+        _check_n(n)
+        dtype = _dtype(dtype)
+        keys = _Keys(seed)
+        U = unit_samples(n, 1, method, None if seed is None else _mix(seed, 991), dtype)
+        r = self.radius * U[:, 0:1] ** (1.0 / self.dim)
+        return pf.to_tensor(self.center, dtype=dtype) + r * self._directions(n, dtype, keys)
+
+    def sample_boundary(self, n, method="uniform", seed=None, dtype=None, normals=False):
+        _check_n(n)
+        dtype = _dtype(dtype)
+        N = self._directions(n, dtype, _Keys(seed))
+        X = pf.to_tensor(self.center, dtype=dtype) + self.radius * N
+        return (X, N) if normals else X
+
+    def inside(self, X, tol=1e-12):
+        X = _as_points(X, self.dim)
+        R = self._rel(X)
+        return pf.sqrt((R * R).sum(axis=1)) <= self.radius + tol
+
+    def on_boundary(self, X, tol=1e-9):
+        X = _as_points(X, self.dim)
+        R = self._rel(X)
+        return pf.abs(pf.sqrt((R * R).sum(axis=1)) - self.radius) <= tol
+
+    def normal(self, X):
+        X = _as_points(X, self.dim)
         R = self._rel(X)
         return R / pf.sqrt((R * R).sum(axis=1, keepdim=True))

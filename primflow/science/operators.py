@@ -369,9 +369,10 @@ def partial(f, X, index, method=None):
 
 
 @_recording
-def laplacian(f, X, method=None, samples=16, seed=None):
-    """The Laplacian ``sum_i d2f/dx_i^2`` at every point (``samples``/``seed``: for
-    ``method="stochastic"``).
+def laplacian(f, X, method=None, samples=16, seed=None, directions="gaussian"):
+    """The Laplacian ``sum_i d2f/dx_i^2`` at every point (``samples``, ``seed`` and
+    ``directions`` - ``"gaussian"``, ``"rademacher"`` or a ``[samples, N, d]`` tensor - for
+    ``method="stochastic"``, see ``pf.autograd.laplacian``).
 
     Example:
         >>> import primflow as pf
@@ -392,7 +393,8 @@ def laplacian(f, X, method=None, samples=16, seed=None):
             term = _nested_jvp(f, X, [e, e])
             out = term if out is None else out + term
         return out
-    return _taylor.laplacian(f, X, method=method, samples=samples, seed=seed)
+    return _taylor.laplacian(f, X, method=method, samples=samples, seed=seed,
+                             directions=directions)
 
 
 @_recording

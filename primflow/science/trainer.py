@@ -7,7 +7,11 @@ the loss history and the timings.
 * **Phases**: Adam with an exponentially decaying learning rate (``lr`` -> ``lr_final``),
   optionally resampling the collocation points, then L-BFGS (strong-Wolfe line search)
   on a fixed set, in chunks of ``lbfgs_chunk`` iterations.
-* **Loss**: the weighted sum of the problem's terms (``settings.weights``).
+* **Loss**: the weighted sum of the problem's terms (``settings.weights``), plus a
+  ``"data"`` term when the problem has ``measurements`` (see ``problems.Measurements``).
+* **Inverse problems**: the problem's ``pde_parameters()`` (trainable PDE coefficients)
+  are optimized with the network, checkpointed, recorded in ``history["parameters"]`` at
+  every validation and returned in ``TrainResult.parameters``.
 * **Refinement**: with ``rar_points`` and ``rar_rounds`` set, the L-BFGS phase runs in
   ``rar_rounds`` stages, each starting by adding the ``rar_points`` points of largest PDE
   residual among ``rar_candidates`` fresh samples (residual-based adaptive refinement).
@@ -69,6 +73,8 @@ class TrainResult:
         steps: Adam steps and L-BFGS iterations done.
         net: the trained network.
         checkpoint: the checkpoint path (None without checkpoints).
+        parameters: the problem's trainable PDE coefficients at the end (name -> value in
+            physical units; empty for a forward problem).
     """
 
     error: float
@@ -79,6 +85,7 @@ class TrainResult:
     steps: dict
     net: object = None
     checkpoint: str | None = None
+    parameters: dict = dataclasses.field(default_factory=dict)
 
 
 # ---- progress bars -------------------------------------------------------------------------
@@ -263,7 +270,7 @@ class Trainer:
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"settings.{name} must be a positive int, got {v!r}")
         for name in ("adam_steps", "lbfgs_steps", "n_boundary", "resample_every",
-                     "rar_points", "rar_rounds"):
+                     "rar_points", "rar_rounds", "lbfgs_points"):
             v = getattr(s, name)
             if not isinstance(v, int) or v < 0:
                 raise ValueError(f"settings.{name} must be a non-negative int, got {v!r}")
@@ -301,7 +308,11 @@ class Trainer:
 
     def loss_terms(self, net, batch):
         problem = self.problem
-        return problem.losses(lambda X: problem.u(net, X), batch)
+        model = problem.model(net)
+        terms = problem.losses(model, batch)
+        if problem.measurements is not None:  # an inverse problem's data term
+            terms = dict(terms, data=problem.measurements.loss(model))
+        return terms
 
     def loss_and_grads(self, net, params, batch):
         """``(loss, terms)`` at ``batch`` with the parameters' gradients stored in ``.grad``.
@@ -354,7 +365,9 @@ class Trainer:
         state = {"format": "primflow.science.checkpoint/1", "problem": self.problem.name,
                  "phase": phase, "step": int(step), "seed": self.seed,
                  "model": net.state_dict(), "optimizer": opt.state_dict(),
-                 "history": _plain_history(history), "extra_points": list(self._extra)}
+                 "history": _plain_history(history), "extra_points": list(self._extra),
+                 "pde_parameters": {k: v.detach() for k, v in
+                                    self.problem.pde_parameters().items()}}
         if self.distributed:  # replicated parameters and states: each rank has the values
             state = _gathered(state)
         folder = os.path.dirname(os.path.abspath(self.checkpoint))
@@ -389,8 +402,10 @@ class Trainer:
         t_start = time.perf_counter()
         net = self.build_net()
         self.net = net
-        params = net.parameters()
-        history = {"loss": [], "terms": {}, "val": [], "phase_start": {}}
+        self.problem.reset_parameters()
+        pde_params = self.problem.pde_parameters()
+        params = net.parameters() + list(pde_params.values())
+        history = {"loss": [], "terms": {}, "val": [], "phase_start": {}, "parameters": {}}
         phase, start_step, state = "adam", 0, None
         self._saved_step = None
         self._extra = []  # collocation points added by residual-based refinement
@@ -401,6 +416,11 @@ class Trainer:
             except (ValueError, KeyError, TypeError) as exc:
                 raise TrainingError(f"{self.checkpoint} does not fit this network ({exc}); "
                                     f"resume with the settings it was written with") from exc
+            for name, value in state.get("pde_parameters", {}).items():
+                if name not in pde_params:
+                    raise TrainingError(f"{self.checkpoint} holds a PDE parameter {name!r} "
+                                        f"this problem does not have")
+                pde_params[name].set_value(value)
             phase, start_step = state["phase"], int(state["step"])
             history = _restore_history(state["history"])
             self._extra = [pf.to_tensor(x, dtype=self.problem.dtype)
@@ -444,7 +464,7 @@ class Trainer:
                 if done % s.validate_every == 0 or done == s.adam_steps:
                     err = self.problem.relative_l2(net)
                     history["val"].append([done, err])
-                    val_text = f" val {err:.2e}"
+                    val_text = f" val {err:.2e}" + self._record_parameters(history, done)
                 if self.checkpoint and (done % self.checkpoint_every == 0
                                         or done == s.adam_steps):
                     self._save(net, opt, "adam", done, history)
@@ -467,7 +487,10 @@ class Trainer:
         lbfgs_done = start_step if phase == "lbfgs" else 0
         if status == "ok" and phase == "lbfgs" and s.lbfgs_steps > 0 and lbfgs_done < \
                 s.lbfgs_steps:
-            if s.resample_every and s.adam_steps:
+            if s.lbfgs_points:
+                base_batch = self.problem.sample(s.lbfgs_points, s.n_boundary, s.sampling,
+                                                 seed=self.seed * 100003 + 99991)
+            elif s.resample_every and s.adam_steps:
                 base_batch = self.batch((s.adam_steps - 1) // s.resample_every)
             else:
                 base_batch = self.batch(0)
@@ -515,10 +538,12 @@ class Trainer:
                 self._record(history, base + lbfgs_done, value, terms)
                 err = self.problem.relative_l2(net)
                 history["val"].append([base + lbfgs_done, err])
+                param_text = self._record_parameters(history, base + lbfgs_done)
                 if self.checkpoint:
                     self._save(net, opt, "lbfgs", lbfgs_done, history)
                 if bar:
-                    bar.update(lbfgs_done, f"loss {value:.3e} val {err:.2e} evals {evals[0]}")
+                    bar.update(lbfgs_done, f"loss {value:.3e} val {err:.2e}{param_text} "
+                                           f"evals {evals[0]}")
                 if self._stop("lbfgs", lbfgs_done, value, history):
                     status = "stopped"
                     message = f"stopped by the callback at L-BFGS iteration {lbfgs_done}"
@@ -542,9 +567,12 @@ class Trainer:
                        f"{lbfgs_done} L-BFGS iterations in {times['total']:.1f} s")
         elif status == "nan":
             self.log(message)
+        parameters = self.problem.parameter_values()
+        if parameters and status == "ok":
+            message += "; " + ", ".join(f"{k} = {v:.6g}" for k, v in parameters.items())
         return TrainResult(error=error, status=status, message=message, history=history,
                            times=times, steps={"adam": adam_done, "lbfgs": lbfgs_done},
-                           net=net, checkpoint=self.checkpoint)
+                           net=net, checkpoint=self.checkpoint, parameters=parameters)
 
     # ---- helpers ---------------------------------------------------------------------------
     def _bar(self, desc, total):
@@ -583,6 +611,13 @@ class Trainer:
             return False
         val = history["val"][-1][1] if history["val"] else None
         return bool(self.callback({"phase": phase, "step": step, "loss": value, "val": val}))
+
+    def _record_parameters(self, history, step):
+        """Records the PDE parameters' values; returns them as progress-bar text."""
+        values = self.problem.parameter_values()
+        for name, v in values.items():
+            history["parameters"].setdefault(name, []).append([int(step), float(v)])
+        return "".join(f" {k} {v:.5g}" for k, v in values.items())
 
     def _record(self, history, step, value, terms):
         history["loss"].append([int(step), value])
@@ -624,7 +659,9 @@ def _plain_history(history):
     return {"loss": [[int(s), float(v)] for s, v in history["loss"]],
             "terms": {k: [float(x) for x in v] for k, v in history["terms"].items()},
             "val": [[int(s), float(v)] for s, v in history["val"]],
-            "phase_start": {k: int(v) for k, v in history["phase_start"].items()}}
+            "phase_start": {k: int(v) for k, v in history["phase_start"].items()},
+            "parameters": {k: [[int(s), float(v)] for s, v in vals]
+                           for k, vals in history.get("parameters", {}).items()}}
 
 
 def _restore_history(h):
@@ -633,4 +670,6 @@ def _restore_history(h):
     return {"loss": [[int(num(s)), num(v)] for s, v in h.get("loss", [])],
             "terms": {k: [num(x) for x in v] for k, v in h.get("terms", {}).items()},
             "val": [[int(num(s)), num(v)] for s, v in h.get("val", [])],
-            "phase_start": {k: int(num(v)) for k, v in h.get("phase_start", {}).items()}}
+            "phase_start": {k: int(num(v)) for k, v in h.get("phase_start", {}).items()},
+            "parameters": {k: [[int(num(s)), num(v)] for s, v in vals]
+                           for k, vals in h.get("parameters", {}).items()}}

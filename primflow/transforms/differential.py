@@ -188,13 +188,25 @@ def _check(f, X, method, allowed=METHODS):
     return X
 
 
-def _gaussian_directions(samples, X, seed):
-    """Standard normal directions [samples, N, d]. ``seed`` picks the draw without touching
-    the global generator (None: the next key of the global generator)."""
-    if not isinstance(samples, int) or samples < 1:
+DIRECTIONS = ("gaussian", "rademacher")
+
+
+def _gaussian_directions(samples, X, seed, kind="gaussian"):
+    """Random directions [samples, N, d]: standard normal (``"gaussian"``) or independent
+    random signs (``"rademacher"``). ``seed`` picks the draw without touching the global
+    generator (None: the next key of the global generator)."""
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise ValueError(f"samples must be a positive int, got {samples!r}")
+    if kind not in DIRECTIONS:
+        raise ValueError(f"directions must be one of {', '.join(DIRECTIONS)}, got {kind!r}")
     key = next_key() if seed is None else int(seed)
-    return prims.random_normal(shape=(samples, *X._shape), dtype=X.dtype, key=key)
+    shape = (samples, *X._shape)
+    if kind == "gaussian":
+        return prims.random_normal(shape=shape, dtype=X.dtype, key=key)
+    # Rademacher: E[v v^T] = I as for Gaussians, but v_i^2 = 1 removes the Hessian's
+    # diagonal from the variance (2 sum_{i != j} H_ij^2 instead of 2 ||H||_F^2)
+    U = prims.random_uniform(shape=shape, dtype=X.dtype, key=key)
+    return prims.sign(prims.sub(U, creation.full_like(U, 0.5)))
 
 
 # ---- nested reverse mode -------------------------------------------------------------------
@@ -242,6 +254,27 @@ def _nested_laplacian(f, X):
 
 # ---- public operators ----------------------------------------------------------------------
 
+def random_directions(samples, X, kind="gaussian", seed=None):
+    """``[samples, N, d]`` random directions for the stochastic estimators at the points
+    ``X`` [N, d]: standard normal (``"gaussian"``) or random signs (``"rademacher"``), both
+    with ``E[v v^T] = I``. ``seed`` draws them reproducibly without touching the global
+    generator. Pass them as ``laplacian(..., method="stochastic", directions=V)`` to fix
+    the estimator's directions (e.g. for a deterministic objective).
+
+    Example:
+        >>> import primflow as pf
+        >>> from primflow.transforms.differential import random_directions
+        >>> X = pf.zeros([3, 5], dtype="float64")
+        >>> V = random_directions(4, X, "rademacher", seed=0)
+        >>> V.shape, sorted(set(V.numpy().ravel().tolist()))
+        ([4, 3, 5], [-1.0, 1.0])
+    """
+    X = as_tensor(X)
+    if X.ndim != 2:
+        raise ValueError(f"points must have shape [N, d], got {X.shape}")
+    return _gaussian_directions(samples, X, seed, kind)
+
+
 def directional_derivative(f, X, v, order=1, method="collapsed"):
     """``D_v^k f(X)``: the k-th derivative of ``t -> f(X + t v)`` at 0, per point.
 
@@ -263,8 +296,14 @@ def directional_derivative(f, X, v, order=1, method="collapsed"):
     return _weighted_top(f, X, v, creation.ones([1], dtype=X.dtype), order, method)
 
 
-def laplacian(f, X, method="collapsed", samples=16, seed=None):
+def laplacian(f, X, method="collapsed", samples=16, seed=None, directions="gaussian"):
     """``sum_i d^2 f / dx_i^2`` at each point of ``X`` [N, d].
+
+    ``method="stochastic"`` averages ``D_v^2 f = v^T H v`` over ``samples`` random
+    directions per point (``directions``: ``"gaussian"`` or ``"rademacher"``, whose variance
+    leaves out the Hessian's diagonal, or a ``[samples, N, d]`` tensor of directions with
+    ``E[v v^T] = I`` drawn by the caller); the estimate is unbiased and differentiable, and
+    costs ``samples`` directions instead of d.
 
     Example:
         >>> import primflow as pf, math
@@ -278,8 +317,15 @@ def laplacian(f, X, method="collapsed", samples=16, seed=None):
     if method == "nested":
         return _nested_laplacian(f, X)
     if method == "stochastic":
-        V = _gaussian_directions(samples, X, seed)
-        w = creation.full([samples], 1.0 / samples, dtype=X.dtype)
+        if isinstance(directions, str):
+            V = _gaussian_directions(samples, X, seed, directions)
+        else:  # directions drawn by the caller, e.g. to keep them fixed for L-BFGS
+            V = as_tensor(directions, dtype=X.dtype)
+            if V.ndim != 3 or V.shape[1:] != X.shape:
+                raise ValueError(f"directions must be 'gaussian', 'rademacher' or a "
+                                 f"[samples, N, d] tensor for points of shape {X.shape}, got "
+                                 f"shape {V.shape}")
+        w = creation.full([V.shape[0]], 1.0 / V.shape[0], dtype=X.dtype)
         return _weighted_top(f, X, V, w, 2, "collapsed")
     return _weighted_top(f, X, creation.eye(d, dtype=X.dtype), creation.ones([d], X.dtype),
                          2, method)
@@ -436,5 +482,5 @@ def linear_operator(f, X, terms, method="collapsed"):
     return total
 
 
-__all__ = ["biharmonic", "biharmonic_directions", "directional_derivative",
+__all__ = ["biharmonic", "biharmonic_directions", "directional_derivative", "random_directions",
            "interpolation_weights", "laplacian", "linear_operator", "partial"]

@@ -25,6 +25,9 @@ import dataclasses
 import math
 
 import primflow as pf
+from primflow import prims
+
+from ..geometry import _mix
 
 
 @dataclasses.dataclass
@@ -43,6 +46,8 @@ class Settings:
         rar_points, rar_rounds, rar_candidates: residual-based adaptive refinement in the
             L-BFGS phase (``rar_rounds`` stages, each adding the ``rar_points`` candidates of
             largest residual among ``rar_candidates``; 0 points: off).
+        lbfgs_points: interior points of the L-BFGS phase's fixed set (0: ``n_interior``),
+            e.g. a larger set after Adam on small resampled batches.
         validate_every: Adam steps between validation errors.
         weights: loss-term weights (missing terms weigh 1).
         target: the relative L2 error this configuration is tuned to reach (documentation).
@@ -63,6 +68,7 @@ class Settings:
     rar_points: int = 0
     rar_rounds: int = 0
     rar_candidates: int = 10000
+    lbfgs_points: int = 0
     validate_every: int = 100
     weights: dict = dataclasses.field(default_factory=dict)
     target: float | None = None
@@ -111,6 +117,27 @@ class Problem:
     def u(self, net, X):
         """The solution model: ``transform(X, net(normalize(X)))``."""
         return self.transform(X, net(self.normalize(X)))
+
+    def model(self, net):
+        """The solution model as a :class:`Model` (what the trainer passes to ``losses``)."""
+        return Model(self, net)
+
+    # ---- inverse problems: trainable PDE coefficients and measurements --------------------
+    #: :class:`Measurements` the model must match (the trainer adds a ``"data"`` loss term)
+    measurements = None
+
+    def pde_parameters(self):
+        """The PDE's trainable coefficients: a dict name -> ``pf.nn.Parameter`` that the
+        trainer optimizes together with the network (empty for a forward problem)."""
+        return {}
+
+    def parameter_values(self):
+        """name -> float: the PDE's trainable coefficients in physical units (reports)."""
+        return {}
+
+    def reset_parameters(self):
+        """Puts the trainable PDE coefficients back to their initial guesses (the trainer
+        calls it before training)."""
 
     # ---- training data and losses ---------------------------------------------------------
     def sample(self, n_interior, n_boundary, method="lhs", seed=None):
@@ -167,6 +194,91 @@ class Problem:
     @property
     def physical_names(self):
         return self.input_names, self.output_name
+
+
+class Measurements:
+    """Point measurements ``values ≈ u(points)`` for inverse problems and data terms.
+
+    The loss term is ``mean((u(points) - values)^2) / mean(values^2)`` (relative, so O(1)
+    whatever the units). :meth:`from_reference` makes synthetic ones from a problem's
+    reference solution with Gaussian noise of standard deviation ``noise`` times the RMS
+    of the clean values (``noise=0.01``: "1 % noise").
+
+    Example:
+        >>> import primflow as pf
+        >>> from primflow.science.problems import Measurements, Poisson2D
+        >>> m = Measurements.from_reference(Poisson2D(), 50, noise=0.01, seed=0)
+        >>> m.points.shape, m.values.shape
+        ([50, 2], [50, 1])
+        >>> round(float(m.loss(Poisson2D().reference)), 4)  # the noise alone: about 1e-4
+        0.0001
+    """
+
+    def __init__(self, points, values):
+        points = points if isinstance(points, pf.Tensor) else pf.to_tensor(points)
+        values = values if isinstance(values, pf.Tensor) else pf.to_tensor(values,
+                                                                           dtype=points.dtype)
+        if points.ndim != 2:
+            raise ValueError(f"measurement points must be [N, d], got shape {points.shape}")
+        values = pf.reshape(values, [-1, 1])
+        if values.shape[0] != points.shape[0]:
+            raise ValueError(f"{values.shape[0]} measured values for {points.shape[0]} points")
+        if points.shape[0] == 0:
+            raise ValueError("measurements need at least one point")
+        self.points, self.values = points.detach(), values.astype(points.dtype).detach()
+        self.norm = float((self.values * self.values).mean())
+        if not self.norm > 0:
+            raise ValueError("all measured values are zero; a relative data loss needs some "
+                             "non-zero values")
+
+    @classmethod
+    def from_reference(cls, problem, n, noise=0.0, seed=0, method="uniform"):
+        """``n`` interior points of ``problem`` with its reference values plus noise."""
+        if not noise >= 0:
+            raise ValueError(f"noise must be non-negative, got {noise!r}")
+        X = problem.geometry.sample_interior(n, method, seed, problem.dtype)
+        with pf.no_grad():
+            U = pf.reshape(problem.reference(X), [-1, 1])
+        if noise:
+            rms = math.sqrt(float((U * U).mean()))
+            draws = prims.random_normal(shape=(n, 1), dtype=U.dtype, key=_mix(seed, 7919))
+            U = U + draws * (noise * rms)
+        return cls(X, U)
+
+    def __len__(self):
+        return self.points.shape[0]
+
+    def loss(self, u):
+        """The relative mean-square misfit of the model ``u`` (a function of points)."""
+        diff = pf.reshape(u(self.points), [-1, 1]) - self.values
+        return (diff * diff).mean() * (1.0 / self.norm)
+
+
+class Model:
+    """The solution model ``u`` of a problem and a network: ``model(X)`` is
+    ``problem.u(net, X)``; ``model.raw(X)`` is the network's output before the
+    hard-constraint transform (losses that differentiate the transform by hand use it).
+
+    Example:
+        >>> import primflow as pf
+        >>> from primflow.science.problems import Poisson2D
+        >>> from primflow.science.networks import make_mlp
+        >>> p = Poisson2D()
+        >>> u = p.model(make_mlp(2, 1, hidden=4, depth=1))
+        >>> X = pf.to_tensor([[0.0, 0.5]], dtype="float64")
+        >>> abs(float(u(X))), u.raw(X).shape  # u = 0 on the boundary x = 0
+        (0.0, [1, 1])
+    """
+
+    def __init__(self, problem, net):
+        self.problem = problem
+        self.net = net
+
+    def __call__(self, X):
+        return self.problem.u(self.net, X)
+
+    def raw(self, X):
+        return self.net(self.problem.normalize(X))
 
 
 def relative_l2(pred, ref):
