@@ -71,3 +71,8 @@ def is_tensor(x):
 def numel(x):
     """Number of elements of ``x``."""
     return x.size
+
+
+# ---- multi-hardware (issue 17): selecting the backend tensors are made and computed on ----
+from .backends import backend, get_backend, set_backend  # noqa: E402,F401
+from . import amp  # noqa: E402 - mixed precision for nn layers (pf.amp.auto_cast)

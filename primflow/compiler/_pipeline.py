@@ -26,6 +26,7 @@ import os
 import threading
 
 from . import numpy_codegen as npc
+from ..backends import get_backend
 from ..ir import CONSTANT, IMPURE, Function, Operation, evaluate
 from ..ir.passes import fuse, plan_memory, run_pipeline
 from ..ir.passes.fuse import ELEMENTWISE, REDUCTIONS, TRANSCENDENTAL, VIEWS
@@ -178,6 +179,8 @@ def compile_program(fn, backend=None, blocking=True, threads=None) -> Executable
             count it runs with).
     """
     backend = _choose_backend(backend)
+    if get_backend().codegen != "numpy":  # issue 17: no generator for this backend's arrays
+        backend = "interpret"
     if backend == "interpret":
         return Executable(fn, lambda args, keys: evaluate(fn, args, keys=keys or "traced"),
                           None, backend="interpret")
