@@ -1,5 +1,5 @@
 """The compat suite imports ``paddle``: put the alias package (alias/paddle, which only
-re-exports primflow) first on sys.path, and seed NumPy as Paddle's test mains do."""
+re-exports primflow) first on sys.path, and seed NumPy so random inputs are reproducible."""
 
 import pathlib
 import sys
