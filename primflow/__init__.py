@@ -16,6 +16,7 @@ Example:
 __version__ = "0.1.0"
 
 from .core import dtypes
+from . import backends as _backends  # noqa: F401 - installs the NumPy backend into core
 from .core.dtypes import (DType, bool_, float32, float64, get_default_dtype, int32, int64,
                           set_default_dtype)
 from .core.primitive import NonDifferentiableError, PrimitiveError, primitives

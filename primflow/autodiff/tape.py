@@ -6,6 +6,9 @@ after all of its consumers), calls each primitive's vjp rule for the inputs that
 gradient, and routes the results along the node's edges. With ``create_graph=True`` the
 rules run with recording on: they are primflow ops, so the gradients carry a graph of
 their own and can be differentiated again, to any order.
+
+Internal API for the layers above (the Hessian sweeps in transforms/second_order.py walk
+the tape themselves): ``topological_order``, ``apply_vjp`` and ``saved_output``.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ def _seed_gradients(outputs, grad_outputs):
     return seeds
 
 
-def _topological_order(root_nodes, stop=()):
+def topological_order(root_nodes, stop=()):
     """Nodes reachable from the roots, each after every node that consumes it (Kahn).
     The walk does not go past the nodes in ``stop`` (their inputs count as outside)."""
     consumers = {}  # node -> number of edges into it from reachable nodes
@@ -122,7 +125,7 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
             _accumulate(leaf_grads, id(out), g)
         else:
             _accumulate(node_grads, out._node, g)
-    order = _topological_order([out._node for out, _ in seeds if out._node is not None])
+    order = topological_order([out._node for out, _ in seeds if out._node is not None])
 
     if targets is None:
         target_nodes, needed, wanted = {}, None, None
@@ -142,7 +145,7 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
                 _accumulate(results, id(target_nodes[node]), g)
             if needed is not None and node not in needed:
                 continue
-            _apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph)
+            apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph)
             if not retain_graph:
                 node.free()
     finally:
@@ -175,7 +178,7 @@ def _nodes_leading_to_targets(order, wanted_leaves, target_nodes, blocked):
     return needed
 
 
-def _apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph):
+def apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph):
     """Runs one node's vjp rules and routes the cotangents along its edges. ``wanted`` holds
     the nodes and leaf ids worth sending gradients to (None: everything, backward mode)."""
     prim = node.prim
@@ -200,7 +203,7 @@ def _apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph):
             f"primitive '{prim.name}' is not differentiable (its derivative is zero almost "
             f"everywhere and undefined at jumps) but lies on the path being differentiated. If "
             f"a zero gradient is what you want, detach its input: {prim.name}(x.detach())")
-    out = _saved_output(node, create_graph) if prim.saves_out else None
+    out = saved_output(node, create_graph) if prim.saves_out else None
     params = node.params
     bars = rules(g, out, *inputs, **params) if callable(rules) else None
     for i, e in enumerate(node.edges):
@@ -228,7 +231,7 @@ def _apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph):
             e.grad = x_bar if e.grad is None else ew.add(e.grad, x_bar)
 
 
-def _saved_output(node, create_graph):
+def saved_output(node, create_graph):
     """The node's output for its rules, linked to the node when the backward is recorded."""
     value = node.out_value
     if isinstance(value, Tracer):  # recorded inside a transform: the output is its tracer
@@ -325,4 +328,5 @@ def _tensor_backward(self, grad_tensor=None, retain_graph=False, *, grad=None, g
     backward([self], None if seed is None else [seed], retain_graph)
 
 
-Tensor.backward = _tensor_backward
+# Tensor.backward (core/tensor.py declares it and looks it up here on first use)
+TENSOR_METHODS = {"backward": _tensor_backward}

@@ -64,8 +64,8 @@ float32 = DType("float32", "f", 4, 3)
 float64 = DType("float64", "f", 8, 4)
 
 ALL_DTYPES = (bool_, int32, int64, float32, float64)
-_BY_NAME = {d.name: d for d in ALL_DTYPES}
-_BY_NAME.update({"float": float64, "int": int64, "bool_": bool_, "double": float64})
+BY_NAME = {d.name: d for d in ALL_DTYPES}
+BY_NAME.update({"float": float64, "int": int64, "bool_": bool_, "double": float64})
 
 _default_float = float32
 
@@ -118,7 +118,7 @@ def as_dtype(dtype) -> DType:
     name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None)
     if name is None and isinstance(dtype, type):
         name = dtype.__name__
-    found = _BY_NAME.get(name) if isinstance(name, str) else None
+    found = BY_NAME.get(name) if isinstance(name, str) else None
     if found is None:
         raise TypeError(
             f"unsupported dtype {dtype!r}; primflow supports "

@@ -29,12 +29,11 @@ recording is on and an input requires grad, a ``Node`` is added to the tape.
 
 from __future__ import annotations
 
-from ..backends import get_backend
+from .backend import active as _active
 from .state import departures, state
 from .tensor import Tensor
 from .trace import Tracer
 
-_backend = get_backend()
 _registry: dict = {}
 
 
@@ -92,10 +91,11 @@ class Primitive:
         self.linear = False  # see the module docstring; set next to the Taylor rules
         self.linear_in = frozenset()
         self.__doc__ = doc or f"The {name!r} primitive."
+        backend = _active.backend
         try:
-            self.impl = _backend.kernels[name]
+            self.impl = backend.kernels[name]
         except KeyError:
-            raise ValueError(f"backend {_backend.name!r} has no kernel for {name!r}") from None
+            raise ValueError(f"backend {backend.name!r} has no kernel for {name!r}") from None
         _registry[name] = self
 
     def __repr__(self):
@@ -215,7 +215,7 @@ def record_custom(out, inputs, name, vjp):
 
 
 def _record(prim, args, params, out_value):
-    if _backend.is_floating(out_value):
+    if _active.backend.is_floating(out_value):
         return Tensor._wrap(out_value, Node(prim, params, args, out_value))
     return Tensor._wrap(out_value)
 

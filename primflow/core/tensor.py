@@ -1,15 +1,77 @@
 """The Tensor: a backend array plus what the tape needs (stop_gradient, node, grad, version).
 
-Arithmetic operators and most methods are attached by ``primflow.ops`` (which sits above
-core), and ``backward`` by ``primflow.autodiff``; this file keeps only what core needs.
+Internal API for the other layers (documented here, used across the package): ``_value``
+(the native array), ``_shape`` (its shape as a tuple), ``_node`` (the tape node that made
+it, or None), ``_version`` (bumped by in-place updates), ``Tensor._wrap(value, node)``
+(the no-check constructor) and ``_set_value``.
+
+Every method is declared here. Arithmetic operators and most methods are *implemented* in
+``primflow.ops`` (they are ops) and ``backward`` in ``primflow.autodiff``; core cannot
+import those layers, and they must not patch Tensor. So ``DEFERRED_METHODS`` below names
+each such method and the module whose ``TENSOR_METHODS`` table implements it; the class
+holds a ``_Deferred`` descriptor per name that looks the implementation up on first use and
+then stores the plain function on the class in its place, so later calls cost exactly what
+a method defined in the class body costs.
+Importing core still imports nothing else; the test in tests/test_layering.py checks that
+the names here and the tables above agree.
 """
 
 from __future__ import annotations
 
-from ..backends import get_backend
-from . import dtypes
+import importlib
+import sys
 
-_backend = get_backend()
+from . import dtypes
+from .backend import active as _active
+
+# module -> the Tensor methods that its dict TENSOR_METHODS implements (see the docstring)
+DEFERRED_METHODS = {
+    "primflow.ops.tensor_methods": (
+        # operators
+        "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+        "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__",
+        "__rpow__", "__matmul__", "__rmatmul__", "__neg__", "__pos__", "__abs__", "__eq__",
+        "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__and__", "__rand__", "__or__",
+        "__ror__", "__invert__", "__getitem__", "__setitem__",
+        # math
+        "add", "subtract", "multiply", "divide", "pow", "maximum", "minimum", "exp", "log",
+        "log1p", "expm1", "sin", "cos", "tan", "tanh", "sinh", "cosh", "sqrt", "rsqrt", "abs",
+        "sign", "floor", "ceil", "round", "erf", "sigmoid", "square", "reciprocal", "neg",
+        "clip", "clamp", "astype", "cast", "isnan", "isinf", "isfinite", "equal", "scale",
+        "logical_not", "log2", "log10",
+        # reductions
+        "sum", "mean", "max", "min", "amax", "amin", "prod", "var", "std", "norm", "argmax",
+        "argmin", "all", "any", "cumsum", "logsumexp",
+        # shape
+        "reshape", "view", "flatten", "transpose", "t", "squeeze", "unsqueeze", "expand",
+        "broadcast_to", "tile", "flip", "split", "chunk", "unbind", "index_select", "gather",
+        "moveaxis", "tril", "triu", "T", "mT",
+        # linear algebra, nn
+        "matmul", "mm", "dot", "softmax", "log_softmax", "relu",
+        # copies and in-place updates
+        "clone", "to", "zero_", "fill_", "add_", "subtract_", "multiply_", "scale_", "clip_",
+    ),
+    "primflow.autodiff.tape": ("backward",),
+}
+
+
+class _Deferred:
+    """A method of ``owner`` implemented in ``module``'s ``table`` under the same name:
+    looked up on first use, then stored on ``owner`` in place of this descriptor."""
+
+    __slots__ = ("owner", "name", "module", "table")
+
+    def __init__(self, owner, name, module, table="TENSOR_METHODS"):
+        self.owner, self.name, self.module, self.table = owner, name, module, table
+
+    def __get__(self, obj, objtype=None):
+        module = sys.modules.get(self.module) or importlib.import_module(self.module)
+        impl = getattr(module, self.table)[self.name]
+        setattr(self.owner, self.name, impl)
+        return impl.__get__(obj, objtype)  # a function or property, bound as usual
+
+    def __repr__(self):
+        return f"<method {self.name!r} of {self.owner.__name__}, in {self.module}>"
 
 
 class Tensor:
@@ -61,7 +123,7 @@ class Tensor:
 
     @property
     def dtype(self) -> dtypes.DType:
-        return _backend.dtype_of(self._value)
+        return _active.backend.dtype_of(self._value)
 
     @property
     def ndim(self) -> int:
@@ -104,7 +166,7 @@ class Tensor:
     def numpy(self):
         """A NumPy array with the tensor's values (shares memory where possible; read-only
         results of views are copied)."""
-        return _backend.to_numpy(self._value).copy()
+        return _active.backend.to_numpy(self._value).copy()
 
     def item(self):
         """The value of a one-element tensor as a Python scalar."""
@@ -112,13 +174,13 @@ class Tensor:
             raise ValueError(
                 f"item() needs a tensor with exactly one element, got shape {self.shape}; "
                 f"index or reduce it first, e.g. x.sum().item()")
-        return _backend.to_numpy(self._value).reshape(()).item()
+        return _active.backend.to_numpy(self._value).reshape(()).item()
 
     def tolist(self):
-        return _backend.to_numpy(self._value).tolist()
+        return _active.backend.to_numpy(self._value).tolist()
 
     def __array__(self, dtype=None, copy=None):
-        arr = _backend.to_numpy(self._value)
+        arr = _active.backend.to_numpy(self._value)
         return arr if dtype is None else arr.astype(dtype)
 
     def __float__(self):
@@ -192,7 +254,7 @@ class Tensor:
 
     # ---- printing -------------------------------------------------------------------------
     def __repr__(self):
-        body = repr(_backend.to_numpy(self._value))
+        body = repr(_active.backend.to_numpy(self._value))
         # numpy repr "array([...], dtype=...)": keep only the bracketed values
         start, end = body.find("("), body.rfind(")")
         values = body[start + 1:end]
@@ -207,27 +269,33 @@ class Tensor:
     __str__ = __repr__
 
 
+for _module, _names in DEFERRED_METHODS.items():
+    for _name in _names:
+        setattr(Tensor, _name, _Deferred(Tensor, _name, _module))
+del _module, _names, _name
+
+
 def to_native(data, dtype=None):
     """Native backend array from Python data, NumPy arrays or Tensors, with primflow's dtype
     inference: Python floats -> default float, ints -> int64, bools -> bool; arrays keep
     their dtype unless ``dtype`` is given."""
     if isinstance(data, Tensor):
         value = data._value
-        if dtype is not None and _backend.dtype_of(value) != dtypes.as_dtype(dtype):
-            value = _backend.asarray(value, dtypes.as_dtype(dtype))
+        if dtype is not None and _active.backend.dtype_of(value) != dtypes.as_dtype(dtype):
+            value = _active.backend.asarray(value, dtypes.as_dtype(dtype))
         return value
     if dtype is not None:
-        return _backend.asarray(data, dtypes.as_dtype(dtype))
-    if _backend.is_native(data) or hasattr(data, "__array__"):
-        value = _backend.asarray(data)
-        _backend.dtype_of(value)  # raises a clear error for unsupported dtypes
+        return _active.backend.asarray(data, dtypes.as_dtype(dtype))
+    if _active.backend.is_native(data) or hasattr(data, "__array__"):
+        value = _active.backend.asarray(data)
+        _active.backend.dtype_of(value)  # raises a clear error for unsupported dtypes
         return value
-    value = _backend.asarray(data)
+    value = _active.backend.asarray(data)
     kind = getattr(value.dtype, "kind", None)
     if kind == "f":
-        return _backend.asarray(value, dtypes.default_float())
+        return _active.backend.asarray(value, dtypes.default_float())
     if kind in ("i", "u"):
-        return _backend.asarray(value, dtypes.int64)
+        return _active.backend.asarray(value, dtypes.int64)
     if kind == "b":
         return value
     raise TypeError(

@@ -94,7 +94,7 @@ def _strip_comment(line):
 
 def _parse_type(t):
     kind, name = t.next()
-    if kind != "name" or name not in dtypes._BY_NAME:
+    if kind != "name" or name not in dtypes.BY_NAME:
         t.fail(f"expected a dtype, got {name!r}")
     t.expect("[")
     dims = []
@@ -104,7 +104,7 @@ def _parse_type(t):
             t.fail(f"expected a dimension, got {tok!r}")
         dims.append(int(tok))
         t.accept(",")
-    return Aval(tuple(dims), dtypes._BY_NAME[name])
+    return Aval(tuple(dims), dtypes.BY_NAME[name])
 
 
 def _parse_param(t):
@@ -126,8 +126,8 @@ def _parse_param(t):
                    "-inf": float("-inf"), "nan": float("nan")}
         if tok in special:
             return special[tok]
-        if tok in dtypes._BY_NAME:
-            return dtypes._BY_NAME[tok]
+        if tok in dtypes.BY_NAME:
+            return dtypes.BY_NAME[tok]
     t.fail(f"cannot read parameter value {tok!r}")
 
 

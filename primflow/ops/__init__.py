@@ -24,6 +24,14 @@ from .math import (abs, add, astype, atan2, ceil, clamp, clip, cos, cosh, divide
                    sin, sinh, sqrt, square, subtract, tan, tanh, where)
 from .reduction import (all, amax, amin, any, argmax, argmin, cumsum, logsumexp, max, mean,
                         min, norm, prod, std, sum, var)
-from .tensor_methods import install as _install_tensor_methods
 
-_install_tensor_methods()
+# The public op surface: every function imported above (``from primflow.ops import *`` and
+# ``primflow/__init__`` export exactly these; submodules and the helpers below stay out).
+__all__ = sorted(name for name, value in globals().items()
+                 if not name.startswith("_") and callable(value))
+
+# Internal API for the layers above (autodiff, transforms, nn, optimizer): conversions ops
+# use themselves, and the hook through which autodiff gives fused composites their
+# recorded backward. Not part of ``__all__``.
+from ._fused import set_decomposed_vjp  # noqa: E402
+from ._helpers import as_tensor, cast, exact_reshape  # noqa: E402

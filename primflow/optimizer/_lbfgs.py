@@ -15,7 +15,7 @@ from ..core.state import enable_grad, no_grad
 from ..core.tensor import Tensor
 from ..ops import math as _math
 from ..ops import reduction as _red
-from ..ops._helpers import cast
+from ..ops import cast
 from ..ops.creation import zeros_like
 from ..ops.manipulation import concat, reshape
 from ._optimizer import Optimizer

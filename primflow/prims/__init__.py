@@ -15,3 +15,8 @@ from .reduce import argmax, argmin, cumsum, reduce_max, reduce_min, reduce_sum
 from .shape import broadcast_in_dim, concatenate, pad, reshape, slice, transpose
 from .index import gather, scatter_add
 from .linalg import dot_general
+
+# Internal API for the transforms (not primitives): vmap's batch-axis moves and the check
+# that lets jet run a backend's fused Taylor kernel.
+from ._batching import move_axis, with_batch_front  # noqa: E402
+from ._taylor import kernel_series as taylor_kernel_series  # noqa: E402

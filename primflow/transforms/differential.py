@@ -31,9 +31,9 @@ from ..core.primitive import Aval
 from ..core.random import next_key
 from ..core.trace import Tracer, new_trace
 from ..ops import creation, manipulation
-from ..ops._helpers import as_tensor
+from ..ops import as_tensor
 from ..ops.math import add, multiply
-from ..prims import _taylor as tl
+from ..prims import taylor_kernel_series
 from .vmap import vmap
 
 METHODS = ("collapsed", "taylor", "nested", "stochastic")
@@ -91,8 +91,8 @@ class CollapsedTaylorTrace(TaylorTrace):
         if len(primals) == 1 and lowers[0] is not None:
             # a unary primitive with a fused Taylor kernel takes the R directions at once,
             # and sums the top coefficient over them as it goes
-            fast = tl.kernel_series(prim.name, primals[0], out,
-                                    [primals[0], *lowers[0], None], params, self.weights)
+            fast = taylor_kernel_series(prim.name, primals[0], out,
+                                        [primals[0], *lowers[0], None], params, self.weights)
             if fast is not None:
                 return fast[1:K], fast[K]
         present = [[i for i, c in enumerate(lo) if c is not None] if lo is not None else []

@@ -8,9 +8,9 @@ from __future__ import annotations
 import functools
 
 from ..autodiff.forward import jvp
-from ..autodiff.functional import _check_argnums, vjp
+from ..autodiff.functional import check_argnums, vjp
 from ..core.pytree import tree_flatten, tree_unflatten
-from ..ops._helpers import as_tensor, exact_reshape
+from ..ops import as_tensor, exact_reshape
 from ..ops.creation import eye, zeros_like
 from .second_order import hessian_by_adjoints
 from .vmap import vmap
@@ -43,7 +43,7 @@ def jacrev(f, argnums=0, has_aux=False):
 
     @functools.wraps(f)
     def wrapped(*args):
-        nums = _check_argnums(argnums, len(args))
+        nums = check_argnums(argnums, len(args))
 
         def restricted(*diff):
             full = list(args)
@@ -86,7 +86,7 @@ def jacfwd(f, argnums=0, has_aux=False):
 
     @functools.wraps(f)
     def wrapped(*args):
-        nums = _check_argnums(argnums, len(args))
+        nums = check_argnums(argnums, len(args))
         in_leaves, in_tree = tree_flatten(tuple(args[i] for i in nums))
         in_leaves = [as_tensor(x) for x in in_leaves]
         aux_box = []

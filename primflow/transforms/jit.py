@@ -59,8 +59,7 @@ from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import state
 from ..core.tensor import Tensor
 from ..core.trace import Trace, Tracer, new_trace, outside_update_error
-from ..ir import Builder, evaluate_bound
-from ..ir._program import IMPURE, normalize_params
+from ..ir import IMPURE, Builder, evaluate_bound, normalize_params
 
 __all__ = ["RETRACE_WARNING_THRESHOLD", "JitTrace", "JitTracer", "Jitted", "Lowered",
            "RetraceWarning", "TracerConversionError", "jit", "to_static"]
@@ -532,8 +531,8 @@ class Jitted:
 
         self.traces += 1
         builder = Builder(self._name)
-        random_before = (_random._SEED, _random._counter)
-        epoch_before = _random._epoch
+        random_before = _random.get_state()
+        epoch_before = _random.reseed_count()
         with new_trace(JitTrace, builder) as trace:
             try:
                 trace.fn_name = self._display
@@ -580,9 +579,9 @@ class Jitted:
         fn.outputs = outputs
         # pf.seed(...) inside the function: its draws are fixed by that seed, so replay the
         # traced keys and leave the generator where the traced call left it
-        random_after = (_random._SEED, _random._counter)
+        random_after = _random.get_state()
         # pf.seed ran inside (even to the state the generator was already in): replay
-        reseeded = _random._epoch != epoch_before
+        reseeded = _random.reseed_count() != epoch_before
         drawn = frozenset() if reseeded else _keys_drawn(random_before, random_after)
         n_draws = sum(op.prim in IMPURE and op.params["key"] in drawn for op in fn.ops)
         reseeded = reseeded or random_after[1] != random_before[1] + n_draws
@@ -628,19 +627,19 @@ def _keys_drawn(before, after):
     random ops while tracing: those draw fresh keys on every call)."""
     if before[0] != after[0] or after[1] < before[1]:
         return frozenset()  # reseeded: handled by replaying the traced keys
-    saved = (_random._SEED, _random._counter)
+    saved = _random.get_state()
     try:
-        _random._SEED, _random._counter = before
+        _random.set_state(before)
         return frozenset(_random.next_key() for _ in range(after[1] - before[1]))
     finally:
-        _random._SEED, _random._counter = saved
+        _random.set_state(saved)
 
 
 def _fresh_keys(entry):
     """One key per random operation: a fresh draw where the traced call drew one from the
     generator, the traced key where the key was given explicitly."""
     if entry.reseed is not None:
-        _random._SEED, _random._counter = entry.reseed
+        _random.set_state(entry.reseed)
         return [key for key, _ in entry.impure] or None
     if not entry.impure:
         return None
