@@ -21,6 +21,7 @@ from .core.dtypes import (DType, bool_, float32, float64, get_default_dtype, int
                           set_default_dtype)
 from .core.primitive import NonDifferentiableError, PrimitiveError, primitives
 from .core.random import seed
+from .core.config import config
 from .core.state import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .core.tensor import Tensor
 from . import prims
@@ -31,7 +32,7 @@ from . import autograd
 from .autodiff import grad, jvp, value_and_grad, vjp
 from .autodiff.taylor import jet
 from .autodiff.custom import checkpoint, custom_jvp, custom_vjp, recompute
-from .core.state import decompose
+from .core.state import decompose, is_decomposing, set_decompose
 from .transforms import hessian, jacfwd, jacrev, vmap
 from .transforms import TracerConversionError, jit, to_static
 from .core.pytree import tree_flatten, tree_map, tree_unflatten

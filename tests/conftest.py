@@ -4,12 +4,13 @@ them anew (so the compile and background-compile paths are what is tested)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 
+import primflow as pf
+
 _CACHE = tempfile.mkdtemp(prefix="primflow-test-cache-")
-os.environ["PRIMFLOW_CACHE_DIR"] = _CACHE
+pf.config.cache_dir = _CACHE
 
 
 def pytest_sessionfinish(session, exitstatus):

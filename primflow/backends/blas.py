@@ -9,7 +9,8 @@ calls ``cblas_?gemm`` of ``libmkl_rt`` through ctypes for 2-d float32 and float6
 and ``cblas_?gemm_batch_strided`` for stacks of them (3-d, same batch size), whose matrices
 are C- or Fortran-contiguous (a transposed matrix is read in place) and which have at least
 ``MKL_MIN_WORK`` multiply-adds; everything else, and every product without MKL, goes to
-``np.matmul``. ``PRIMFLOW_BLAS=numpy`` keeps NumPy's BLAS even when MKL is installed. MKL
+``np.matmul``. ``pf.config.blas = "numpy"`` keeps NumPy's BLAS even when MKL is installed
+(read at every product large enough for MKL; MKL is loaded at the first such product). MKL
 follows its own thread settings (``MKL_NUM_THREADS``) and ``limit_threads``.
 """
 
@@ -21,6 +22,8 @@ import os
 import threading
 
 import numpy as np
+
+from ..core.config import config
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 # below about a million multiply-adds MKL's call overhead (~10 us) outweighs its speed
@@ -60,8 +63,6 @@ def _load():
         if _state["checked"]:
             return _state["gemm"]
         _state["checked"] = True
-        if os.environ.get("PRIMFLOW_BLAS", "").lower() in ("numpy", "openblas"):
-            return None
         path = _find_mkl()
         if path is None:
             return None
@@ -135,8 +136,8 @@ def describe() -> str:
     if backend_name() == "mkl":
         from importlib import metadata
 
-        return (f"MKL {metadata.version('mkl')} (the optional mkl package; PRIMFLOW_BLAS=numpy "
-                f"for NumPy's)")
+        return (f"MKL {metadata.version('mkl')} (the optional mkl package; "
+                f"pf.config.blas = 'numpy' for NumPy's)")
     return "NumPy's BLAS (pip install mkl for MKL's GEMM)"
 
 
@@ -147,6 +148,8 @@ def backend_name() -> str:
         >>> backend_name() in ("mkl", "numpy")
         True
     """
+    if config.blas == "numpy":
+        return "numpy"
     _load()
     return _state["name"]
 
@@ -215,10 +218,11 @@ def matmul(a, b, out=None):
         >>> matmul(np.eye(2), np.arange(4.0).reshape(2, 2).T).tolist()
         [[0.0, 2.0], [1.0, 3.0]]
     """
-    gemm = _state["gemm"] if _state["checked"] else _load()
     # cheapest tests first: most products in eager code are small, and NumPy is quicker there
-    if (gemm is not None and 2 <= a.ndim == b.ndim <= 3
-            and a.size * b.shape[-1] >= MKL_MIN_WORK and a.dtype == b.dtype
+    if (2 <= a.ndim == b.ndim <= 3 and a.size * b.shape[-1] >= MKL_MIN_WORK
+            and config.blas == "auto"
+            and (_state["gemm"] if _state["checked"] else _load()) is not None
+            and a.dtype == b.dtype
             and a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-2]):
         shape = a.shape[:-1] + b.shape[-1:]
         if out is None:

@@ -22,10 +22,10 @@ from __future__ import annotations
 import hashlib
 import linecache
 import math
-import os
 import threading
 
 from ..backends import numpy_codegen as npc
+from ..core.config import config
 from ..ir import CONSTANT, IMPURE, Function, Operation, evaluate
 from ..ir.passes import fuse, plan_memory, run_pipeline
 from ..ir.passes.fuse import ELEMENTWISE, TRANSCENDENTAL, VIEWS
@@ -105,7 +105,7 @@ class Executable:
             import warnings
 
             warnings.warn(f"pf.jit: {pending.error}; this program keeps running as generated "
-                          f"NumPy code (set PRIMFLOW_JIT_BACKEND=numpy to skip numba)",
+                          f"NumPy code (pf.jit(f, backend='numpy') skips numba)",
                           RuntimeWarning, stacklevel=3)
             return
         new = pending.result
@@ -133,33 +133,37 @@ class Executable:
 
 def _choose_backend(backend):
     if backend is None:
-        backend = os.environ.get("PRIMFLOW_JIT_BACKEND") or "auto"
+        backend = config.jit_backend
     if backend not in BACKENDS + ("auto",):
         raise ValueError(f"unknown jit backend {backend!r}; choose one of {BACKENDS} or None")
     return backend
 
 
-def compile_program(fn, backend=None, blocking=True) -> Executable:
-    """An ``Executable`` for ``fn`` (which should be optimized already).
+def compile_program(fn, backend=None, blocking=None, tiered=None) -> Executable:
+    """An ``Executable`` for ``fn`` (which should be optimized already). Each option that is
+    None takes its value from ``pf.config`` (``jit_backend``, ``jit_blocking``,
+    ``jit_tiered``).
 
     Args:
         backend: "numpy", "numba" (numba kernels for arithmetic groups, compiled now;
             raises if numba is missing), "interpret" (the reference interpreter), or
-            None/"auto" (numpy, plus numba for large arithmetic groups when numba is
-            importable; the environment variable ``PRIMFLOW_JIT_BACKEND`` overrides).
-            With "auto", kernels not yet in the disk cache compile in a background
-            process while the NumPy version runs (``Executable.wait()`` waits for them;
-            ``PRIMFLOW_JIT_TIERED=0`` compiles them in the first call instead).
+            "auto" (numpy, plus numba for large arithmetic groups when numba is
+            importable).
         blocking: run a program whose rows are independent (``ir.passes.blocking``) in
-            blocks of rows when its largest value exceeds ``BLOCK_BYTES``
-            (``PRIMFLOW_JIT_BLOCKING=0`` turns this off).
+            blocks of rows when its largest value exceeds ``pf.config.jit_block_bytes``
+            (default ``BLOCK_BYTES``).
+        tiered: with "auto", kernels not yet in the disk cache compile in a background
+            process while the NumPy version runs (``Executable.wait()`` waits for them);
+            False compiles them in the first call instead.
     """
     backend = _choose_backend(backend)
+    blocking = config.jit_blocking if blocking is None else blocking
+    tiered = config.jit_tiered if tiered is None else tiered
     if backend == "interpret":
         return Executable(fn, lambda args, keys: evaluate(fn, args, keys=keys or "traced"),
                           None, backend="interpret")
-    if blocking and os.environ.get("PRIMFLOW_JIT_BLOCKING") != "0":
-        blocked = _compile_blocked(fn, backend)
+    if blocking:
+        blocked = _compile_blocked(fn, backend, tiered)
         if blocked is not None:
             return blocked
     use_numba = False
@@ -194,10 +198,10 @@ def compile_program(fn, backend=None, blocking=True) -> Executable:
             import warnings
 
             warnings.warn(f"pf.jit: cannot write numba kernels to {numba_codegen.cache_dir()} "
-                          f"({e}); running generated NumPy code. Set PRIMFLOW_CACHE_DIR to a "
+                          f"({e}); running generated NumPy code. Set pf.config.cache_dir to a "
                           f"writable folder", RuntimeWarning, stacklevel=2)
             return _generate(fn, groups, {}, backend)
-        if os.environ.get("PRIMFLOW_JIT_TIERED") != "0":
+        if tiered:
             return _tiered(_generate(fn, groups, {}, backend),
                            kernel_fn, kernel_groups, numba_groups, backend)
     return _generate(kernel_fn, kernel_groups, numba_groups, backend)
@@ -212,7 +216,7 @@ MAX_BLOCKS = 64  # more blocks cost more in per-call overhead than cache localit
 EARLY_FRACTION = 8
 
 
-def _compile_blocked(fn, backend):
+def _compile_blocked(fn, backend, tiered):
     """A ``BlockedExecutable`` for ``fn`` when its rows are independent and its largest
     value is larger than ``BLOCK_BYTES``, else None."""
     found = batch_axes(fn)
@@ -220,7 +224,7 @@ def _compile_blocked(fn, backend):
         return None
     n, axis_of = found
     per_row = max((_nbytes(v) // n for v, a in axis_of.items() if a is not None), default=0)
-    budget = int(os.environ.get("PRIMFLOW_JIT_BLOCK_BYTES") or BLOCK_BYTES)
+    budget = config.jit_block_bytes or BLOCK_BYTES
     if per_row * n <= budget:
         return None
     # equal blocks (one program, one set of kernels): the largest divisor of n that fits
@@ -235,7 +239,7 @@ def _compile_blocked(fn, backend):
         return None  # every draw must run once, in the prologue, in program order
     if prologue is not None:
         prologue = compile_program(prologue, "numpy", blocking=False)
-    inner = compile_program(body, backend, blocking=False)
+    inner = compile_program(body, backend, blocking=False, tiered=tiered)
     return BlockedExecutable(fn, prologue, inner, axis_of, n, rows)
 
 

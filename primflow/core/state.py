@@ -112,30 +112,55 @@ def is_grad_enabled() -> bool:
 class decompose(contextlib.ContextDecorator):
     """Forces composites with fused kernels (softmax, layer_norm, ...) to run as their
     primitive decomposition, like Paddle's prim flags, and Taylor mode to run every
-    primitive's Taylor rule in primitives (no fused Taylor kernels). Usable as a context
-    manager or a plain call: ``pf.decompose(True)`` switches it on until
-    ``pf.decompose(False)``.
+    primitive's Taylor rule in primitives (no fused Taylor kernels), inside a ``with``
+    block or a decorated function. Creating it changes nothing until it is entered;
+    ``pf.set_decompose(True)`` switches the mode on until switched off.
 
     Example:
         >>> import primflow as pf
-        >>> with pf.decompose():
-        ...     y = pf.nn.functional.softmax(pf.ones([2]))
+        >>> mode = pf.decompose()  # nothing changes yet
+        >>> pf.is_decomposing()
+        False
+        >>> with mode:
+        ...     y = pf.nn.functional.softmax(pf.ones([2])); pf.is_decomposing()
+        True
     """
 
     def __init__(self, mode: bool = True):
-        self._prev = state.decompose
         self.mode = bool(mode)
-        state.decompose = self.mode
+        self._prev = []  # a stack: one instance may be entered again (a decorated recursion)
 
     def __enter__(self):
-        state.decompose = self.mode
+        self._prev.append(set_decompose(self.mode))
         return self
 
     def __exit__(self, *exc):
-        state.decompose = self._prev
+        set_decompose(self._prev.pop())
         return False
 
 
+def set_decompose(mode: bool) -> bool:
+    """Switches decomposition (see ``decompose``) on or off in this thread until switched
+    again; returns the previous mode.
+
+    Example:
+        >>> import primflow as pf
+        >>> before = pf.set_decompose(True); pf.is_decomposing()
+        True
+        >>> pf.set_decompose(before)
+        True
+    """
+    prev = state.decompose
+    state.decompose = bool(mode)
+    return prev
+
+
 def is_decomposing() -> bool:
-    """Whether composites are forced to decompose into primitives."""
+    """Whether composites are forced to decompose into primitives (``pf.decompose``).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.is_decomposing()
+        False
+    """
     return state.decompose

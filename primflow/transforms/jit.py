@@ -282,7 +282,7 @@ class Jitted:
     """A function compiled per input signature. See ``jit``."""
 
     def __init__(self, fun, static_argnums=(), static_argnames=(), optimize=True,
-                 backend=None, extra_key=None, name=None):
+                 backend=None, extra_key=None, name=None, tiered=None, blocking=None):
         if not callable(fun):
             raise TypeError(f"pf.jit needs a callable, got {type(fun).__name__}")
         functools.update_wrapper(self, fun, updated=())
@@ -293,6 +293,7 @@ class Jitted:
                                 else tuple(static_argnames))
         self.optimize = optimize
         self.backend = backend
+        self.tiered, self.blocking = tiered, blocking  # None: pf.config's, when compiling
         self._extra_key = extra_key
         self._name = name or getattr(fun, "__name__", "f")
         if not self._name.isidentifier():
@@ -588,7 +589,8 @@ class Jitted:
         captures = [entry[0] for entry in trace.captured.values()]
         traced = fn.copy()
         program = optimize_program(fn) if self.optimize else fn
-        executable = compile_program(program, backend=self.backend)
+        executable = compile_program(program, backend=self.backend, blocking=self.blocking,
+                                     tiered=self.tiered)
         return _Entry(traced=traced, program=program, executable=executable,
                       captures=captures, n_args=sum(isinstance(x, Tensor) for x in leaves),
                       out_tree=out_tree, out_slots=out_slots, out_requires_grad=requires,
@@ -878,7 +880,8 @@ def _layer_key(treedef):
     return tuple(found)
 
 
-def jit(fun=None, *, static_argnums=(), static_argnames=(), optimize=True, backend=None):
+def jit(fun=None, *, static_argnums=(), static_argnames=(), optimize=True, backend=None,
+        tiered=None, blocking=None):
     """Compiles ``fun`` into a static program per input signature (JAX's ``jax.jit``).
 
     Args:
@@ -895,11 +898,15 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), optimize=True, backe
         optimize: run the IR passes (simplify, fold, CSE, DCE) before compiling.
         backend: ``"numpy"`` (generated NumPy code), ``"numba"`` (NumPy code plus numba
             kernels for arithmetic groups, compiled in the first call; needs numba),
-            ``"interpret"`` (the reference interpreter) or None (numpy, with numba for large
-            arithmetic groups when numba is importable: kernels not yet in the disk cache
-            compile in a background process while the first calls run the NumPy code, see
-            ``Jitted.wait_compiled``; ``PRIMFLOW_JIT_TIERED=0`` compiles them in the first
-            call instead).
+            ``"interpret"`` (the reference interpreter), ``"auto"`` (numpy, with numba for
+            large arithmetic groups when numba is importable) or None:
+            ``pf.config.jit_backend`` (default ``"auto"``).
+        tiered: with ``"auto"``, compile numba kernels not yet in the disk cache in a
+            background process while the first calls run the NumPy code (True, see
+            ``Jitted.wait_compiled``) or in the first call (False). None:
+            ``pf.config.jit_tiered`` (default True).
+        blocking: run programs whose rows are independent in cache-sized row blocks. None:
+            ``pf.config.jit_blocking`` (default True).
 
     Returns:
         A ``Jitted`` callable; ``f.lower(*args).as_text()`` prints the program.
@@ -920,9 +927,9 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), optimize=True, backe
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums,
                                  static_argnames=static_argnames, optimize=optimize,
-                                 backend=backend)
+                                 backend=backend, tiered=tiered, blocking=blocking)
     return Jitted(fun, static_argnums=static_argnums, static_argnames=static_argnames,
-                  optimize=optimize, backend=backend)
+                  optimize=optimize, backend=backend, tiered=tiered, blocking=blocking)
 
 
 def to_static(function=None, input_spec=None, build_strategy=None, backend=None, **kwargs):
