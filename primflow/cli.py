@@ -53,6 +53,7 @@ def _package_version(name):
 def cmd_info(args, out=None):
     import primflow as pf
     from primflow.backends import blas
+    from primflow.core.dtypes import ALL_DTYPES
 
     out = out if out is not None else sys.stdout
     backend = pf.backends.get_backend()
@@ -63,7 +64,7 @@ def cmd_info(args, out=None):
         + (f" (numpy {_package_version('numpy')})" if _package_version("numpy") else ""),
         f"matrix products: {blas.describe()}",
         f"default dtype: {pf.get_default_dtype()}",
-        f"dtypes: {', '.join(d.name for d in pf.dtypes.ALL_DTYPES)}",
+        f"dtypes: {', '.join(d.name for d in ALL_DTYPES)}",
         f"primitives: {len(pf.primitives())}",
         "optional extras:",
     ]

@@ -444,7 +444,5 @@ def checkpoint(f):
     return wrapped
 
 
-recompute = checkpoint
-
 __all__ = ["PyLayer", "PyLayerContext", "checkpoint", "custom_jvp", "custom_vjp", "recompute",
            "recomputing_pullback"]

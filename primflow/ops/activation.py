@@ -97,8 +97,6 @@ def _silu(x):
     return prims.mul(x, prims.logistic(x))
 
 
-swish = silu
-
 
 def gelu(x, approximate=False) -> Tensor:
     """Gaussian error linear unit: ``0.5 x (1 + erf(x / sqrt 2))``; with

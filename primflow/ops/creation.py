@@ -39,8 +39,6 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
     return out
 
 
-tensor = to_tensor
-
 
 def full(shape, fill_value, dtype=None) -> Tensor:
     """A tensor of ``shape`` filled with ``fill_value`` (dtype from the value if None).

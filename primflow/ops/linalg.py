@@ -79,8 +79,6 @@ def mm(x, y) -> Tensor:
     return matmul(x, y)
 
 
-bmm = mm
-
 
 def dot(x, y) -> Tensor:
     """Inner product of 1-d tensors; for 2-d, row-wise inner products (Paddle).

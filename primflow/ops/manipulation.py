@@ -44,8 +44,6 @@ def reshape(x, shape) -> Tensor:
     return prims.reshape(x, shape=tuple(shape))
 
 
-view = reshape
-
 
 def flatten(x, start_axis=0, stop_axis=-1) -> Tensor:
     """Merges dims start_axis..stop_axis into one. Example: ``pf.flatten(x)``."""
@@ -182,8 +180,6 @@ def concat(x, axis=0) -> Tensor:
         return tensors[0]
     return prims.concatenate(*tensors, axis=axis)
 
-
-cat = concat
 
 
 def stack(x, axis=0) -> Tensor:

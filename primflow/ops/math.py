@@ -65,8 +65,6 @@ def remainder(x, y) -> Tensor:
     return prims.sub(x, prims.mul(floor_divide(x, y), y))
 
 
-mod = remainder
-
 
 def pow(x, y) -> Tensor:  # noqa: A001 - public name
     """``x ** y``. Integer Python exponents use ``integer_pow`` (exact at negative x).
@@ -134,8 +132,6 @@ def neg(x) -> Tensor:
     """``-x``. Example: ``pf.neg(pf.ones([2]))``."""
     return prims.neg(as_tensor(x))
 
-
-negative = neg
 
 
 def abs(x) -> Tensor:  # noqa: A001 - public name
@@ -209,8 +205,6 @@ def clip(x, min=None, max=None) -> Tensor:  # noqa: A002 - Paddle's argument nam
         x = prims.select(prims.gt(x_b, hi), hi, x_b)
     return x
 
-
-clamp = clip
 
 
 def where(condition, x=None, y=None) -> Tensor:

@@ -79,9 +79,6 @@ def min(x, axis=None, keepdim=False) -> Tensor:  # noqa: A001 - public name
     return _keep(prims.reduce_min(x, axes=axes), x._shape, axes, keepdim)
 
 
-amax, amin = max, min
-
-
 def _check_nonempty(x, axes, name):
     if builtins.any(x._shape[a] == 0 for a in axes):
         raise ValueError(f"{name} of an empty tensor (shape {x.shape}) has no identity; "

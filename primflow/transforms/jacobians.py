@@ -129,9 +129,19 @@ def hessian(f, argnums=0, has_aux=False):
     (transforms/second_order.py), which is cheaper: one forward Jacobian sweep instead of
     a backward pass repeated for every input direction.
 
+    Two Hessians, side by side: ``pf.hessian`` (this one, JAX's ``jax.hessian``) is a
+    *transform*: it takes a function and returns a function. ``pf.autograd.hessian(ys, xs)``
+    (Paddle's ``paddle.autograd.hessian``) takes an already computed scalar ``ys`` on the
+    tape and returns a lazy object, evaluated block by block when indexed (``H[:]``).
+
     Example:
         >>> import primflow as pf
-        >>> pf.hessian(lambda x: (x ** 3).sum())(pf.to_tensor([1.0, 2.0])).numpy()
+        >>> x = pf.to_tensor([1.0, 2.0])
+        >>> pf.hessian(lambda x: (x ** 3).sum())(x).numpy()
+        array([[ 6.,  0.],
+               [ 0., 12.]], dtype=float32)
+        >>> x.stop_gradient = False  # the Paddle form: from a recorded output
+        >>> pf.autograd.hessian((x ** 3).sum(), x)[:].numpy()
         array([[ 6.,  0.],
                [ 0., 12.]], dtype=float32)
     """

@@ -195,10 +195,19 @@ def hessian(ys, xs, batch_axis=None):
 
     Tuple ``xs`` give nested blocks: ``H[i][j][:]`` has shape ``[n_i, n_j]``.
 
+    Two Hessians, side by side: ``pf.autograd.hessian(ys, xs)`` (this one, Paddle's
+    ``paddle.autograd.hessian``) differentiates an output already recorded on the tape and
+    returns a lazy object, evaluated block by block when indexed. ``pf.hessian(f)`` (JAX's
+    ``jax.hessian``) is a transform: it takes a function and returns the function computing
+    its Hessian, and composes with ``pf.vmap`` and ``pf.jit``.
+
     Example:
         >>> import primflow as pf
         >>> x = pf.to_tensor([1.0, 2.0], stop_gradient=False)
         >>> pf.autograd.hessian((x ** 3).sum(), x)[:].numpy()
+        array([[ 6.,  0.],
+               [ 0., 12.]], dtype=float32)
+        >>> pf.hessian(lambda x: (x ** 3).sum())(x).numpy()  # the JAX form: of a function
         array([[ 6.,  0.],
                [ 0., 12.]], dtype=float32)
     """

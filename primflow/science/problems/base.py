@@ -25,6 +25,7 @@ import dataclasses
 import math
 
 import primflow as pf
+from primflow.core.dtypes import as_dtype
 
 
 @dataclasses.dataclass
@@ -81,7 +82,7 @@ class Problem:
     dim = 1
 
     def __init__(self, dtype="float64"):
-        self.dtype = pf.dtypes.as_dtype(dtype)
+        self.dtype = as_dtype(dtype)
         self._validation = None
 
     # ---- configuration --------------------------------------------------------------------

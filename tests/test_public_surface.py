@@ -1,0 +1,95 @@
+"""The public surface (docs/architecture.md, "Public surface"): ``primflow.__all__`` lists
+exactly the public names, no submodule is leaked under another name, every alias comes
+from the one table in ops/aliases.py, and every public function and class has a docstring
+with an example (run by the doctests, pyproject's ``--doctest-modules``)."""
+
+import inspect
+import pathlib
+import sys
+import types
+
+import pytest
+
+import primflow as pf
+import primflow.nn.functional as F
+from primflow.ops import aliases
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+NAMESPACES = {"primflow": pf, "primflow.nn": pf.nn, "primflow.nn.functional": F,
+              "primflow.optimizer": pf.optimizer, "primflow.optimizer.lr": pf.optimizer.lr,
+              "primflow.autograd": pf.autograd, "primflow.regularizer": pf.regularizer,
+              "primflow.nn.initializer": pf.nn.initializer}
+
+
+def test_all_lists_exactly_the_public_names():
+    missing = sorted(n for n in pf.__all__ if not hasattr(pf, n))
+    assert not missing, f"in primflow.__all__ but not defined: {missing}"
+    assert len(set(pf.__all__)) == len(pf.__all__)
+    unlisted = []
+    for name, value in vars(pf).items():
+        if name.startswith("_") or name in pf.__all__:
+            continue
+        # a subpackage is an attribute of its package under its own name: not a leak
+        if isinstance(value, types.ModuleType) and sys.modules.get(f"primflow.{name}") is value:
+            continue
+        unlisted.append(name)
+    assert not unlisted, (f"public names of primflow missing from __all__ (add them in "
+                          f"primflow/__init__.py, or make them private): {sorted(unlisted)}")
+
+
+def test_no_module_is_exported_under_another_name():
+    # pf.math used to be primflow.ops.math (a star import); pf.dtypes primflow.core.dtypes
+    for name in ("math", "dtypes", "activation", "creation", "manipulation", "reduction",
+                 "linalg_ops", "tensor_methods"):
+        value = getattr(pf, name, None)
+        assert value is None or (isinstance(value, types.ModuleType)
+                                 and value.__name__ == f"primflow.{name}"), name
+    intended = {"autograd", "nn", "optimizer", "regularizer"}
+    for name in pf.__all__:
+        if isinstance(getattr(pf, name), types.ModuleType):
+            assert name in intended, f"pf.{name} is a module: a namespace on purpose?"
+
+
+def test_star_import_gives_all():
+    namespace = {}
+    exec("from primflow import *", namespace)  # noqa: S102 - what users write
+    assert set(namespace) - {"__builtins__"} == set(pf.__all__)
+
+
+@pytest.mark.parametrize("alias,canonical,follows", aliases.ALIASES,
+                         ids=[a for a, _, _ in aliases.ALIASES])
+def test_every_alias_is_its_canonical_object(alias, canonical, follows):
+    assert getattr(pf, alias) is getattr(pf, canonical)
+    assert alias in pf.__all__ and canonical in pf.__all__
+    assert follows
+
+
+def test_aliases_are_made_only_from_the_table():
+    """No module outside the table binds a second public name to an op (``cat = concat``
+    was in manipulation.py): every pair of names for one object in pf is in the table."""
+    table = {alias: canonical for alias, canonical, _ in aliases.ALIASES}
+    by_object = {}
+    for name in pf.__all__:
+        value = getattr(pf, name)
+        if callable(value) and not isinstance(value, type):
+            by_object.setdefault(id(value), []).append(name)
+    untabled = []
+    for names in by_object.values():
+        canonical = [n for n in names if n not in table]
+        if len(names) > 1 and not (len(canonical) == 1 and all(
+                table[n] == canonical[0] for n in names if n in table)):
+            untabled.append(names)
+    assert not untabled, f"names sharing one object outside ops/aliases.py: {untabled}"
+
+
+def test_the_two_hessians_document_each_other():
+    assert "pf.autograd.hessian" in pf.hessian.__doc__
+    assert "pf.hessian" in pf.autograd.hessian.__doc__
+
+
+def test_doctests_run_over_primflow():
+    import tomllib
+
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]
+    options = options["ini_options"]
+    assert "primflow" in options["testpaths"] and "--doctest-modules" in options["addopts"]
