@@ -57,7 +57,7 @@ def prepare() -> dict:
         info["cache_dir_owned"] = True
         atexit.register(shutil.rmtree, info["cache_dir"], ignore_errors=True)  # on errors too
     import primflow as pf
-    from primflow.backends import numba_codegen
+    from primflow.compiler import numba_codegen
 
     pf.config.cache_dir = info["cache_dir"]
     pf.config.jit_backend = os.environ.get(BACKEND_ENV) or "auto"
@@ -78,7 +78,7 @@ class _Phases:
         import importlib
 
         comp = importlib.import_module("primflow.compiler")
-        numba_codegen = importlib.import_module("primflow.backends.numba_codegen")
+        numba_codegen = importlib.import_module("primflow.compiler.numba_codegen")
         jit_mod = importlib.import_module("primflow.transforms.jit")
 
         self.ms = {"trace_total": 0.0, "optimize": 0.0, "codegen": 0.0, "numba_first_run": 0.0}

@@ -104,7 +104,7 @@ def test_jit_backend_from_the_config():
 
 
 def test_jit_tiered_false_compiles_numba_kernels_in_the_first_call(tmp_path, monkeypatch):
-    from primflow.backends import numba_codegen
+    from primflow.compiler import numba_codegen
 
     if not numba_codegen.available():
         pytest.skip("numba is not installed")

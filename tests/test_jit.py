@@ -369,7 +369,7 @@ def test_escaped_tracers_and_bad_arguments():
 # ---- the optional numba backend --------------------------------------------------------------
 
 def _has_numba():
-    from primflow.backends import numba_codegen
+    from primflow.compiler import numba_codegen
 
     return numba_codegen.available()
 

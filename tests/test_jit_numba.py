@@ -19,7 +19,7 @@ from primflow.ir.passes import fuse, plan_memory
 
 
 def _has_numba():
-    from primflow.backends import numba_codegen
+    from primflow.compiler import numba_codegen
 
     return numba_codegen.available()
 
@@ -107,7 +107,7 @@ def test_auto_backend_runs_numpy_code_while_numba_compiles_in_the_background(mon
     again = compile_program(fn, backend="auto")
     assert len(again.kernels) == 1 and not again.compiling
     # a new process (no kernels loaded) loads it from the disk cache, in the background too
-    from primflow.backends import numba_codegen
+    from primflow.compiler import numba_codegen
 
     monkeypatch.setattr(numba_codegen, "_kernels", {})
     fresh = compile_program(fn, backend="auto")
@@ -127,7 +127,7 @@ def test_tiered_compile_can_be_switched_off(monkeypatch):
 
 @needs_numba
 def test_a_failing_background_compile_warns_and_keeps_the_numpy_code(tmp_path, monkeypatch):
-    from primflow.backends import numba_codegen
+    from primflow.compiler import numba_codegen
     from primflow.compiler import compile_program
 
     broken = tmp_path / "broken_worker.py"
@@ -298,13 +298,6 @@ def test_numba_schedules_groups_with_late_dependencies():
         np.testing.assert_array_equal(g, w)
 
 
-def test_numba_codegen_knows_which_primitives_are_views():
-    from primflow.backends import numba_codegen
-    from primflow.ir.passes.fuse import VIEWS
-
-    assert numba_codegen.VIEW_PRIMS == VIEWS
-
-
 @needs_numba
 def test_a_strided_program_input_reaches_a_contiguous_kernel_argument_correctly():
     # kernel inputs that are not views are compiled as C-contiguous; a strided program input
@@ -337,7 +330,7 @@ def test_jitted_wait_compiled_switches_to_the_numba_kernels():
 
 @needs_numba
 def test_an_unwritable_kernel_cache_warns_and_runs_numpy_code(tmp_path, monkeypatch):
-    from primflow.backends import numba_codegen
+    from primflow.compiler import numba_codegen
     from primflow.compiler import compile_program
 
     blocker = tmp_path / "not-a-folder"
@@ -353,7 +346,7 @@ def test_an_unwritable_kernel_cache_warns_and_runs_numpy_code(tmp_path, monkeypa
 
 @needs_numba
 def test_a_hanging_compile_worker_is_killed_after_the_timeout(tmp_path, monkeypatch):
-    from primflow.backends import numba_codegen
+    from primflow.compiler import numba_codegen
     from primflow.compiler import compile_program
 
     hang = tmp_path / "hanging_worker.py"
@@ -371,7 +364,7 @@ def test_a_hanging_compile_worker_is_killed_after_the_timeout(tmp_path, monkeypa
 
 @needs_numba
 def test_a_tampered_kernel_source_in_the_cache_is_rewritten_not_run(tmp_path, monkeypatch):
-    from primflow.backends import numba_codegen
+    from primflow.compiler import numba_codegen
     from primflow.compiler import compile_program
     from primflow.ir.passes import fuse as fuse_groups
 
@@ -391,7 +384,7 @@ def test_a_tampered_kernel_source_in_the_cache_is_rewritten_not_run(tmp_path, mo
 def test_calls_from_several_threads_across_the_switch_to_numba_are_correct(monkeypatch):
     import threading
 
-    from primflow.backends import numba_codegen
+    from primflow.compiler import numba_codegen
     from primflow.compiler import compile_program
 
     monkeypatch.setattr(numba_codegen, "_kernels", {})
@@ -504,7 +497,7 @@ def test_a_reshape_of_a_view_is_a_strided_kernel_input():
     """np.reshape of a broadcast stays a strided view: the kernel signature must accept any
     layout for it ("A"), else the launcher copies the array on every call; a reshape of a
     plain input stays contiguous ("C")."""
-    from primflow.backends import numba_codegen as nc
+    from primflow.compiler import numba_codegen as nc
 
     fn = parse("def f(%0: float64[4,8], %1: float64[8], %2: float64[32]):\n"
                "    %3: float64[4,8] = broadcast_in_dim(%1, shape=(4,8), "

@@ -163,7 +163,7 @@ def test_row_blocking_covers_most_of_the_opinfo_table(monkeypatch):
 
 
 def _has_numba():
-    from primflow.backends import numba_codegen
+    from primflow.compiler import numba_codegen
 
     return numba_codegen.available()
 

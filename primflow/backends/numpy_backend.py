@@ -43,9 +43,7 @@ def _rsqrt(x):
     return np.reciprocal(out, out=out)
 
 
-def _erf(x):
-    if _scipy_erf is not None:
-        return _scipy_erf(x)
+def _erf(x):  # used without SciPy only
     return _math_erf(x).astype(x.dtype)
 
 
@@ -215,8 +213,8 @@ KERNELS = {
     # elementwise unary
     "neg": np.negative, "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1,
     "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "sqrt": np.sqrt, "rsqrt": _rsqrt,
-    "abs": np.abs, "sign": np.sign, "erf": _erf, "logistic": _logistic, "floor": np.floor,
-    "ceil": np.ceil, "round": np.round, "integer_pow": _integer_pow,
+    "abs": np.abs, "sign": np.sign, "erf": _erf if _scipy_erf is None else _scipy_erf,
+    "logistic": _logistic, "floor": np.floor, "ceil": np.ceil, "round": np.rint, "integer_pow": _integer_pow,
     # elementwise binary
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
     "maximum": np.maximum, "minimum": np.minimum, "atan2": np.arctan2,

@@ -5,7 +5,7 @@
 
 1. fusion grouping (``ir.passes.fuse``) finds elementwise chains and reductions with their
    producers; with numba available, large arithmetic-only groups become numba kernels
-   (``backends/numba_codegen.py``), the others stay NumPy;
+   (``compiler/numba_codegen.py``), the others stay NumPy;
 2. memory planning (``ir.passes.plan_memory``) gives every computed value a reusable
    buffer unless it leaves the program (a numba kernel is planned as one unit: the buffers
    it reads are not reused for its own results);
@@ -24,8 +24,8 @@ import linecache
 import math
 import threading
 
-from ..backends import numpy_codegen as npc
 from ..core.config import config
+from . import numpy_codegen as npc
 from ..ir import CONSTANT, IMPURE, Function, Operation, evaluate
 from ..ir.passes import fuse, plan_memory, run_pipeline
 from ..ir.passes.fuse import ELEMENTWISE, TRANSCENDENTAL, VIEWS
@@ -168,7 +168,7 @@ def compile_program(fn, backend=None, blocking=None, tiered=None) -> Executable:
             return blocked
     use_numba = False
     if backend in ("numba", "auto"):
-        from ..backends import numba_codegen
+        from . import numba_codegen
 
         use_numba = numba_codegen.available()
         if not use_numba and backend == "numba":
@@ -315,7 +315,7 @@ def _tiered(exe, fn, groups, numba_groups, backend):
     spend seconds in its first call; this way the first call costs what generating NumPy
     code costs, and the second core compiles. Kernels already in the disk cache (a second
     process) are loaded by a background thread, which still takes 30-50 ms a kernel."""
-    from ..backends import numba_codegen
+    from . import numba_codegen
 
     pending = exe._pending = _Pending()
 
@@ -389,7 +389,7 @@ def _generate(fn, groups, numba_groups, backend):
             continue
         if op.prim in ("full", "iota"):  # computed once, shared (never written in place)
             var[op.out] = f"c{name}"
-            ns[f"c{name}"] = npc.KERNELS[op.prim](**op.params)
+            ns[f"c{name}"] = ns[f"K_{op.prim}"](**op.params)
             if op.prim == "full":  # elementwise consumers broadcast a scalar instead
                 scalar[op.out] = f"s{name}"
                 ns[f"s{name}"] = npc.scalar(op.params["value"], op.params["dtype"])
@@ -399,7 +399,7 @@ def _generate(fn, groups, numba_groups, backend):
         if id(op) in skip:
             if id(op) in kernel_of:
                 g, k = kernel_of[id(op)]
-                from ..backends import numba_codegen
+                from . import numba_codegen
 
                 kernel = numba_codegen.compile_group(g)
                 compiled_kernels.append(kernel)
@@ -460,7 +460,7 @@ def _views_only_kernels_see_through(fn, skip, kernel_groups):
     only cost a call per block."""
     if not kernel_groups:
         return set()
-    from ..backends import numba_codegen
+    from . import numba_codegen
 
     read = set(fn.outputs)
     for g in kernel_groups:

@@ -8,6 +8,8 @@ batched. Most rules move the batch dim to the front and shift the params by one.
 
 from __future__ import annotations
 
+from ..core.primitive import RuleTemplate
+
 
 def move_to_front(x, bdim):
     """``x`` with dim ``bdim`` moved to position 0."""
@@ -48,9 +50,7 @@ def all_front(vals, bdims):
     return [with_batch_front(v, b, size) for v, b in zip(vals, bdims)]
 
 
-def elementwise_batch(prim):
-    """Batching rule of an elementwise primitive (any number of same-shaped inputs)."""
-
+def _make_elementwise_batch(prim):
     def rule(vals, bdims, **params):
         first = next(b for b in bdims if b is not None)
         if all(b == first for b in bdims):
@@ -60,10 +60,38 @@ def elementwise_batch(prim):
     return rule
 
 
+def _make_axes_batch(prim):
+    def rule(vals, bdims, *, axes):  # batch to the front, reduced axes shift by one
+        return prim.bind(move_to_front(vals[0], bdims[0]), axes=shift_axes(axes)), 0
+
+    return rule
+
+
+def _make_axis_batch(prim):
+    def rule(vals, bdims, *, axis, **params):
+        return prim.bind(move_to_front(vals[0], bdims[0]), axis=axis + 1, **params), 0
+
+    return rule
+
+
+# batching rule of an elementwise primitive (any number of same-shaped inputs)
+elementwise_batch = RuleTemplate(_make_elementwise_batch)
+# of a reduction over ``axes`` and of an operation along one ``axis`` (one input)
+axes_batch = RuleTemplate(_make_axes_batch)
+axis_batch = RuleTemplate(_make_axis_batch)
+
+
 def shift_axes(axes):
     return tuple(a + 1 for a in axes)
 
 
-# Imported last: shape.py's own rules import this module, and nothing above runs shape code
-# at import time (the functions look `sh` up when called).
-from . import shape as sh  # noqa: E402
+class _ShapePrims:
+    """The shape primitives, looked up when a rule runs: shape.py imports this module
+    (through families.py), so it cannot be imported here at import time."""
+
+    def __getattr__(self, name):
+        from . import shape  # noqa: PLC0415 - import cycle, see the class docstring
+        return getattr(shape, name)
+
+
+sh = _ShapePrims()

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 from ..backends import get_backend
-from ..core.primitive import NonDifferentiableError
+from ..core.primitive import RuleTemplate
 from ..core.state import state
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
@@ -86,49 +86,26 @@ def full_series(series_i, primal, order):
     return series_i if series_i is not None else [primal] + [None] * order
 
 
-# ---- generic rules -------------------------------------------------------------------------
+# ---- generic rules (templates: each is specialised to the primitive declaring it) ---------
 
-def linear_rule(prim, static_inputs=()):
-    """Taylor rule of a primitive linear (jointly) in its non-static inputs: apply the
-    primitive to each coefficient. ``static_inputs`` (indices, predicates, ...) stay fixed."""
-
-    def rule(primals, series, out=None, **params):
-        order = order_of(series)
-        out = prim.bind(*primals, **params) if out is None else out
-        out_series = [out]
-        for k in range(1, order + 1):
-            coeffs = [None if i in static_inputs or s is None else s[k]
-                      for i, s in enumerate(series)]
-            if all(c is None for i, c in enumerate(coeffs) if i not in static_inputs):
-                out_series.append(None)
-                continue
-            args = [primals[i] if i in static_inputs else
-                    (c if c is not None else zeros_like(primals[i]))
-                    for i, c in enumerate(coeffs)]
-            out_series.append(prim.bind(*args, **params))
-        return out, out_series
-
-    return rule
-
-
-def sum_rule(prim, combine):
+def sum_rule(combine):
     """Taylor rule of add or sub (``combine`` is ``add`` or ``sub`` above): coefficient-wise,
     where a missing side is an exact zero, so ``x + c`` for a constant ``c`` passes x's
     coefficients through instead of adding zeros to them."""
 
-    def rule(primals, series, out=None, **params):
-        order = order_of(series)
-        out = prim.bind(*primals, **params) if out is None else out
-        xs, ys = (s if s is not None else [None] * (order + 1) for s in series)
-        return out, [out] + [combine(a, b) for a, b in zip(xs[1:], ys[1:])]
+    def make(prim):
+        def rule(primals, series, out=None, **params):
+            order = order_of(series)
+            out = prim.bind(*primals, **params) if out is None else out
+            xs, ys = (s if s is not None else [None] * (order + 1) for s in series)
+            return out, [out] + [combine(a, b) for a, b in zip(xs[1:], ys[1:])]
 
-    return rule
+        return rule
+
+    return RuleTemplate(make)
 
 
-def bilinear_rule(prim):
-    """Taylor rule of a bilinear primitive (mul, dot_general): the Cauchy product
-    ``z[k] = sum_j prim(x[j], y[k-j])``."""
-
+def _make_bilinear(prim):
     def rule(primals, series, out=None, **params):
         order = order_of(series)
         xs = full_series(series[0], primals[0], order)
@@ -146,28 +123,15 @@ def bilinear_rule(prim):
     return rule
 
 
-def no_series_rule(prim):
-    """Rule of a primitive whose output is integer or bool: nothing to propagate."""
-
-    def rule(primals, series, out=None, **params):
-        return (prim.bind(*primals, **params) if out is None else out), None
-
-    return rule
-
-
-def nondifferentiable_rule(prim):
-    def rule(primals, series, out=None, **params):
-        raise NonDifferentiableError(
-            f"primitive '{prim.name}' is not differentiable, so it has no Taylor series; "
-            f"detach its input if constant coefficients are meant")
-
-    return rule
+# Taylor rule of a bilinear primitive (mul, dot_general): the Cauchy product
+# ``z[k] = sum_j prim(x[j], y[k-j])``
+bilinear_rule = RuleTemplate(_make_bilinear)
 
 
 def unary_rule(recurrence):
-    """Wraps ``recurrence(xs, z0, x0) -> zs`` (a list from index 0) as a unary rule whose
-    primal is computed by ``prim``. The backend's fused kernel for ``prim`` replaces the
-    recurrence where ``kernel_series`` allows it."""
+    """Taylor rule of a unary primitive from ``recurrence(xs, z0, x0, **params) -> zs`` (a
+    list from index 0); the primitive computes the primal. The backend's fused kernel for
+    the primitive replaces the recurrence where ``kernel_series`` allows it."""
 
     def make(prim):
         def rule(primals, series, out=None, **params):
@@ -180,7 +144,7 @@ def unary_rule(recurrence):
 
         return rule
 
-    return make
+    return RuleTemplate(make)
 
 
 def kernel_series(name, x0, z0, xs, params, top_weights=None):

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive, PrimitiveError
-from . import _taylor as tl
-from ._batching import elementwise_batch
 from ._util import binary_infer, zeros_like
-
-_F = "compare"
+from .families import COMPARE
 
 
 def _compare(name):
-    return Primitive(name, family=_F, infer=binary_infer(name, out_dtype=dtypes.bool_),
-                     jvp=None, vjp=None, doc=f"elementwise {name} -> bool")
+    return Primitive(name, family=COMPARE, infer=binary_infer(name, out_dtype=dtypes.bool_),
+                     differentiable=False, doc=f"elementwise {name} -> bool")
 
 
 eq = _compare("eq")
@@ -42,12 +39,12 @@ def _logical_infer(name):
     return infer
 
 
-logical_and = Primitive("logical_and", family=_F, infer=_logical_infer("logical_and"),
-                        jvp=None, vjp=None)
-logical_or = Primitive("logical_or", family=_F, infer=_logical_infer("logical_or"),
-                       jvp=None, vjp=None)
-logical_not = Primitive("logical_not", family=_F, infer=_logical_infer("logical_not"),
-                        jvp=None, vjp=None)
+logical_and = Primitive("logical_and", family=COMPARE, infer=_logical_infer("logical_and"),
+                        differentiable=False, doc="x and y, elementwise")
+logical_or = Primitive("logical_or", family=COMPARE, infer=_logical_infer("logical_or"),
+                       differentiable=False, doc="x or y, elementwise")
+logical_not = Primitive("logical_not", family=COMPARE, infer=_logical_infer("logical_not"),
+                        differentiable=False, doc="not x, elementwise")
 
 
 def _select_infer(pred, on_true, on_false):
@@ -62,18 +59,17 @@ def _select_infer(pred, on_true, on_false):
     return Aval(on_true.shape, on_true.dtype)
 
 
-def _select_true_rule(g, out, pred, on_true, on_false):
+def _select_true_transpose(g, out, pred, on_true, on_false):
     return select(pred, g, zeros_like(g))
 
 
-def _select_false_rule(g, out, pred, on_true, on_false):
+def _select_false_transpose(g, out, pred, on_true, on_false):
     return select(pred, zeros_like(g), g)
 
 
-select = Primitive("select", family=_F, infer=_select_infer,
-                   jvp=(None, _select_true_rule, _select_false_rule),
-                   vjp=(None, _select_true_rule, _select_false_rule),
-                   saves_inputs=(0,),  # the branches' values are never read
+# linear in the two branches (the predicate is static: its transpose entry is None)
+select = Primitive("select", family=COMPARE, infer=_select_infer, linear=True,
+                   transpose=(None, _select_true_transpose, _select_false_transpose),
                    doc="where(pred, on_true, on_false), elementwise")
 
 
@@ -81,26 +77,10 @@ def _convert_infer(x, *, dtype):
     return Aval(x.shape, dtype)
 
 
-def _convert_jvp(g, out, x, *, dtype):
-    return convert_element_type(g, dtype=dtype)
-
-
-def _convert_vjp(g, out, x, *, dtype):
+def _convert_transpose(g, out, x, *, dtype):
     return convert_element_type(g, dtype=x.dtype)
 
 
 convert_element_type = Primitive(
-    "convert_element_type", family=_F, infer=_convert_infer,
-    jvp=(_convert_jvp,), vjp=(_convert_vjp,), saves_inputs=(), doc="cast to another dtype")
-
-# every primitive in this file is elementwise: one generic batching rule
-for _prim in (eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_not, select,
-              convert_element_type):
-    _prim.batch = elementwise_batch(_prim)
-
-# Taylor rules: bool results carry no series; select and casts are linear in the values
-for _prim in (eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_not):
-    _prim.taylor = tl.no_series_rule(_prim)
-select.taylor = tl.linear_rule(select, static_inputs=(0,))
-convert_element_type.taylor = tl.linear_rule(convert_element_type)
-select.linear = convert_element_type.linear = True  # select: in the two branches
+    "convert_element_type", family=COMPARE, infer=_convert_infer, linear=True,
+    transpose=(_convert_transpose,), doc="cast to another dtype")

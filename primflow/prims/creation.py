@@ -1,20 +1,20 @@
 """Primitives that create tensors from parameters alone: full, iota and random draws.
 
-They have no tensor inputs, hence no derivative rules to give (empty rule tuples).
+They have no tensor inputs, hence no derivative rules to give (their families are nullary:
+the rules are empty and the Taylor rule is a constant).
 """
 
 from __future__ import annotations
 
 from ..core.primitive import Aval, Primitive
-
-_F = "creation"
+from .families import CREATION, RANDOM
 
 
 def _full_infer(*, shape, value, dtype):
     return Aval(shape, dtype)
 
 
-full = Primitive("full", family=_F, infer=_full_infer, jvp=(), vjp=(),
+full = Primitive("full", family=CREATION, infer=_full_infer,
                  doc="a tensor of `shape` filled with `value`")
 
 
@@ -22,7 +22,7 @@ def _iota_infer(*, shape, dtype, dimension):
     return Aval(shape, dtype)
 
 
-iota = Primitive("iota", family=_F, infer=_iota_infer, jvp=(), vjp=(),
+iota = Primitive("iota", family=CREATION, infer=_iota_infer,
                  doc="0, 1, 2, ... along `dimension`, broadcast to `shape`")
 
 
@@ -32,20 +32,8 @@ def _random_infer(*, shape, dtype, key):
     return Aval(shape, dtype)
 
 
-random_uniform = Primitive("random_uniform", family=_F, infer=_random_infer, jvp=(), vjp=(),
+random_uniform = Primitive("random_uniform", family=RANDOM, infer=_random_infer,
                            doc="uniform draws in [0, 1), a pure function of `key`")
-random_normal = Primitive("random_normal", family=_F, infer=_random_infer, jvp=(), vjp=(),
+random_normal = Primitive("random_normal", family=RANDOM, infer=_random_infer,
                           doc="standard normal draws, a pure function of `key`")
 
-
-
-def _constant_taylor(prim):
-    # no tensor inputs: the output is a constant along any path (no series)
-    def rule(primals, series, out=None, **params):
-        return (prim.bind(**params) if out is None else out), None
-
-    return rule
-
-
-for _prim in (full, iota, random_uniform, random_normal):
-    _prim.taylor = _constant_taylor(_prim)

@@ -1,194 +1,116 @@
 """Elementwise primitives: unary math and binary arithmetic.
 
 Binary primitives take two tensors of the same shape and dtype; broadcasting and type
-promotion happen in ``primflow.ops``. Each primitive's rules sit beside it:
-``jvp``/``vjp`` are tuples with one rule per input, ``rule(g, out, *primals, **params)``.
+promotion happen in ``primflow.ops``. Each primitive is one declaration (see
+``core/primitive.py``): its Jacobian is diagonal, so its ``jvp`` rules (one per input,
+``rule(t, out, *primals, **params)``) are also its vjp rules; the Taylor recurrences are
+built from ``_taylor.py``.
 """
 
 from __future__ import annotations
 
 import math
 
-from ..core.primitive import Primitive
+from ..core.primitive import Primitive, RuleTemplate
 from . import _taylor as tl, compare
-from ._batching import elementwise_batch
 from ._util import binary_infer, float_unary_infer, full_like, same_aval, zeros_like
+from .families import ELEMENTWISE_BINARY, ELEMENTWISE_TRANSCENDENTAL, ELEMENTWISE_UNARY
 
-_F = "elementwise"
-
-
-def _unary(name, jvp, vjp=None, saves_out=False, infer=None, doc="", saves_inputs=None):
-    """A unary primitive whose vjp equals its jvp (true for every elementwise unary op:
-    the Jacobian is diagonal, hence symmetric)."""
-    prim = Primitive(name, family=_F, infer=infer or float_unary_infer(name),
-                     jvp=None if jvp is None else (jvp,),
-                     vjp=None if jvp is None else ((vjp or jvp),),
-                     saves_out=saves_out, saves_inputs=saves_inputs, doc=doc)
-    prim.batch = elementwise_batch(prim)
-    return prim
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
 # ---- unary ---------------------------------------------------------------------------------
 
-neg = _unary("neg", lambda g, out, x: neg(g), infer=same_aval, doc="-x", saves_inputs=())
+def _neg_transpose(g, out, x):
+    return neg(g)
 
-exp = _unary("exp", lambda g, out, x: mul(g, out), saves_out=True, doc="e**x")
 
-log = _unary("log", lambda g, out, x: div(g, x), doc="natural logarithm")
+neg = Primitive("neg", family=ELEMENTWISE_UNARY, infer=same_aval, linear=True,
+                transpose=(_neg_transpose,), doc="-x")
 
-log1p = _unary("log1p", lambda g, out, x: div(g, add(x, full_like(x, 1.0))), doc="log(1 + x)")
 
-# d expm1 = exp(x) = out + 1
-expm1 = _unary("expm1", lambda g, out, x: mul(g, add(out, full_like(out, 1.0))),
-               saves_out=True, doc="exp(x) - 1")
+def _exp_jvp(g, out, x):
+    return mul(g, out)
 
-sin = _unary("sin", lambda g, out, x: mul(g, cos(x)), doc="sine")
 
-cos = _unary("cos", lambda g, out, x: neg(mul(g, sin(x))), doc="cosine")
+exp = Primitive("exp", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer("exp"),
+                jvp=(_exp_jvp,), saves_out=True,
+                taylor=tl.unary_rule(lambda xs, z0, x0: tl.exp_series(xs, z0)), doc="e**x")
+
+
+def _log_jvp(g, out, x):
+    return div(g, x)
+
+
+log = Primitive("log", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer("log"),
+                jvp=(_log_jvp,), taylor=tl.unary_rule(lambda xs, z0, x0: tl.log_series(xs, z0)),
+                doc="natural logarithm")
+
+
+def _log1p_jvp(g, out, x):
+    return div(g, add(x, full_like(x, 1.0)))
+
+
+def _log1p_series(xs, z0, x0):
+    return tl.log_series([add(x0, full_like(x0, 1.0))] + xs[1:], z0)
+
+
+log1p = Primitive("log1p", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer("log1p"),
+                  jvp=(_log1p_jvp,), taylor=tl.unary_rule(_log1p_series), doc="log(1 + x)")
+
+
+def _expm1_jvp(g, out, x):  # d expm1 = exp(x) = out + 1
+    return mul(g, add(out, full_like(out, 1.0)))
+
+
+def _expm1_series(xs, z0, x0):
+    return [z0] + tl.exp_series(xs, add(z0, full_like(z0, 1.0)))[1:]
+
+
+expm1 = Primitive("expm1", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer("expm1"),
+                  jvp=(_expm1_jvp,), saves_out=True, taylor=tl.unary_rule(_expm1_series),
+                  doc="exp(x) - 1")
+
+
+def _sin_jvp(g, out, x):
+    return mul(g, cos(x))
+
+
+sin = Primitive("sin", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer("sin"),
+                jvp=(_sin_jvp,), taylor=tl.unary_rule(
+                    lambda xs, z0, x0: tl.sincos_series(xs, z0, cos(x0))[0]), doc="sine")
+
+
+def _cos_jvp(g, out, x):
+    return neg(mul(g, sin(x)))
+
+
+cos = Primitive("cos", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer("cos"),
+                jvp=(_cos_jvp,), taylor=tl.unary_rule(
+                    lambda xs, z0, x0: tl.sincos_series(xs, sin(x0), z0)[1]), doc="cosine")
+
 
 # d tanh = 1 - tanh^2, reusing the saved output
 # integer_pow (not mul(out, out)): its own rule multiplies by the small factor 2 out first, so
 # differentiating this rule again (Hessians) makes fewer passes over large tangents.
-tanh = _unary("tanh", lambda g, out, x: mul(g, sub(full_like(out, 1.0), integer_pow(out, y=2))),
-              saves_out=True, doc="hyperbolic tangent")
-
-# d sqrt(x) = 1 / (2 sqrt(x))
-sqrt = _unary("sqrt", lambda g, out, x: div(g, mul(full_like(out, 2.0), out)),
-              saves_out=True, doc="square root")
-
-# d x^(-1/2) = -1/2 x^(-3/2) = -1/2 * out / x
-rsqrt = _unary("rsqrt", lambda g, out, x: mul(g, mul(full_like(x, -0.5), div(out, x))),
-               saves_out=True, doc="1 / sqrt(x)")
+def _tanh_jvp(g, out, x):
+    return mul(g, sub(full_like(out, 1.0), integer_pow(out, y=2)))
 
 
-def _abs_rule(g, out, x):
-    # sign(x) * g without the sign primitive (which is non-differentiable): 0 at x == 0.
-    zero = zeros_like(x)
-    return compare.select(compare.gt(x, zero), g,
-                          compare.select(compare.lt(x, zero), neg(g), zeros_like(g)))
+def _tanh_w(zs, m):  # tanh' = 1 - tanh^2, as a series in the output's coefficients
+    return sub(full_like(zs[0], 1.0), mul(zs[0], zs[0])) if m == 0 else tl.scale(
+        tl.square_coefficient(zs, m), -1.0)
 
 
-abs = _unary("abs", _abs_rule, infer=same_aval, doc="|x|")  # noqa: A001 - primitive name
-
-_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-
-# d erf = 2/sqrt(pi) exp(-x^2)
-erf = _unary("erf", lambda g, out, x: mul(
-    g, mul(full_like(x, _TWO_OVER_SQRT_PI), exp(neg(mul(x, x))))), doc="error function")
-
-# d logistic = s (1 - s)
-logistic = _unary("logistic", lambda g, out, x: mul(
-    g, mul(out, sub(full_like(out, 1.0), out))), saves_out=True, doc="1 / (1 + exp(-x))")
-
-# Step functions: the derivative is zero almost everywhere and undefined at the jumps. A
-# silent zero gradient is a classic bug in training code, so asking for one raises
-# NonDifferentiableError; detach the input to state that a zero gradient is intended.
-sign = _unary("sign", None, infer=same_aval, doc="-1, 0 or 1 (not differentiable)")
-floor = _unary("floor", None, doc="round down (not differentiable)")
-ceil = _unary("ceil", None, doc="round up (not differentiable)")
-round = _unary("round", None, doc="round half to even (not differentiable)")  # noqa: A001
+tanh = Primitive("tanh", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer("tanh"),
+                 jvp=(_tanh_jvp,), saves_out=True, taylor=tl.unary_rule(
+                     lambda xs, z0, x0: tl.derivative_product_series(xs, z0, _tanh_w)),
+                 doc="hyperbolic tangent")
 
 
-def _integer_pow_infer(x, *, y):
-    if not isinstance(y, int):
-        raise TypeError(f"integer_pow needs an int exponent, got {y!r}")
-    if y < 0 and not x.dtype.is_floating:
-        raise TypeError("integer_pow: negative exponents need a floating tensor")
-    return same_aval(x)
+def _sqrt_jvp(g, out, x):  # d sqrt(x) = 1 / (2 sqrt(x))
+    return div(g, mul(full_like(out, 2.0), out))
 
-
-def _integer_pow_rule(g, out, x, *, y):
-    if y == 0:
-        return zeros_like(g)
-    lower = x if y == 2 else (full_like(x, 1.0) if y == 1 else integer_pow(x, y=y - 1))
-    return mul(g, mul(full_like(x, float(y)), lower))
-
-
-integer_pow = Primitive("integer_pow", family=_F, infer=_integer_pow_infer,
-                        jvp=(_integer_pow_rule,), vjp=(_integer_pow_rule,),
-                        doc="x ** y for a static integer y")
-integer_pow.batch = elementwise_batch(integer_pow)
-
-
-# ---- binary --------------------------------------------------------------------------------
-
-def _binary(name, jvp, vjp, saves_out=False, saves_inputs=None):
-    prim = Primitive(name, family=_F, infer=binary_infer(name), jvp=jvp, vjp=vjp,
-                     saves_out=saves_out, saves_inputs=saves_inputs)
-    prim.batch = elementwise_batch(prim)
-    return prim
-
-
-add = _binary("add",
-              jvp=(lambda g, out, x, y: g, lambda g, out, x, y: g),
-              vjp=(lambda g, out, x, y: g, lambda g, out, x, y: g), saves_inputs=())
-
-sub = _binary("sub",
-              jvp=(lambda g, out, x, y: g, lambda g, out, x, y: neg(g)),
-              vjp=(lambda g, out, x, y: g, lambda g, out, x, y: neg(g)), saves_inputs=())
-
-mul = _binary("mul",
-              jvp=(lambda g, out, x, y: mul(g, y), lambda g, out, x, y: mul(x, g)),
-              vjp=(lambda g, out, x, y: mul(g, y), lambda g, out, x, y: mul(x, g)))
-
-# d(x/y)/dy = -x/y^2 = -out/y
-div = _binary("div",
-              jvp=(lambda g, out, x, y: div(g, y),
-                   lambda g, out, x, y: neg(div(mul(g, out), y))),
-              vjp=(lambda g, out, x, y: div(g, y),
-                   lambda g, out, x, y: neg(div(mul(g, out), y))),
-              saves_out=True)
-
-
-def _pow_x_rule(g, out, x, y):
-    # y * x^(y-1)
-    return mul(g, mul(y, pow(x, sub(y, full_like(y, 1.0)))))
-
-
-def _pow_y_rule(g, out, x, y):
-    # x^y log(x); defined as 0 where x == 0 (the limit from the right for y > 0)
-    zero = zeros_like(x)
-    safe_log = compare.select(compare.eq(x, zero), zero, log(
-        compare.select(compare.eq(x, zero), full_like(x, 1.0), x)))
-    return mul(g, mul(out, safe_log))
-
-
-pow = _binary("pow", jvp=(_pow_x_rule, _pow_y_rule), vjp=(_pow_x_rule, _pow_y_rule),  # noqa: A001
-              saves_out=True)
-
-
-def _minmax_rules(winner):
-    # Gradient goes to the winning input; ties split it evenly (as JAX and PyTorch do).
-    def x_rule(g, out, x, y):
-        half = mul(g, full_like(g, 0.5))
-        return compare.select(winner(x, y), g, compare.select(compare.eq(x, y), half,
-                                                              zeros_like(g)))
-
-    def y_rule(g, out, x, y):
-        half = mul(g, full_like(g, 0.5))
-        return compare.select(winner(y, x), g, compare.select(compare.eq(x, y), half,
-                                                              zeros_like(g)))
-
-    return (x_rule, y_rule)
-
-
-maximum = _binary("maximum", jvp=_minmax_rules(compare.gt), vjp=_minmax_rules(compare.gt))
-minimum = _binary("minimum", jvp=_minmax_rules(compare.lt), vjp=_minmax_rules(compare.lt))
-
-
-# atan2(x, y) = angle of (y, x): d/dx = y / (x^2 + y^2), d/dy = -x / (x^2 + y^2)
-def _atan2_x_rule(g, out, x, y):
-    return div(mul(g, y), add(mul(x, x), mul(y, y)))
-
-
-def _atan2_y_rule(g, out, x, y):
-    return neg(div(mul(g, x), add(mul(x, x), mul(y, y))))
-
-
-atan2 = _binary("atan2", jvp=(_atan2_x_rule, _atan2_y_rule), vjp=(_atan2_x_rule, _atan2_y_rule))
-
-
-# ---- Taylor rules: truncated series through each primitive (builders in _taylor.py) --------
 
 def _sqrt_series(xs, z0, x0):
     # z^2 = x: z[k] = (x[k] - sum_{j=1..k-1} z[j] z[k-j]) / (2 z[0])
@@ -202,13 +124,38 @@ def _sqrt_series(xs, z0, x0):
     return zs
 
 
-def _tanh_w(zs, m):  # tanh' = 1 - tanh^2, as a series in the output's coefficients
-    return sub(full_like(zs[0], 1.0), mul(zs[0], zs[0])) if m == 0 else tl.scale(
-        tl.square_coefficient(zs, m), -1.0)
+sqrt = Primitive("sqrt", family=ELEMENTWISE_UNARY, infer=float_unary_infer("sqrt"),
+                 jvp=(_sqrt_jvp,), saves_out=True, taylor=tl.unary_rule(_sqrt_series),
+                 doc="square root")
 
 
-def _logistic_w(zs, m):  # logistic' = s - s^2
-    return tl.sub(zs[m], tl.square_coefficient(zs, m))
+def _rsqrt_jvp(g, out, x):  # d x^(-1/2) = -1/2 x^(-3/2) = -1/2 * out / x
+    return mul(g, mul(full_like(x, -0.5), div(out, x)))
+
+
+rsqrt = Primitive("rsqrt", family=ELEMENTWISE_UNARY, infer=float_unary_infer("rsqrt"),
+                  jvp=(_rsqrt_jvp,), saves_out=True, taylor=tl.unary_rule(
+                      lambda xs, z0, x0: tl.power_series(xs, z0, -0.5)), doc="1 / sqrt(x)")
+
+
+def _abs_jvp(g, out, x):
+    # sign(x) * g without the sign primitive (which is non-differentiable): 0 at x == 0.
+    zero = zeros_like(x)
+    return compare.select(compare.gt(x, zero), g,
+                          compare.select(compare.lt(x, zero), neg(g), zeros_like(g)))
+
+
+def _abs_series(xs, z0, x0):
+    negated = [None if c is None else neg(c) for c in xs]
+    return [z0] + tl.select_series(compare.ge(x0, zeros_like(x0)), xs, negated)[1:]
+
+
+abs = Primitive("abs", family=ELEMENTWISE_UNARY, infer=same_aval,  # noqa: A001 - prim name
+                jvp=(_abs_jvp,), taylor=tl.unary_rule(_abs_series), doc="|x|")
+
+
+def _erf_jvp(g, out, x):  # d erf = 2/sqrt(pi) exp(-x^2)
+    return mul(g, mul(full_like(x, _TWO_OVER_SQRT_PI), exp(neg(mul(x, x)))))
 
 
 def _erf_series(xs, z0, x0):
@@ -224,30 +171,50 @@ def _erf_series(xs, z0, x0):
     return zs
 
 
-def _abs_series(xs, z0, x0):
-    negated = [None if c is None else neg(c) for c in xs]
-    return [z0] + tl.select_series(compare.ge(x0, zeros_like(x0)), xs, negated)[1:]
+erf = Primitive("erf", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer("erf"),
+                jvp=(_erf_jvp,), taylor=tl.unary_rule(_erf_series), doc="error function")
 
 
-neg.taylor = tl.linear_rule(neg)
-exp.taylor = tl.unary_rule(lambda xs, z0, x0: tl.exp_series(xs, z0))(exp)
-log.taylor = tl.unary_rule(lambda xs, z0, x0: tl.log_series(xs, z0))(log)
-log1p.taylor = tl.unary_rule(lambda xs, z0, x0: tl.log_series(
-    [add(x0, full_like(x0, 1.0))] + xs[1:], z0))(log1p)
-expm1.taylor = tl.unary_rule(lambda xs, z0, x0: [z0] + tl.exp_series(
-    xs, add(z0, full_like(z0, 1.0)))[1:])(expm1)
-sin.taylor = tl.unary_rule(lambda xs, z0, x0: tl.sincos_series(xs, z0, cos(x0))[0])(sin)
-cos.taylor = tl.unary_rule(lambda xs, z0, x0: tl.sincos_series(xs, sin(x0), z0)[1])(cos)
-tanh.taylor = tl.unary_rule(lambda xs, z0, x0: tl.derivative_product_series(
-    xs, z0, _tanh_w))(tanh)
-logistic.taylor = tl.unary_rule(lambda xs, z0, x0: tl.derivative_product_series(
-    xs, z0, _logistic_w))(logistic)
-sqrt.taylor = tl.unary_rule(_sqrt_series)(sqrt)
-rsqrt.taylor = tl.unary_rule(lambda xs, z0, x0: tl.power_series(xs, z0, -0.5))(rsqrt)
-erf.taylor = tl.unary_rule(_erf_series)(erf)
-abs.taylor = tl.unary_rule(_abs_series)(abs)
-for _prim in (sign, floor, ceil, round):
-    _prim.taylor = tl.nondifferentiable_rule(_prim)
+def _logistic_jvp(g, out, x):  # d logistic = s (1 - s)
+    return mul(g, mul(out, sub(full_like(out, 1.0), out)))
+
+
+def _logistic_w(zs, m):  # logistic' = s - s^2
+    return tl.sub(zs[m], tl.square_coefficient(zs, m))
+
+
+logistic = Primitive("logistic", family=ELEMENTWISE_TRANSCENDENTAL,
+                     infer=float_unary_infer("logistic"), jvp=(_logistic_jvp,), saves_out=True,
+                     taylor=tl.unary_rule(lambda xs, z0, x0: tl.derivative_product_series(
+                         xs, z0, _logistic_w)), doc="1 / (1 + exp(-x))")
+
+# Step functions: the derivative is zero almost everywhere and undefined at the jumps. A
+# silent zero gradient is a classic bug in training code, so asking for one raises
+# NonDifferentiableError; detach the input to state that a zero gradient is intended.
+sign = Primitive("sign", family=ELEMENTWISE_UNARY, infer=same_aval, differentiable=False,
+                 doc="-1, 0 or 1 (not differentiable)")
+floor = Primitive("floor", family=ELEMENTWISE_UNARY, infer=float_unary_infer("floor"),
+                  differentiable=False, doc="round down (not differentiable)")
+ceil = Primitive("ceil", family=ELEMENTWISE_UNARY, infer=float_unary_infer("ceil"),
+                 differentiable=False, doc="round up (not differentiable)")
+round = Primitive("round", family=ELEMENTWISE_UNARY,  # noqa: A001 - primitive name
+                  infer=float_unary_infer("round"), differentiable=False,
+                  doc="round half to even (not differentiable)")
+
+
+def _integer_pow_infer(x, *, y):
+    if not isinstance(y, int):
+        raise TypeError(f"integer_pow needs an int exponent, got {y!r}")
+    if y < 0 and not x.dtype.is_floating:
+        raise TypeError("integer_pow: negative exponents need a floating tensor")
+    return same_aval(x)
+
+
+def _integer_pow_jvp(g, out, x, *, y):
+    if y == 0:
+        return zeros_like(g)
+    lower = x if y == 2 else (full_like(x, 1.0) if y == 1 else integer_pow(x, y=y - 1))
+    return mul(g, mul(full_like(x, float(y)), lower))
 
 
 def _integer_pow_series(xs, z0, x0, *, y):
@@ -267,12 +234,50 @@ def _integer_pow_series(xs, z0, x0, *, y):
     return [z0] + result[1:]
 
 
-integer_pow.taylor = tl.unary_rule(_integer_pow_series)(integer_pow)
-add.taylor = tl.sum_rule(add, tl.add)
-sub.taylor = tl.sum_rule(sub, tl.sub)
-mul.taylor = tl.bilinear_rule(mul)
-neg.linear = add.linear = sub.linear = True
-mul.linear_in = frozenset((0, 1))
+integer_pow = Primitive("integer_pow", family=ELEMENTWISE_UNARY, infer=_integer_pow_infer,
+                        jvp=(_integer_pow_jvp,), taylor=tl.unary_rule(_integer_pow_series),
+                        doc="x ** y for a static integer y")
+
+
+# ---- binary --------------------------------------------------------------------------------
+
+def _add_transpose(g, out, x, y):
+    return g
+
+
+add = Primitive("add", family=ELEMENTWISE_BINARY, infer=binary_infer("add"), linear=True,
+                transpose=(_add_transpose, _add_transpose), taylor=tl.sum_rule(tl.add),
+                doc="x + y")
+
+
+def _sub_y_transpose(g, out, x, y):
+    return neg(g)
+
+
+sub = Primitive("sub", family=ELEMENTWISE_BINARY, infer=binary_infer("sub"), linear=True,
+                transpose=(_add_transpose, _sub_y_transpose), taylor=tl.sum_rule(tl.sub),
+                doc="x - y")
+
+
+def _mul_x_jvp(g, out, x, y):
+    return mul(g, y)
+
+
+def _mul_y_jvp(g, out, x, y):
+    return mul(x, g)
+
+
+mul = Primitive("mul", family=ELEMENTWISE_BINARY, infer=binary_infer("mul"),
+                jvp=(_mul_x_jvp, _mul_y_jvp), linear_in=(0, 1), taylor=tl.bilinear_rule,
+                doc="x * y")
+
+
+def _div_x_jvp(g, out, x, y):
+    return div(g, y)
+
+
+def _div_y_jvp(g, out, x, y):  # d(x/y)/dy = -x/y^2 = -out/y
+    return neg(div(mul(g, out), y))
 
 
 def _div_taylor(primals, series, out=None):
@@ -281,6 +286,23 @@ def _div_taylor(primals, series, out=None):
     us = tl.full_series(series[0], primals[0], order)
     ys = tl.full_series(series[1], primals[1], order)
     return out, tl.quotient_series(us, ys, out)
+
+
+div = Primitive("div", family=ELEMENTWISE_BINARY, infer=binary_infer("div"),
+                jvp=(_div_x_jvp, _div_y_jvp), saves_out=True, taylor=_div_taylor,
+                linear_in=(0,), doc="x / y")  # linear in the numerator
+
+
+def _pow_x_jvp(g, out, x, y):  # y * x^(y-1)
+    return mul(g, mul(y, pow(x, sub(y, full_like(y, 1.0)))))
+
+
+def _pow_y_jvp(g, out, x, y):
+    # x^y log(x); defined as 0 where x == 0 (the limit from the right for y > 0)
+    zero = zeros_like(x)
+    safe_log = compare.select(compare.eq(x, zero), zero, log(
+        compare.select(compare.eq(x, zero), full_like(x, 1.0), x)))
+    return mul(g, mul(out, safe_log))
 
 
 def _pow_taylor(primals, series, out=None):
@@ -295,20 +317,69 @@ def _pow_taylor(primals, series, out=None):
     return out, tl.exp_series(tl.cauchy_series(series[1], logs), out)
 
 
-def _minmax_taylor(prim, winner):
-    def rule(primals, series, out=None):
-        order = tl.order_of(series)
-        x0, y0 = primals
-        out = prim(x0, y0) if out is None else out
-        xs = tl.full_series(series[0], x0, order)
-        ys = tl.full_series(series[1], y0, order)
-        # ties take the average, as the jvp rule does
-        halves = [None if a is None and b is None else tl.scale(tl.add(a, b), 0.5)
-                  for a, b in zip(xs, ys)]
-        tie_or_other = tl.select_series(compare.eq(x0, y0), halves, ys)
-        return out, [out] + tl.select_series(winner(x0, y0), xs, tie_or_other)[1:]
+pow = Primitive("pow", family=ELEMENTWISE_TRANSCENDENTAL,  # noqa: A001 - primitive name
+                infer=binary_infer("pow"), jvp=(_pow_x_jvp, _pow_y_jvp), saves_out=True,
+                taylor=_pow_taylor, doc="x ** y")
 
-    return rule
+
+# maximum and minimum: the gradient goes to the winning input; ties split it evenly (as JAX
+# and PyTorch do). ``winner(a, b)``: where a wins.
+def _extremum_jvp(winner, mine, other, g):
+    half = mul(g, full_like(g, 0.5))
+    return compare.select(winner(mine, other), g,
+                          compare.select(compare.eq(mine, other), half, zeros_like(g)))
+
+
+def _maximum_x_jvp(g, out, x, y):
+    return _extremum_jvp(compare.gt, x, y, g)
+
+
+def _maximum_y_jvp(g, out, x, y):
+    return _extremum_jvp(compare.gt, y, x, g)
+
+
+def _minimum_x_jvp(g, out, x, y):
+    return _extremum_jvp(compare.lt, x, y, g)
+
+
+def _minimum_y_jvp(g, out, x, y):
+    return _extremum_jvp(compare.lt, y, x, g)
+
+
+def _extremum_taylor(winner):
+    def make(prim):
+        def rule(primals, series, out=None):
+            order = tl.order_of(series)
+            x0, y0 = primals
+            out = prim.bind(x0, y0) if out is None else out
+            xs = tl.full_series(series[0], x0, order)
+            ys = tl.full_series(series[1], y0, order)
+            # ties take the average, as the jvp rule does
+            halves = [None if a is None and b is None else tl.scale(tl.add(a, b), 0.5)
+                      for a, b in zip(xs, ys)]
+            tie_or_other = tl.select_series(compare.eq(x0, y0), halves, ys)
+            return out, [out] + tl.select_series(winner(x0, y0), xs, tie_or_other)[1:]
+
+        return rule
+
+    return RuleTemplate(make)
+
+
+maximum = Primitive("maximum", family=ELEMENTWISE_BINARY, infer=binary_infer("maximum"),
+                    jvp=(_maximum_x_jvp, _maximum_y_jvp), taylor=_extremum_taylor(compare.gt),
+                    doc="elementwise maximum")
+minimum = Primitive("minimum", family=ELEMENTWISE_BINARY, infer=binary_infer("minimum"),
+                    jvp=(_minimum_x_jvp, _minimum_y_jvp), taylor=_extremum_taylor(compare.lt),
+                    doc="elementwise minimum")
+
+
+# atan2(x, y) = angle of (y, x): d/dx = y / (x^2 + y^2), d/dy = -x / (x^2 + y^2)
+def _atan2_x_jvp(g, out, x, y):
+    return div(mul(g, y), add(mul(x, x), mul(y, y)))
+
+
+def _atan2_y_jvp(g, out, x, y):
+    return neg(div(mul(g, x), add(mul(x, x), mul(y, y))))
 
 
 def _atan2_taylor(primals, series, out=None):
@@ -331,9 +402,6 @@ def _atan2_taylor(primals, series, out=None):
     return out, [out] + [tl.scale(h[k - 1], 1.0 / k) for k in range(1, order + 1)]
 
 
-div.taylor = _div_taylor
-div.linear_in = frozenset((0,))  # x / y is linear in x
-pow.taylor = _pow_taylor
-maximum.taylor = _minmax_taylor(maximum, compare.gt)
-minimum.taylor = _minmax_taylor(minimum, compare.lt)
-atan2.taylor = _atan2_taylor
+atan2 = Primitive("atan2", family=ELEMENTWISE_TRANSCENDENTAL, infer=binary_infer("atan2"),
+                  jvp=(_atan2_x_jvp, _atan2_y_jvp), taylor=_atan2_taylor,
+                  doc="the angle of the point (y, x)")

@@ -9,9 +9,8 @@ first ``k`` dims of the operand (gather_nd). ``gather(x, idx)`` has shape
 from __future__ import annotations
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
-from . import _batching as bt, _taylor as tl, creation, shape as sh
-
-_F = "index"
+from . import _batching as bt, creation, shape as sh
+from .families import INDEX
 
 
 def _check_indices(name, x, indices):
@@ -28,7 +27,7 @@ def _gather_infer(x, indices):
     return Aval(indices.shape[:-1] + x.shape[k:], x.dtype)
 
 
-def _gather_vjp(g, out, x, indices):
+def _gather_transpose(g, out, x, indices):
     zeros = creation.full(shape=tuple(x._shape), value=0, dtype=g.dtype)
     return scatter_add(zeros, indices, g)
 
@@ -53,9 +52,9 @@ def _gather_batch(vals, bdims):
     return gather(x, _with_batch_coordinate(indices, x._shape[0])), 0
 
 
-gather = Primitive("gather", family=_F, infer=_gather_infer, batch=_gather_batch,
-                   jvp=(lambda g, out, x, indices: gather(g, indices), None),
-                   vjp=(_gather_vjp, None), saves_inputs=(1,),  # x: only its shape
+# linear in the values; the indices are static (integers)
+gather = Primitive("gather", family=INDEX, infer=_gather_infer, batch=_gather_batch,
+                   linear=True, transpose=(_gather_transpose, None),
                    doc="x[indices[..., 0], ..., indices[..., k-1]]")
 
 
@@ -70,25 +69,21 @@ def _scatter_add_infer(operand, indices, updates):
     return Aval(operand.shape, operand.dtype)
 
 
-def _scatter_updates_jvp(g, out, operand, indices, updates):
-    zeros = creation.full(shape=tuple(operand._shape), value=0, dtype=g.dtype)
-    return scatter_add(zeros, indices, g)
-
-
 def _scatter_add_batch(vals, bdims):
     size = bt.batch_size(vals, bdims)
     operand, indices, updates = (bt.with_batch_front(v, b, size) for v, b in zip(vals, bdims))
     return scatter_add(operand, _with_batch_coordinate(indices, size), updates), 0
 
 
-scatter_add = Primitive(
-    "scatter_add", family=_F, infer=_scatter_add_infer, batch=_scatter_add_batch,
-    jvp=(lambda g, out, operand, indices, updates: g, None, _scatter_updates_jvp),
-    vjp=(lambda g, out, operand, indices, updates: g, None,
-         lambda g, out, operand, indices, updates: gather(g, indices)),
-    saves_inputs=(1,), doc="a copy of operand with updates added at indices (repeats accumulate)")
+def _scatter_operand_transpose(g, out, operand, indices, updates):
+    return g
 
-# Taylor rules: linear in the values, the indices stay fixed
-gather.taylor = tl.linear_rule(gather, static_inputs=(1,))
-scatter_add.taylor = tl.linear_rule(scatter_add, static_inputs=(1,))
-gather.linear = scatter_add.linear = True  # in the values; the indices are integers
+
+def _scatter_updates_transpose(g, out, operand, indices, updates):
+    return gather(g, indices)
+
+
+scatter_add = Primitive(
+    "scatter_add", family=INDEX, infer=_scatter_add_infer, batch=_scatter_add_batch,
+    linear=True, transpose=(_scatter_operand_transpose, None, _scatter_updates_transpose),
+    doc="a copy of operand with updates added at indices (repeats accumulate)")

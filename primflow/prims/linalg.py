@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from . import _batching as bt, _taylor as tl, shape as sh
-
-_F = "linalg"
+from .families import DOT
 
 
 def _free_dims(ndim, contract, batch):
@@ -94,12 +93,19 @@ def _dot_general_batch(vals, bdims, *, contracting, batch):
     return out, len(lb) + x_free
 
 
-dot_general = Primitive(
-    "dot_general", family=_F, infer=_dot_general_infer, batch=_dot_general_batch,
-    jvp=(lambda g, out, x, y, **p: dot_general(g, y, **p),
-         lambda g, out, x, y, **p: dot_general(x, g, **p)),
-    vjp=(_dot_general_x_vjp, _dot_general_y_vjp),
-    doc="generalised matrix product with contracting and batch dims")
+def _dot_general_x_jvp(g, out, x, y, **params):
+    return dot_general(g, y, **params)
 
-dot_general.taylor = tl.bilinear_rule(dot_general)  # Cauchy product of the coefficients
-dot_general.linear_in = frozenset((0, 1))
+
+def _dot_general_y_jvp(g, out, x, y, **params):
+    return dot_general(x, g, **params)
+
+
+# bilinear: linear in each operand while the other stays fixed; its vjp contracts the
+# cotangent with the other operand (not derivable from the jvp without a transpose pass)
+dot_general = Primitive(
+    "dot_general", family=DOT, infer=_dot_general_infer, batch=_dot_general_batch,
+    jvp=(_dot_general_x_jvp, _dot_general_y_jvp),
+    vjp=(_dot_general_x_vjp, _dot_general_y_vjp), linear_in=(0, 1),
+    taylor=tl.bilinear_rule,  # Cauchy product of the coefficients
+    doc="generalised matrix product with contracting and batch dims")

@@ -1,8 +1,8 @@
 """Shape primitives: reshape, broadcast_in_dim, transpose, slice, pad, concatenate.
 
-All are linear, so each jvp applies the primitive to the tangent and each vjp is the
-adjoint movement (reshape back, sum over broadcast dims, inverse permutation, pad the
-slice, slice the pad, split the concatenation).
+All are linear: each declares its transpose (reshape back, sum over broadcast dims, inverse
+permutation, pad the slice, slice the pad, split the concatenation); the jvp (the primitive
+applied to the tangent) and the Taylor rule follow from it.
 """
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from __future__ import annotations
 import math
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
-from . import _batching as bt, _taylor as tl, creation, elementwise as ew, reduce as rd
-
-_F = "shape"
+from . import _batching as bt, creation, elementwise as ew, reduce as rd
+from .families import SHAPE, VIEW
 
 
 # ---- reshape -------------------------------------------------------------------------------
@@ -29,11 +28,13 @@ def _reshape_batch(vals, bdims, *, shape):
     return reshape(x, shape=(x._shape[0],) + tuple(shape)), 0
 
 
-reshape = Primitive(
-    "reshape", family=_F, infer=_reshape_infer,
-    jvp=(lambda g, out, x, *, shape: reshape(g, shape=shape),),
-    vjp=(lambda g, out, x, *, shape: reshape(g, shape=tuple(x._shape)),), saves_inputs=(),
-    batch=_reshape_batch, doc="same elements, new shape")
+def _reshape_transpose(g, out, x, *, shape):
+    return reshape(g, shape=tuple(x._shape))
+
+
+reshape = Primitive("reshape", family=VIEW, infer=_reshape_infer, linear=True,
+                    transpose=(_reshape_transpose,), batch=_reshape_batch,
+                    doc="same elements, new shape")
 
 
 # ---- broadcast_in_dim ----------------------------------------------------------------------
@@ -48,7 +49,7 @@ def _broadcast_infer(x, *, shape, broadcast_dimensions):
     return Aval(shape, x.dtype)
 
 
-def _broadcast_vjp(g, out, x, *, shape, broadcast_dimensions):
+def _broadcast_transpose(g, out, x, *, shape, broadcast_dimensions):
     x_shape = tuple(x._shape)
     summed = tuple(d for d in range(len(shape)) if d not in broadcast_dimensions) + tuple(
         dst for src, dst in enumerate(broadcast_dimensions)
@@ -67,9 +68,8 @@ def _broadcast_batch(vals, bdims, *, shape, broadcast_dimensions):
 
 
 broadcast_in_dim = Primitive(
-    "broadcast_in_dim", family=_F, infer=_broadcast_infer,
-    jvp=(lambda g, out, x, **p: broadcast_in_dim(g, **p),), vjp=(_broadcast_vjp,),
-    saves_inputs=(), batch=_broadcast_batch,
+    "broadcast_in_dim", family=VIEW, infer=_broadcast_infer, linear=True,
+    transpose=(_broadcast_transpose,), batch=_broadcast_batch,
     doc="place x's dims at `broadcast_dimensions` of `shape` and repeat along the others")
 
 
@@ -94,11 +94,13 @@ def _transpose_batch(vals, bdims, *, perm):
     return transpose(x, perm=(0,) + bt.shift_axes(perm)), 0
 
 
+def _transpose_transpose(g, out, x, *, perm):
+    return transpose(g, perm=_inverse_perm(perm))
+
+
 transpose = Primitive(
-    "transpose", family=_F, infer=_transpose_infer, batch=_transpose_batch,
-    jvp=(lambda g, out, x, *, perm: transpose(g, perm=perm),),
-    vjp=(lambda g, out, x, *, perm: transpose(g, perm=_inverse_perm(perm)),),
-    saves_inputs=(), doc="permute dims: out.shape[i] = x.shape[perm[i]]")
+    "transpose", family=VIEW, infer=_transpose_infer, batch=_transpose_batch, linear=True,
+    transpose=(_transpose_transpose,), doc="permute dims: out.shape[i] = x.shape[perm[i]]")
 
 
 # ---- slice and pad (each other's adjoint) --------------------------------------------------
@@ -114,7 +116,7 @@ def _slice_infer(x, *, start, limit, strides):
     return Aval(tuple(out), x.dtype)
 
 
-def _slice_vjp(g, out, x, *, start, limit, strides):
+def _slice_transpose(g, out, x, *, start, limit, strides):
     config = []
     for n, s, st, m in zip(x._shape, start, strides, g._shape):
         if m == 0:
@@ -132,8 +134,8 @@ def _slice_batch(vals, bdims, *, start, limit, strides):
 
 
 slice = Primitive(  # noqa: A001 - primitive name
-    "slice", family=_F, infer=_slice_infer, batch=_slice_batch,
-    jvp=(lambda g, out, x, **p: slice(g, **p),), vjp=(_slice_vjp,), saves_inputs=(),
+    "slice", family=VIEW, infer=_slice_infer, batch=_slice_batch, linear=True,
+    transpose=(_slice_transpose,),
     doc="x[start:limit:strides] per dim (static, non-negative)")
 
 
@@ -150,7 +152,7 @@ def _pad_infer(x, padding_value, *, config):
     return Aval(tuple(out), x.dtype)
 
 
-def _pad_x_vjp(g, out, x, padding_value, *, config):
+def _pad_x_transpose(g, out, x, padding_value, *, config):
     start, limit, strides = [], [], []
     for n, (lo, hi, interior) in zip(x._shape, config):
         start.append(lo)
@@ -159,21 +161,12 @@ def _pad_x_vjp(g, out, x, padding_value, *, config):
     return slice(g, start=tuple(start), limit=tuple(limit), strides=tuple(strides))
 
 
-def _pad_value_vjp(g, out, x, padding_value, *, config):
+def _pad_value_transpose(g, out, x, padding_value, *, config):
     # every padded position received the padding value: total minus the interior part
     everything = tuple(range(len(g._shape)))
-    inner = _pad_x_vjp(g, out, x, padding_value, config=config)
+    inner = _pad_x_transpose(g, out, x, padding_value, config=config)
     return ew.sub(rd.reduce_sum(g, axes=everything),
                            rd.reduce_sum(inner, axes=everything))
-
-
-def _pad_x_jvp(g, out, x, padding_value, *, config):
-    return pad(g, creation.full(shape=(), value=0, dtype=g.dtype), config=config)
-
-
-def _pad_value_jvp(g, out, x, padding_value, *, config):
-    zeros = creation.full(shape=tuple(x._shape), value=0, dtype=g.dtype)
-    return pad(zeros, g, config=config)
 
 
 def _pad_batch(vals, bdims, *, config):
@@ -192,9 +185,8 @@ def _pad_batch(vals, bdims, *, config):
     return ew.add(padded, ew.mul(mask, per_example)), 0
 
 
-pad = Primitive("pad", family=_F, infer=_pad_infer, jvp=(_pad_x_jvp, _pad_value_jvp),
-                batch=_pad_batch,
-                vjp=(_pad_x_vjp, _pad_value_vjp), saves_inputs=(),
+pad = Primitive("pad", family=SHAPE, infer=_pad_infer, batch=_pad_batch, linear=True,
+                transpose=(_pad_x_transpose, _pad_value_transpose),
                 doc="add `lo`/`hi` elements at the ends and `interior` between elements")
 
 
@@ -216,7 +208,7 @@ def _concatenate_infer(*xs, axis):
     return Aval(first.shape[:axis] + (size,) + first.shape[axis + 1:], first.dtype)
 
 
-def _concatenate_vjp(g, out, *xs, axis):
+def _concatenate_transpose(g, out, *xs, axis):
     parts, offset = [], 0
     shape = tuple(g._shape)
     for x in xs:
@@ -228,23 +220,11 @@ def _concatenate_vjp(g, out, *xs, axis):
     return tuple(parts)
 
 
-def _concatenate_jvp(tangents, out, *xs, axis):
-    filled = [t if t is not None else creation.full(shape=tuple(x._shape), value=0,
-                                                    dtype=out.dtype)
-              for t, x in zip(tangents, xs)]
-    return concatenate(*filled, axis=axis)
-
-
 def _concatenate_batch(vals, bdims, *, axis):
     return concatenate(*bt.all_front(vals, bdims), axis=axis + 1), 0
 
 
-concatenate = Primitive("concatenate", family=_F, infer=_concatenate_infer,
-                        batch=_concatenate_batch,
-                        jvp=_concatenate_jvp, vjp=_concatenate_vjp, saves_inputs=(),
+concatenate = Primitive("concatenate", family=SHAPE, infer=_concatenate_infer,
+                        batch=_concatenate_batch, linear=True,
+                        transpose=_concatenate_transpose,
                         doc="join tensors along `axis`")
-
-# Taylor rules: every shape primitive is linear in its inputs
-for _prim in (reshape, broadcast_in_dim, transpose, slice, pad, concatenate):
-    _prim.taylor = tl.linear_rule(_prim)
-    _prim.linear = True

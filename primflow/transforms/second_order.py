@@ -238,7 +238,7 @@ def _curvature(node, ts, g):
     """The node's term of the Hessian, [d, d]: ``sum_ij J_i^T d2<g, p>/du_i du_j J_j``."""
     prim, params, inputs = node.prim, node.params, node.inputs
     idx = [i for i, t in enumerate(ts) if t is not None]
-    if prim.family == "elementwise" and len(inputs) == 1:
+    if prim.family.elementwise and len(inputs) == 1:
         u = inputs[0]
         weights = ew.multiply(g, _second_derivative(prim, u, params))
         return _contract(ew.multiply(ts[0], weights), ts[0])

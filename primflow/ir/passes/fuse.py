@@ -22,16 +22,41 @@ from __future__ import annotations
 
 import math
 
-ELEMENTWISE = frozenset({
-    "neg", "exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "sqrt", "rsqrt", "abs",
-    "sign", "erf", "logistic", "floor", "ceil", "round", "integer_pow", "add", "sub", "mul",
-    "div", "pow", "maximum", "minimum", "atan2", "eq", "ne", "lt", "le", "gt", "ge",
-    "logical_and", "logical_or", "logical_not", "select", "convert_element_type"})
-# transcendental ops: numba (without SVML) computes them slower than NumPy's ufuncs
-TRANSCENDENTAL = frozenset({"exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "erf",
-                            "logistic", "pow", "atan2"})
-REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min"})
-VIEWS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice"})
+from ...core.primitive import get_primitive, primitives
+
+
+class FamilyNames:
+    """The names of the registered primitives whose family has the fact ``fact``
+    (``"elementwise"``, ``"transcendental"``, ``"reduction"``, ``"view"``): derived from the
+    declarations (prims/families.py), so a primitive declared later belongs as well.
+
+    Example:
+        >>> "tanh" in TRANSCENDENTAL, "mul" in TRANSCENDENTAL, "reshape" in VIEWS
+        (True, False, True)
+    """
+
+    __slots__ = ("fact",)
+
+    def __init__(self, fact):
+        self.fact = fact
+
+    def __contains__(self, name):
+        prim = get_primitive(name, None)
+        return prim is not None and getattr(prim.family, self.fact)
+
+    def __iter__(self):
+        return iter([name for name in primitives() if name in self])
+
+    def __repr__(self):
+        return f"FamilyNames({self.fact}: {', '.join(self)})"
+
+
+# elementwise operations (math, comparisons, select, casts)
+ELEMENTWISE = FamilyNames("elementwise")
+# transcendental ones: numba (without SVML) computes them slower than NumPy's ufuncs
+TRANSCENDENTAL = FamilyNames("transcendental")
+REDUCTIONS = FamilyNames("reduction")  # reductions that fuse with their producers
+VIEWS = FamilyNames("view")  # views of their input in generated code
 
 
 def squeezed(shape) -> tuple:

@@ -15,64 +15,57 @@ import math
 
 import numpy as np
 
-from . import blas
-from .numpy_backend import _TO_NATIVE, KERNELS
+from ..backends import blas, get_backend
 
-try:  # SciPy's erf is a ufunc (it accepts out=)
-    from scipy.special import erf as _erf_ufunc
-except ImportError:  # pragma: no cover
-    _erf_ufunc = None
+_backend = get_backend()
 
-UNARY_UFUNCS = {
-    "neg": "np.negative", "exp": "np.exp", "log": "np.log", "log1p": "np.log1p",
-    "expm1": "np.expm1", "sin": "np.sin", "cos": "np.cos", "tanh": "np.tanh",
-    "sqrt": "np.sqrt", "abs": "np.absolute", "sign": "np.sign", "floor": "np.floor",
-    "ceil": "np.ceil", "round": "np.rint", "logical_not": "np.logical_not",
-}
-BINARY_UFUNCS = {
-    "add": "np.add", "sub": "np.subtract", "mul": "np.multiply", "div": "np.divide",
-    "pow": "np.power", "maximum": "np.maximum", "minimum": "np.minimum",
-    "atan2": "np.arctan2", "eq": "np.equal", "ne": "np.not_equal", "lt": "np.less",
-    "le": "np.less_equal", "gt": "np.greater", "ge": "np.greater_equal",
-    "logical_and": "np.logical_and", "logical_or": "np.logical_or",
-}
-if _erf_ufunc is not None:
-    UNARY_UFUNCS["erf"] = "erf_ufunc"
+def ufunc_source(prim, nin):
+    """How generated code names the NumPy ufunc that is ``prim``'s kernel with ``nin`` inputs
+    (``np.exp``, or ``K_<prim>`` for one outside NumPy such as SciPy's erf), or None when
+    the kernel is no such ufunc. Derived from the kernel table: a primitive whose kernel is
+    a ufunc is written as a ufunc call into a buffer without a table of names.
 
-_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not"}
+    Example:
+        >>> ufunc_source("tanh", 1), ufunc_source("add", 2), ufunc_source("reshape", 1)
+        ('np.tanh', 'np.add', None)
+    """
+    kernel = _backend.kernels.get(prim)
+    if not isinstance(kernel, np.ufunc) or kernel.nin != nin or kernel.nout != 1:
+        return None
+    return f"np.{kernel.__name__}" if getattr(np, kernel.__name__, None) is kernel else f"K_{prim}"
 
 
 def namespace():
     """Globals of generated code: numpy, the kernels (``K_<prim>``) and helpers."""
-    ns = {"np": np, "erf_ufunc": _erf_ufunc, "matmul": blas.matmul, "copy_into": copy_into,
+    ns = {"np": np, "matmul": blas.matmul, "copy_into": copy_into,
           "empty": np.empty}
-    for name, kernel in KERNELS.items():
+    for name, kernel in _backend.kernels.items():
         ns[f"K_{name}"] = kernel
     return ns
 
 
 def native_dtype(dtype):
-    return _TO_NATIVE[dtype]
+    return _backend.native_dtype(dtype)
 
 
 def scalar(value, dtype):
     """``value`` as a NumPy scalar of ``dtype`` (keeps ufuncs in that dtype)."""
-    return _TO_NATIVE[dtype].type(value)
+    return _backend.native_dtype(dtype).type(value)
 
 
 def allocate(shape, dtype):
-    return np.empty(shape, dtype=_TO_NATIVE[dtype])
+    return np.empty(shape, dtype=_backend.native_dtype(dtype))
 
 
 def can_write(op) -> bool:
     """Whether ``emit`` can compute ``op`` into a preallocated buffer."""
     aval = op.out.aval
     prim = op.prim
-    if prim in _COMPARE:
-        return True
+    if aval.dtype.is_bool and ufunc_source(prim, len(op.inputs)) is not None:
+        return True  # comparisons and logic
     if not aval.dtype.is_floating:
         return False
-    if prim in UNARY_UFUNCS or prim in BINARY_UFUNCS:
+    if ufunc_source(prim, len(op.inputs)) is not None:
         return True
     if prim in ("rsqrt", "integer_pow", "convert_element_type", "reduce_sum", "reduce_max",
                 "reduce_min", "mul_reduce_sum"):
@@ -169,10 +162,9 @@ def emit(op, args, out, params_name):
     prim = op.prim
     aval = op.out.aval
     floating = aval.dtype.is_floating
-    if prim in UNARY_UFUNCS and (floating or prim in _COMPARE):
-        return f"{UNARY_UFUNCS[prim]}({args[0]}{_out(out)})"
-    if prim in BINARY_UFUNCS and (floating or prim in _COMPARE):
-        return f"{BINARY_UFUNCS[prim]}({args[0]}, {args[1]}{_out(out)})"
+    ufunc = ufunc_source(prim, len(args)) if floating or aval.dtype.is_bool else None
+    if ufunc is not None:
+        return f"{ufunc}({', '.join(args)}{_out(out)})"
     if prim == "rsqrt" and out is not None:
         return f"np.reciprocal(np.sqrt({args[0]}, out={out}), out={out})"
     if prim == "integer_pow" and floating:

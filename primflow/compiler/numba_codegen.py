@@ -26,7 +26,10 @@ import numpy as np
 
 from ..core.config import config
 from .numba_worker import load_kernel, mark_ready, numba_types, ready_marker  # noqa: F401
-from .numpy_backend import _TO_NATIVE
+from ..backends import get_backend
+from ..ir.passes.fuse import VIEWS
+
+_backend = get_backend()
 
 AUTO_MIN_ELEMENTS = 1 << 14  # below this NumPy's per-call cost is already small
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
@@ -43,12 +46,11 @@ SUPPORTED = frozenset(_BINARY) | frozenset(_UNARY) | {"select", "integer_pow",
                                                        "convert_element_type", "reduce_sum",
                                                        "reduce_max", "reduce_min"}
 
-# the primitives the generated code computes as NumPy views (ir.passes.fuse.VIEWS; a test
-# keeps the two equal); kernels read a broadcast's source, and a reshape of a contiguous
-# array is contiguous, so only these two (and reshapes of views, see _strided) give a
-# kernel strided inputs
-VIEW_PRIMS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice"})
+# the generated code computes the view primitives (fuse.VIEWS) as NumPy views; kernels read
+# a broadcast's source, and a reshape of a contiguous array is contiguous, so only these two
+# (and reshapes of views, see _strided) give a kernel strided inputs
 STRIDED_VIEWS = frozenset({"transpose", "slice"})
+
 
 def _strided(v):
     """Whether the generated code may hand a kernel ``v`` as a strided view: a transpose or
@@ -60,7 +62,7 @@ def _strided(v):
     if op.prim == "reshape":
         while op is not None and op.prim == "reshape":
             op = op.inputs[0].op
-        return op is not None and op.prim in VIEW_PRIMS
+        return op is not None and op.prim in VIEWS
     return op.prim in STRIDED_VIEWS
 
 
@@ -106,7 +108,7 @@ def supports(group, min_elements=0) -> bool:
     """Whether ``group`` can become a numba kernel worth compiling (with ``min_elements``,
     the automatic choice, a bare ``sum(a * b)`` stays with NumPy's einsum, and a single
     operation only becomes a kernel when it reads a broadcast)."""
-    computed = [op for op in group.ops if op.prim not in VIEW_PRIMS]
+    computed = [op for op in group.ops if op.prim not in VIEWS]
     if not all(computes(op) for op in computed):
         return False
     if min_elements and [op.prim for op in computed] == ["mul", "reduce_sum"]:
@@ -172,7 +174,7 @@ def kernel_source(group):
     for i, op in enumerate(group.ops):
         if op is red:
             continue
-        if op.prim in VIEW_PRIMS:  # a unit view: the same element, another shape
+        if op.prim in VIEWS:  # a unit view: the same element, another shape
             names[op.out] = names[op.inputs[0]]
             continue
         tmp = f"t{i}"
@@ -457,7 +459,7 @@ def _stop_worker():
 
 
 def native(dtype):
-    return _TO_NATIVE[dtype]
+    return _backend.native_dtype(dtype)
 
 
 __all__ = [
