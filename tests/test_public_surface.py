@@ -93,3 +93,38 @@ def test_doctests_run_over_primflow():
     options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]
     options = options["ini_options"]
     assert "primflow" in options["testpaths"] and "--doctest-modules" in options["addopts"]
+
+
+def test_the_architecture_page_shows_the_alias_table():
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert aliases.as_markdown() in page, (
+        "docs/architecture.md's alias table differs from primflow/ops/aliases.py: paste "
+        "the output of primflow.ops.aliases.as_markdown() between its alias-table markers")
+
+
+def test_the_readme_links_the_architecture_page():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "docs/architecture.md" in readme and "shared/DESIGN.md" not in readme
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for path in ("core/primitive.py", "core/tensor.py", "ops/aliases.py", "ir/passes/fuse.py",
+                 "backends/base.py", "testing/opinfo.py", "prims/families.py"):
+        assert path in page and (ROOT / "primflow" / path).exists(), path
+
+
+def _public_callables():
+    seen = {}
+    for ns_name, ns in NAMESPACES.items():
+        for name in getattr(ns, "__all__"):
+            value = getattr(ns, name)
+            if callable(value) and not isinstance(value, types.ModuleType):
+                seen.setdefault(id(value), (f"{ns_name}.{name}", value))
+    return sorted(seen.values(), key=lambda item: item[0])
+
+
+def test_every_public_function_and_class_has_an_example():
+    """Each has a ``>>>`` example in its docstring, which the doctest run executes."""
+    items = _public_callables()
+    assert len(items) > 200, len(items)
+    missing = [name for name, value in items if ">>>" not in (inspect.getdoc(value) or "")]
+    assert not missing, ("public functions/classes without a docstring example (add "
+                         "'Example:' with a >>> line): " + ", ".join(missing))

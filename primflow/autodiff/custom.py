@@ -297,7 +297,14 @@ def _innermost_jvp_trace(values):
 # ---- PyLayer (Paddle) ----------------------------------------------------------------------
 
 class PyLayerContext:
-    """The ``ctx`` of a PyLayer: keeps tensors for backward and any attributes you set."""
+    """The ``ctx`` of a PyLayer: keeps tensors for backward and any attributes you set.
+
+    Example:
+        >>> import primflow as pf
+        >>> ctx = pf.autograd.PyLayerContext()
+        >>> ctx.save_for_backward(pf.ones([1])); len(ctx.saved_tensor())
+        1
+    """
 
     def __init__(self):
         self._saved = ()

@@ -153,11 +153,29 @@ class Aval:
 
 
 class NonDifferentiableError(RuntimeError):
-    """A derivative was requested through a primitive that has none."""
+    """A derivative was requested through a primitive that has none.
+
+    Example:
+        >>> import primflow as pf
+        >>> try:
+        ...     pf.grad(lambda x: pf.floor(x))(1.5)
+        ... except pf.NonDifferentiableError as e:
+        ...     print(type(e).__name__)
+        NonDifferentiableError
+    """
 
 
 class PrimitiveError(ValueError):
-    """A primitive was given inputs its kernel cannot handle (wrong shapes, dtypes...)."""
+    """A primitive was given inputs its kernel cannot handle (wrong shapes, dtypes...).
+
+    Example:
+        >>> import primflow as pf
+        >>> try:
+        ...     pf.prims.add(pf.ones([2]), pf.ones([3]))
+        ... except pf.PrimitiveError as e:
+        ...     print(type(e).__name__)
+        PrimitiveError
+    """
 
 
 class Primitive:

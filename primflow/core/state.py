@@ -78,7 +78,15 @@ class no_grad(contextlib.ContextDecorator):
 
 
 class enable_grad(contextlib.ContextDecorator):
-    """Context manager / decorator that turns recording back on (inside ``no_grad``)."""
+    """Context manager / decorator that turns recording back on (inside ``no_grad``).
+
+    Example:
+        >>> import primflow as pf
+        >>> with pf.no_grad():
+        ...     with pf.enable_grad():
+        ...         print(pf.is_grad_enabled())
+        True
+    """
 
     def __enter__(self):
         self._prev = set_grad_mode(True)
@@ -90,7 +98,16 @@ class enable_grad(contextlib.ContextDecorator):
 
 
 class set_grad_enabled(contextlib.ContextDecorator):
-    """Turns recording on or off for a ``with`` block, e.g. ``with pf.set_grad_enabled(False)``."""
+    """Turns recording on or off for a ``with`` block, e.g. ``with pf.set_grad_enabled(False)``.
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.to_tensor([1.0], stop_gradient=False)
+        >>> with pf.set_grad_enabled(False):
+        ...     y = x * 2
+        >>> y.stop_gradient
+        True
+    """
 
     def __init__(self, mode: bool):
         self.mode = bool(mode)
@@ -105,7 +122,16 @@ class set_grad_enabled(contextlib.ContextDecorator):
 
 
 def is_grad_enabled() -> bool:
-    """Whether the tape currently records operations."""
+    """Whether the tape currently records operations.
+
+    Example:
+        >>> import primflow as pf
+        >>> with pf.no_grad():
+        ...     print(pf.is_grad_enabled())
+        False
+        >>> pf.is_grad_enabled()
+        True
+    """
     return state.grad_enabled
 
 

@@ -96,6 +96,15 @@ class Initializer:
 
     Calling an initializer on a parameter overwrites the parameter's values in place (a
     copy-on-write update that bumps its version counter) and returns the parameter.
+
+    Example:
+        >>> import primflow as pf
+        >>> class Twos(pf.nn.initializer.Initializer):
+        ...     def generate(self, shape, dtype):
+        ...         return pf.full(shape, 2.0, dtype)
+        >>> pf.nn.Linear(2, 1, weight_attr=pf.ParamAttr(initializer=Twos())).weight.numpy()
+        array([[2.],
+               [2.]], dtype=float32)
     """
 
     def generate(self, shape, dtype=None) -> Tensor:

@@ -70,7 +70,19 @@ RETRACE_WARNING_THRESHOLD = 8
 
 
 class TracerConversionError(TypeError):
-    """A concrete value was asked of a traced value inside ``pf.jit``."""
+    """A concrete value was asked of a traced value inside ``pf.jit``.
+
+    Example:
+        >>> import primflow as pf
+        >>> @pf.jit
+        ... def f(x):
+        ...     return x * 2 if float(x.sum()) > 0 else x
+        >>> try:
+        ...     f(pf.ones([2]))
+        ... except pf.TracerConversionError as e:
+        ...     print(type(e).__name__)
+        TracerConversionError
+    """
 
 
 class RetraceWarning(UserWarning):

@@ -90,7 +90,18 @@ class _RowEngine:
 
 
 class Jacobian:
-    """A lazily evaluated Jacobian block; index it (``J[:]``, ``J[i]``, ``J[i, j]``)."""
+    """A lazily evaluated Jacobian block; index it (``J[:]``, ``J[i]``, ``J[i, j]``).
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.to_tensor([1.0, 2.0], stop_gradient=False)
+        >>> J = pf.autograd.jacobian(x * x, x)
+        >>> J[:].numpy()
+        array([[2., 0.],
+               [0., 4.]], dtype=float32)
+        >>> J[0].numpy()
+        array([2., 0.], dtype=float32)
+    """
 
     def __init__(self, engine, index, y, x):
         self._engine, self._index = engine, index
