@@ -3,7 +3,8 @@
 Core imports nothing else from primflow, and backends sit above it (they use its dtypes),
 so core cannot import a backend: ``primflow.backends`` installs one here
 (``install_backend``) when primflow is imported, before any primitive is declared. Core
-reads it through ``active.backend`` on each use (one attribute lookup).
+reads it through ``active.backend``; modules whose hot paths use it keep it in a module
+global instead (``on_install``), so an eager op reads one global, as before the slot.
 """
 
 from __future__ import annotations
@@ -17,11 +18,22 @@ class _Active:
 
 
 active = _Active()
+_listeners = []
+
+
+def on_install(callback) -> None:
+    """Calls ``callback(backend)`` now (if one is installed) and at every install. For core
+    modules that keep the backend in a module global."""
+    _listeners.append(callback)
+    if active.backend is not None:
+        callback(active.backend)
 
 
 def install_backend(backend) -> None:
     """Makes ``backend`` the one primitives run on and tensors are stored in."""
     active.backend = backend
+    for callback in _listeners:
+        callback(backend)
 
 
 def get_backend():

@@ -70,12 +70,21 @@ recording is on and an input requires grad, a ``Node`` is added to the tape.
 
 from __future__ import annotations
 
-from .backend import active as _active
+from .backend import on_install
 from .state import departures, state
 from .tensor import Tensor
 from .trace import Tracer
 
+_backend = None  # the installed backend (set through core/backend.py's on_install)
 _registry: dict = {}
+
+
+def _use_backend(backend):
+    global _backend
+    _backend = backend
+
+
+on_install(_use_backend)
 
 
 class Family:
@@ -198,11 +207,10 @@ class Primitive:
                             f"got {family!r}")
         if linear and transpose is None:
             raise ValueError(f"primitive {name!r} is declared linear: give its transpose=")
-        backend = _active.backend
         try:
-            self.impl = backend.kernels[name]
+            self.impl = _backend.kernels[name]
         except KeyError:
-            raise ValueError(f"backend {backend.name!r} has no kernel for primitive {name!r}; "
+            raise ValueError(f"backend {_backend.name!r} has no kernel for primitive {name!r}; "
                              f"add one to its kernel table (backends/numpy_backend.py)") from None
         self.name = name
         self.family = family
@@ -475,7 +483,7 @@ def record_custom(out, inputs, name, vjp):
 
 
 def _record(prim, args, params, out_value):
-    if _active.backend.is_floating(out_value):
+    if _backend.is_floating(out_value):
         return Tensor._wrap(out_value, Node(prim, params, args, out_value))
     return Tensor._wrap(out_value)
 

@@ -22,7 +22,17 @@ import importlib
 import sys
 
 from . import dtypes
-from .backend import active as _active
+from .backend import on_install
+
+_backend = None  # the installed backend (set through core/backend.py's on_install)
+
+
+def _use_backend(backend):
+    global _backend
+    _backend = backend
+
+
+on_install(_use_backend)
 
 # module -> the Tensor methods that its dict TENSOR_METHODS implements (see the docstring)
 DEFERRED_METHODS = {
@@ -123,7 +133,7 @@ class Tensor:
 
     @property
     def dtype(self) -> dtypes.DType:
-        return _active.backend.dtype_of(self._value)
+        return _backend.dtype_of(self._value)
 
     @property
     def ndim(self) -> int:
@@ -166,7 +176,7 @@ class Tensor:
     def numpy(self):
         """A NumPy array with the tensor's values (shares memory where possible; read-only
         results of views are copied)."""
-        return _active.backend.to_numpy(self._value).copy()
+        return _backend.to_numpy(self._value).copy()
 
     def item(self):
         """The value of a one-element tensor as a Python scalar."""
@@ -174,13 +184,13 @@ class Tensor:
             raise ValueError(
                 f"item() needs a tensor with exactly one element, got shape {self.shape}; "
                 f"index or reduce it first, e.g. x.sum().item()")
-        return _active.backend.to_numpy(self._value).reshape(()).item()
+        return _backend.to_numpy(self._value).reshape(()).item()
 
     def tolist(self):
-        return _active.backend.to_numpy(self._value).tolist()
+        return _backend.to_numpy(self._value).tolist()
 
     def __array__(self, dtype=None, copy=None):
-        arr = _active.backend.to_numpy(self._value)
+        arr = _backend.to_numpy(self._value)
         return arr if dtype is None else arr.astype(dtype)
 
     def __float__(self):
@@ -254,7 +264,7 @@ class Tensor:
 
     # ---- printing -------------------------------------------------------------------------
     def __repr__(self):
-        body = repr(_active.backend.to_numpy(self._value))
+        body = repr(_backend.to_numpy(self._value))
         # numpy repr "array([...], dtype=...)": keep only the bracketed values
         start, end = body.find("("), body.rfind(")")
         values = body[start + 1:end]
@@ -281,21 +291,21 @@ def to_native(data, dtype=None):
     their dtype unless ``dtype`` is given."""
     if isinstance(data, Tensor):
         value = data._value
-        if dtype is not None and _active.backend.dtype_of(value) != dtypes.as_dtype(dtype):
-            value = _active.backend.asarray(value, dtypes.as_dtype(dtype))
+        if dtype is not None and _backend.dtype_of(value) != dtypes.as_dtype(dtype):
+            value = _backend.asarray(value, dtypes.as_dtype(dtype))
         return value
     if dtype is not None:
-        return _active.backend.asarray(data, dtypes.as_dtype(dtype))
-    if _active.backend.is_native(data) or hasattr(data, "__array__"):
-        value = _active.backend.asarray(data)
-        _active.backend.dtype_of(value)  # raises a clear error for unsupported dtypes
+        return _backend.asarray(data, dtypes.as_dtype(dtype))
+    if _backend.is_native(data) or hasattr(data, "__array__"):
+        value = _backend.asarray(data)
+        _backend.dtype_of(value)  # raises a clear error for unsupported dtypes
         return value
-    value = _active.backend.asarray(data)
+    value = _backend.asarray(data)
     kind = getattr(value.dtype, "kind", None)
     if kind == "f":
-        return _active.backend.asarray(value, dtypes.default_float())
+        return _backend.asarray(value, dtypes.default_float())
     if kind in ("i", "u"):
-        return _active.backend.asarray(value, dtypes.int64)
+        return _backend.asarray(value, dtypes.int64)
     if kind == "b":
         return value
     raise TypeError(
