@@ -189,6 +189,44 @@ def test_no_private_names_across_packages():
     assert not bad, "private names used across packages:\n" + "\n".join(bad)
 
 
+# Tensor's and Tracer's internal attributes that other layers may use, documented as such in
+# core/tensor.py's and core/trace.py's docstrings
+CORE_INTERNAL_API = {"_value", "_shape", "_node", "_version", "_wrap", "_set_value", "_trace",
+                     "_init_tracer", "_check_inplace"}
+
+
+def test_only_the_documented_internals_of_core_classes_are_used_outside_core():
+    import inspect
+
+    import primflow.core.primitive
+    import primflow.core.state
+    import primflow.core.tensor
+    import primflow.core.trace
+
+    private = set()
+    modules = (primflow.core.tensor, primflow.core.trace, primflow.core.primitive,
+               primflow.core.state)
+    for module in modules:
+        for cls in vars(module).values():
+            if inspect.isclass(cls) and cls.__module__ == module.__name__:
+                names = list(vars(cls)) + list(getattr(cls, "__slots__", ()))
+                private |= {n for n in names if _is_private(n)}
+    bad = []
+    for path in _modules():
+        if _package_of(path) == "core":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and node.attr in private
+                    and node.attr not in CORE_INTERNAL_API
+                    and not (isinstance(node.value, ast.Name)
+                             and node.value.id in ("self", "cls"))):
+                bad.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: .{node.attr}")
+    assert not bad, ("private attributes of core classes used outside core (use a public "
+                     "API, or document the name as internal API in core):\n" + "\n".join(bad))
+    documented = (primflow.core.tensor.__doc__ or "") + (primflow.core.trace.Tracer.__doc__ or "")
+    assert all(n in documented for n in CORE_INTERNAL_API), "undocumented internal API"
+
+
 def _core_class_patches(path, root=ROOT):
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     bad = []

@@ -41,7 +41,11 @@ class Trace(abc.ABC):
 
 
 class Tracer(Tensor):
-    """A tensor-like value owned by a trace. Subclasses set ``_trace`` and ``aval``."""
+    """A tensor-like value owned by a trace. Subclasses set ``_trace`` and ``aval``.
+
+    Internal API for the layers above (like Tensor's, see core/tensor.py): ``_trace`` (the
+    owning trace), ``aval``, ``_init_tracer`` and ``_check_inplace``.
+    """
 
     __slots__ = ("_trace", "aval")
 
