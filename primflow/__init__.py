@@ -36,6 +36,9 @@ from .autodiff.custom import checkpoint, custom_jvp, custom_vjp
 from .core.state import decompose, is_decomposing, set_decompose
 from .transforms import hessian, jacfwd, jacrev, vmap
 from .transforms import TracerConversionError, jit, to_static
+# control flow (issue 16): JAX's lax spellings and Paddle's static.nn
+from .transforms.control import cond, fori_loop, scan, switch, while_loop
+from . import static
 from .core.pytree import tree_flatten, tree_map, tree_unflatten
 from . import nn
 from .nn import ParamAttr, create_parameter
@@ -99,4 +102,6 @@ __all__ = sorted(set(_ops_names) | set(_aliases) | {
     "tree_flatten", "tree_map", "tree_unflatten",
     # nn, io
     "ParamAttr", "create_parameter", "load", "save",
+    # control flow (issue 16)
+    "static", "cond", "switch", "while_loop", "fori_loop", "scan",
 })

@@ -334,8 +334,9 @@ def test_random_draws_are_fresh_per_call_and_follow_the_seed():
     lambda x: x[int(x.max())],
 ])
 def test_python_control_flow_on_traced_values_is_a_clear_error(body):
+    # full_graph: without it, pf.jit breaks the graph here (tests/test_control_flow_convert.py)
     with pytest.raises(TracerConversionError, match=r"pf\.where.*static_argnums"):
-        pf.jit(body)(pf.ones([3]))
+        pf.jit(body, full_graph=True)(pf.ones([3]))
 
 
 def test_backward_inside_jit_is_refused_with_the_fix():

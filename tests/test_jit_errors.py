@@ -490,7 +490,6 @@ def _assert(x):
 
 
 @pytest.mark.parametrize("body, what", [
-    (_while_loop, r"bool\(\) \(an `if`, `while`"),
     (_assert, r"bool\(\) .*`assert` on a tensor\)"),
     (lambda x: x * int(x.sum()), r"int\(\)"),
     (lambda x: x * len(x.tolist()), r"\.tolist\(\)"),
@@ -500,7 +499,14 @@ def _assert(x):
 def test_more_python_control_flow_on_traced_values(body, what):
     with pytest.raises(TracerConversionError, match=what + r".*needs the concrete value.*"
                                                     r"pf\.where.*static_argnums"):
-        pf.jit(body)(pf.ones([3]))
+        pf.jit(body, full_graph=True)(pf.ones([3]))
+
+
+def test_a_while_loop_on_a_traced_value_is_converted():
+    # a `while` on a tensor becomes a pf.while_loop (transforms/ast_convert.py)
+    jitted = pf.jit(_while_loop, full_graph=True)
+    np.testing.assert_allclose(jitted(pf.ones([3]) * 2.5).numpy(), [-0.5, -0.5, -0.5])
+    assert " = while(" in jitted.lower(pf.ones([3])).as_text()
 
 
 def test_control_flow_on_static_values_is_fine():

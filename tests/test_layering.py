@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "primflow"
 # listed package may import it).
 LAYERS = {
     "core": 0, "backends": 1, "prims": 2, "ops": 3, "autodiff": 4, "ir": 5, "compiler": 6,
-    "transforms": 7, "autograd": 8, "serialization": 8, "nn": 8, "optimizer": 9,
+    "transforms": 7, "autograd": 8, "static": 8, "serialization": 8, "nn": 8, "optimizer": 9,
     "distributed": 9, "io": 10, "science": 11, "testing": 11, "cli": 12, "__main__": 13,
 }
 TOP = max(LAYERS.values()) + 1

@@ -18,7 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 NAMESPACES = {"primflow": pf, "primflow.nn": pf.nn, "primflow.nn.functional": F,
               "primflow.optimizer": pf.optimizer, "primflow.optimizer.lr": pf.optimizer.lr,
               "primflow.autograd": pf.autograd, "primflow.regularizer": pf.regularizer,
-              "primflow.nn.initializer": pf.nn.initializer}
+              "primflow.nn.initializer": pf.nn.initializer, "primflow.static.nn": pf.static.nn}
 
 
 def test_all_lists_exactly_the_public_names():
@@ -44,7 +44,7 @@ def test_no_module_is_exported_under_another_name():
         value = getattr(pf, name, None)
         assert value is None or (isinstance(value, types.ModuleType)
                                  and value.__name__ == f"primflow.{name}"), name
-    intended = {"autograd", "nn", "optimizer", "regularizer"}
+    intended = {"autograd", "nn", "optimizer", "regularizer", "static"}
     for name in pf.__all__:
         if isinstance(getattr(pf, name), types.ModuleType):
             assert name in intended, f"pf.{name} is a module: a namespace on purpose?"
@@ -114,7 +114,11 @@ def test_the_readme_links_the_architecture_page():
 def _public_callables():
     seen = {}
     for ns_name, ns in NAMESPACES.items():
-        for name in getattr(ns, "__all__"):
+        names = getattr(ns, "__all__", None)
+        if names is None:  # a module without __all__: the functions and classes it defines
+            names = [n for n, v in vars(ns).items() if not n.startswith("_")
+                     and getattr(v, "__module__", None) == ns.__name__]
+        for name in names:
             value = getattr(ns, name)
             if callable(value) and not isinstance(value, types.ModuleType):
                 seen.setdefault(id(value), (f"{ns_name}.{name}", value))

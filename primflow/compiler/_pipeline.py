@@ -32,6 +32,8 @@ from ..ir.passes.fuse import ELEMENTWISE, TRANSCENDENTAL, VIEWS
 from ..ir.passes.blocking import batch_axes, block_program
 from ..ir.passes.recompute import recompute_broadcasts
 from ..ir.printer import format_op, names_of
+from ..ir.regions import CONTROL, GET, optimize_regions
+from ._control import control_runner
 
 _code_cache = {}  # source text -> code object
 _lock = threading.Lock()
@@ -40,7 +42,10 @@ BACKENDS = ("numpy", "numba", "interpret")
 
 def optimize_program(fn, verify=False, assume_finite=False):
     """A copy of ``fn`` optimized by the default pass pipeline."""
-    return run_pipeline(fn.copy(), verify=verify, assume_finite=assume_finite)
+    fn = run_pipeline(fn.copy(), verify=verify, assume_finite=assume_finite)
+    # control flow: each region (loop body, branch) is optimized on its own copy
+    optimize_regions(fn, lambda r: run_pipeline(r, verify=verify, assume_finite=assume_finite))
+    return fn
 
 
 class _Workspace(threading.local):
@@ -395,6 +400,16 @@ def _generate(fn, groups, numba_groups, backend):
                 ns[f"s{name}"] = npc.scalar(op.params["value"], op.params["dtype"])
             continue
         if id(op) in unread:
+            continue
+        if op.prim in CONTROL or op.prim == GET:  # control flow: see compiler/_control.py
+            v = f"v{name}"
+            var[op.out] = v
+            body.append(f"    # {format_op(op, names)}")
+            if op.prim == GET:
+                body.append(f"    {v} = {var[op.inputs[0]]}[{op.params['index']}]")
+            else:
+                ns[f"R{name}"] = control_runner(op, backend)
+                body.append(f"    {v} = R{name}([{', '.join(var[u] for u in op.inputs)}])")
             continue
         if id(op) in skip:
             if id(op) in kernel_of:

@@ -16,8 +16,21 @@ from ..core import random as _random
 from ..core.primitive import get_primitive
 from ..core.tensor import Tensor
 from ._program import CONSTANT, IMPURE
+from .regions import CONTROL, GET, regions_of, run_native
 
 _backend = get_backend()
+
+# How ``evaluate_bound`` runs an operation with regions (cond, while, scan) on tensors:
+# staged again under jit, else as Python control flow. That lives in
+# transforms/control.py, above this layer, which installs it here when it is imported
+# (``set_control_rule``; importing primflow imports it).
+_apply_control = None
+
+
+def set_control_rule(rule) -> None:
+    """Installs ``rule(kind, params, operands) -> outputs`` for operations with regions."""
+    global _apply_control
+    _apply_control = rule
 
 
 def _key_source(keys):
@@ -58,6 +71,9 @@ def evaluate(fn, args, keys=None) -> list:
         if op.prim == CONSTANT:
             env[op.out] = fn.consts[op.params["index"]]
             continue
+        if op.prim in CONTROL or op.prim == GET:  # operations with regions (ir/regions.py)
+            env[op.out] = _run_control(op, [env[v] for v in op.inputs], keys)
+            continue
         params = _params_for_run(op, key_source)
         env[op.out] = kernels[op.prim](*[env[v] for v in op.inputs], **params)
     return [env[v] for v in fn.outputs]
@@ -71,6 +87,23 @@ def evaluate_bound(fn, args, keys=None) -> list:
         if op.prim == CONSTANT:
             env[op.out] = Tensor._wrap(fn.consts[op.params["index"]])
             continue
+        if op.prim == GET:
+            env[op.out] = env[op.inputs[0]][op.params["index"]]
+            continue
+        if op.prim in CONTROL:  # staged again under jit, else run as Python control flow
+            if _apply_control is None:
+                raise RuntimeError(f"evaluate_bound: {op.prim!r} needs the control-flow "
+                                   f"rules of primflow.transforms; import primflow first")
+            env[op.out] = _apply_control(op.prim, op.params, [env[v] for v in op.inputs])
+            continue
         params = _params_for_run(op, key_source)
         env[op.out] = get_primitive(op.prim).bind(*[env[v] for v in op.inputs], **params)
     return [env[v] for v in fn.outputs]
+
+
+def _run_control(op, args, keys):
+    if op.prim == GET:
+        return args[0][op.params["index"]]
+    if any(op2.prim in IMPURE for _, region in regions_of(op) for op2 in region.ops):
+        keys = None  # a draw inside a loop draws a fresh key at every step
+    return run_native(op, args, lambda region, a: evaluate(region, a, keys=keys))

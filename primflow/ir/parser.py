@@ -19,6 +19,7 @@ _TOKEN = re.compile(r"""
     (?P<ws>\s+)
   | (?P<value>%[A-Za-z0-9_]+)
   | (?P<const>\#\d+)
+  | (?P<region>@[A-Za-z_][A-Za-z0-9_]*)
   | (?P<number>-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
   | (?P<name>-?[A-Za-z_][A-Za-z0-9_.]*)
   | (?P<string>'[^']*'|"[^"]*")
@@ -92,7 +93,22 @@ def _strip_comment(line):
         return line[:i]
 
 
+class _RegionRef:
+    """``@name`` in an operation's params: the region printed below it in ``{ ... }``."""
+
+    def __init__(self, name):
+        self.name = name
+
+
 def _parse_type(t):
+    if t.accept("("):  # a control-flow operation's tuple of results (ir/regions.py)
+        avals = []
+        while not t.accept(")"):
+            avals.append(_parse_type(t))
+            t.accept(",")
+        from .regions import TupleAval
+
+        return TupleAval(avals)
     kind, name = t.next()
     if kind != "name" or name not in dtypes.BY_NAME:
         t.fail(f"expected a dtype, got {name!r}")
@@ -121,6 +137,8 @@ def _parse_param(t):
         return float(tok) if any(c in tok for c in ".eE") else int(tok)
     if kind == "string":
         return tok[1:-1]
+    if kind == "region":
+        return _RegionRef(tok[1:])
     if kind == "name":
         special = {"True": True, "False": False, "None": None, "inf": float("inf"),
                    "-inf": float("-inf"), "nan": float("nan")}
@@ -154,7 +172,7 @@ def parse(text: str, consts=None) -> Function:
     fn = None
     pool = dict(consts or {})
     returned = False
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    for lineno, raw, blocks in _with_region_blocks(text):
         line = _strip_comment(raw)
         if not line.strip():
             continue
@@ -238,6 +256,12 @@ def parse(text: str, consts=None) -> Function:
             else:
                 t.fail(f"unexpected {tok!r} in the argument list")
             t.accept(",")
+        if blocks:  # the operation's regions, printed below it
+            regions = {}
+            for block in blocks:
+                region = parse(block, consts)
+                regions[region.name] = region
+            params = {k: _resolve_regions(t, v, regions) for k, v in params.items()}
         op = Operation(prim, inputs, params, aval)
         if vname in env:
             t.fail(f"{vname} is defined twice")
@@ -258,3 +282,47 @@ def parse(text: str, consts=None) -> Function:
 def _parse_type_after_colon(t):
     t.expect(":")
     return _parse_type(t)
+
+
+def _with_region_blocks(text):
+    """``(lineno, line, region texts)`` for each line outside region blocks: the ``{ ... }``
+    blocks that follow an operation's line are collected (dedented) as its regions."""
+    lines = text.splitlines()
+    out = []
+    i = 0
+    while i < len(lines):
+        raw = lines[i]
+        if raw.strip() == "{":
+            if not out:
+                raise ParseError(f"line {i + 1}: a region block before any operation")
+            depth, body = 1, []
+            j = i + 1
+            while j < len(lines):
+                stripped = lines[j].strip()
+                if stripped == "{":
+                    depth += 1
+                elif stripped == "}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                body.append(lines[j])
+                j += 1
+            else:
+                raise ParseError(f"line {i + 1}: region block without a closing '}}'")
+            indent = min((len(b) - len(b.lstrip()) for b in body if b.strip()), default=0)
+            out[-1][2].append("\n".join(b[indent:] for b in body) + "\n")
+            i = j + 1
+            continue
+        out.append((i + 1, raw, []))
+        i += 1
+    return out
+
+
+def _resolve_regions(t, v, regions):
+    if isinstance(v, _RegionRef):
+        if v.name not in regions:
+            t.fail(f"region @{v.name} is not given in a block below the operation")
+        return regions[v.name]
+    if isinstance(v, tuple):
+        return tuple(_resolve_regions(t, x, regions) for x in v)
+    return v

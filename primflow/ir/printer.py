@@ -25,6 +25,10 @@ _MAX_CONST_PRINT = 64  # larger constants print as a size only (the parser then 
 
 
 def format_type(aval) -> str:
+    avals = getattr(aval, "avals", None)
+    if avals is not None:  # a control-flow operation's tuple of results (ir/regions.py)
+        return "(" + ",".join(format_type(a) for a in avals) + ("," if len(avals) == 1
+                                                                else "") + ")"
     return f"{aval.dtype.name}[{','.join(str(d) for d in aval.shape)}]"
 
 
@@ -44,6 +48,8 @@ def format_param(v) -> str:
         return repr(v)
     if isinstance(v, (int, str)):
         return repr(v)
+    if hasattr(v, "ops") and hasattr(v, "outputs"):  # a region: printed below its operation
+        return f"@{v.name}"
     raise TypeError(f"cannot print parameter value {v!r} of type {type(v).__name__}")
 
 
@@ -75,6 +81,7 @@ def print_function(fn, annotate=None) -> str:
         if note:
             line += f"  # {note}"
         lines.append(line)
+        lines.extend(_region_lines(op))
     outs = [names.get(v, "%?") for v in fn.outputs]
     if not outs:
         lines.append("    return ()")
@@ -93,3 +100,19 @@ def _format_array(array) -> str:
     # str() of a backend scalar is the shortest text that reads back to the same value in
     # the array's own precision (float32 1e-08 prints as 1e-08, not 9.99999993922529e-09)
     return "[" + ", ".join(str(x) for x in array.reshape(-1)) + "]"
+
+
+def _region_lines(op) -> list:
+    """The regions of a control-flow operation, indented below it (``{ ... }``)."""
+    from .regions import regions_of
+
+    regions = regions_of(op)
+    if not regions:
+        return []
+    lines = []
+    for _, region in regions:
+        text = print_function(region).rstrip("\n").split("\n")
+        lines.append("      {")
+        lines.extend("        " + t for t in text)
+        lines.append("      }")
+    return lines

@@ -14,6 +14,7 @@ from ..backends import get_backend
 from ..core.primitive import get_primitive
 from ._program import CONSTANT
 from .printer import format_type, names_of
+from .regions import CONTROL, GET, check_regions, regions_of
 
 _backend = get_backend()
 
@@ -54,6 +55,28 @@ def verify(fn) -> None:
 
 
 def _check_type(fn, op, where):
+    if op.prim in CONTROL:  # regions: each a valid program whose signature fits
+        for name, region in regions_of(op):
+            try:
+                verify(region)
+            except VerificationError as e:
+                raise VerificationError(f"{where}: region {name}: {e}") from None
+        try:
+            check_regions(op)
+        except ValueError as e:
+            raise VerificationError(f"{where}: {e}") from None
+        return
+    if op.prim == GET:
+        tup = op.inputs[0].aval
+        index = op.params.get("index")
+        avals = getattr(tup, "avals", None)
+        if avals is None or not isinstance(index, int) or not 0 <= index < len(avals):
+            raise VerificationError(f"{where}: get(index={index}) of a value typed "
+                                    f"{format_type(tup)}")
+        if avals[index] != op.out.aval:
+            raise VerificationError(f"{where}: typed {format_type(op.out.aval)} but element "
+                                    f"{index} is {format_type(avals[index])}")
+        return
     if op.prim == CONSTANT:
         index = op.params.get("index")
         if index not in fn.consts:

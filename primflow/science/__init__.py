@@ -9,6 +9,8 @@ operators of networks, PDE problems with reference solutions, and a PINN trainer
 * :mod:`~primflow.science.problems` - Kirchhoff plate, Euler–Bernoulli beam, Poisson,
   Burgers (Cole–Hopf reference), heat (series), each with residuals, hard constraints,
   sampling and a reference.
+* :mod:`~primflow.science.time_stepping` - RK4 integration inside ``pf.scan`` and a neural
+  ODE trained through the integrator (compiled once, reverse mode by a reverse scan).
 * :mod:`~primflow.science.trainer` - Adam then L-BFGS with validation, progress bars,
   checkpoints and resume; :mod:`~primflow.science.plotting` - PNG plots.
 
@@ -23,6 +25,7 @@ Example:
 """
 
 from . import geometry, networks, operators, plotting, problems, threads
+from . import time_stepping  # RK4 in pf.scan, neural ODE (issue 16)
 from .geometry import (
                        SAMPLING_METHODS,
                        Box,

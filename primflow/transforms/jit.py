@@ -70,11 +70,12 @@ RETRACE_WARNING_THRESHOLD = 8
 
 
 class TracerConversionError(TypeError):
-    """A concrete value was asked of a traced value inside ``pf.jit``.
+    """A concrete value was asked of a traced value inside ``pf.jit`` (with
+    ``full_graph=True``; otherwise the graph breaks there, see ``jit``).
 
     Example:
         >>> import primflow as pf
-        >>> @pf.jit
+        >>> @pf.jit(full_graph=True)
         ... def f(x):
         ...     return x * 2 if float(x.sum()) > 0 else x
         >>> try:
@@ -168,6 +169,14 @@ class JitTracer(Tracer):
 
     def __index__(self):
         raise TracerConversionError(_conversion_message(self, "using a tensor as an index"))
+
+    def __str__(self):
+        # print(x) / f"{x}" of a traced value shows no value: under pf.jit that statement
+        # breaks the graph and prints the real values at every call (repr() still works)
+        raise TracerConversionError(_conversion_message(self, "printing (str(), print())"))
+
+    def __format__(self, spec):
+        raise TracerConversionError(_conversion_message(self, "formatting (f-strings)"))
 
 
 def _input_mutation_message(fn_name, label, what):
@@ -286,6 +295,30 @@ class Lowered:
         return self._entry.executable
 
 
+def _caller_level():
+    """The ``stacklevel`` of the first frame outside this module (warnings point at the
+    user's call, however many jit frames lie between)."""
+    import sys
+
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+class _BrokenLowered:
+    """``lower()`` of a function with graph breaks: its compiled pieces and breaks."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def as_text(self, stage="optimized") -> str:
+        del stage
+        return self.text
+
+    __str__ = as_text
+
+
 def _is_array_like(x):
     return hasattr(x, "__array__") and hasattr(x, "shape") and hasattr(x, "dtype")
 
@@ -294,7 +327,8 @@ class Jitted:
     """A function compiled per input signature. See ``jit``."""
 
     def __init__(self, fun, static_argnums=(), static_argnames=(), optimize=True,
-                 backend=None, extra_key=None, name=None, tiered=None, blocking=None):
+                 backend=None, extra_key=None, name=None, full_graph=False,
+                 tiered=None, blocking=None):
         if not callable(fun):
             raise TypeError(f"pf.jit needs a callable, got {type(fun).__name__}")
         functools.update_wrapper(self, fun, updated=())
@@ -319,6 +353,13 @@ class Jitted:
         self._last_signature = None  # description of the last traced call (retrace warning)
         self._warned_retrace = False
         self._param_names = None
+        # Python control flow on traced values (issue 16): the AST-converted function
+        # replaces fun after a TracerConversionError; what still cannot be traced breaks
+        # the graph (transforms/graph_break.py) unless full_graph
+        self.full_graph = full_graph
+        self._converted = False
+        self._no_convert = False  # a piece of a broken function: its owner splits it
+        self._broken = None
 
     def __get__(self, obj, objtype=None):  # decorating a method binds self as usual
         if obj is None:
@@ -446,12 +487,78 @@ class Jitted:
             f"Keep shapes, dtypes and static values the same from call to call: pass numbers "
             f"that change as tensors (pf.to_tensor(value)) instead of Python scalars, and pad "
             f"or bucket inputs to a few fixed shapes. (This warning is shown once per "
-            f"function; cache_info() counts the traces.)", RetraceWarning, stacklevel=4)
+            f"function; cache_info() counts the traces.)", RetraceWarning,
+            stacklevel=_caller_level())
 
     # ---- calling ---------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         if state.trace_stack:  # inside a transform (or another jit's trace): be traced by it
-            return self.fun(*args, **kwargs)
+            try:
+                return self.fun(*args, **kwargs)
+            except TracerConversionError:
+                if not self._convert():
+                    raise
+                return self.fun(*args, **kwargs)
+        if self._broken is not None:
+            return self._broken(args, kwargs)
+        try:
+            return self._call_compiled(args, kwargs)
+        except TracerConversionError as e:
+            return self._recover(e, args, kwargs)
+
+    def _convert(self) -> bool:
+        """Replaces ``fun`` by its AST-converted version (once); whether it did."""
+        if self._converted or self._no_convert:
+            return False
+        self._converted = True
+        from .ast_convert import Unconvertible, convert
+
+        source = getattr(self.fun, "__pf_source__", self.fun)
+        try:
+            converted, count = convert(source)
+        except Unconvertible:
+            return False
+        if not count:
+            return False
+        self.fun = converted
+        self.clear_cache()
+        return True
+
+    def _recover(self, error, args, kwargs):
+        """After a ``TracerConversionError`` while tracing: convert the function's control
+        flow and trace again; if that fails too, break the graph (or raise under
+        ``full_graph``)."""
+        if self._convert():
+            try:
+                return self._call_compiled(args, kwargs)
+            except TracerConversionError as e:
+                error = e
+        if self._no_convert:
+            raise error
+        if self.full_graph:
+            raise TracerConversionError(
+                f"pf.jit({self._display}, full_graph=True): the function cannot be compiled "
+                f"as one program (without full_graph it would break the graph here and run "
+                f"this part eagerly): {error}") from error
+        from .ast_convert import Unconvertible
+        from .graph_break import BrokenFunction
+
+        source = getattr(self.fun, "__pf_source__", self.fun)
+        source = getattr(source, "__wrapped_original__", source)
+        try:
+            self._broken = BrokenFunction(source, self._display, backend=self.backend)
+        except Unconvertible as e:  # no source: the whole function runs eagerly
+            import warnings
+
+            from .graph_break import GraphBreakWarning
+
+            warnings.warn(f"pf.jit({self._display}): cannot compile the function and cannot "
+                          f"split it ({e}): it runs eagerly. Reason: {error}",
+                          GraphBreakWarning, stacklevel=3)
+            self._broken = lambda a, kw: source(*a, **kw)
+        return self._broken(args, kwargs)
+
+    def _call_compiled(self, args, kwargs):
         if not kwargs and not self.static_argnums:
             # fast path: positional tensors only (the common case), keyed on native types
             sig = []
@@ -502,6 +609,13 @@ class Jitted:
     def lower(self, *args, **kwargs) -> Lowered:
         """Traces (or finds in the cache) the program for these arguments without running
         it. ``jitted.lower(x).as_text()`` prints it."""
+        if self._broken is None and not state.trace_stack:
+            try:
+                self._lookup(args, kwargs)
+            except TracerConversionError as e:
+                self._recover(e, args, kwargs)
+        if self._broken is not None and hasattr(self._broken, "describe"):
+            return _BrokenLowered(self._broken.describe(args, kwargs))
         hits = self.hits
         entry = self._lookup(args, kwargs)
         self.hits = hits
@@ -893,7 +1007,7 @@ def _layer_key(treedef):
 
 
 def jit(fun=None, *, static_argnums=(), static_argnames=(), optimize=True, backend=None,
-        tiered=None, blocking=None):
+        full_graph=False, tiered=None, blocking=None):
     """Compiles ``fun`` into a static program per input signature (JAX's ``jax.jit``).
 
     Args:
@@ -919,6 +1033,15 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), optimize=True, backe
             ``pf.config.jit_tiered`` (default True).
         blocking: run programs whose rows are independent in cache-sized row blocks. None:
             ``pf.config.jit_blocking`` (default True).
+        full_graph: make a graph break an error. By default, Python control flow on
+            traced values (``if``/``while``/``for i in range(n)`` with a tensor condition
+            or bound, with ``break``/``continue``/early ``return``) is converted to
+            ``pf.cond``/``pf.while_loop``/``pf.fori_loop`` by a source transform
+            (``transforms/ast_convert.py``), and what still needs concrete values (a NumPy
+            call, ``print`` of a value, ``float(x)``) breaks the graph: that statement runs
+            eagerly, the code around it is compiled, and a ``GraphBreakWarning`` names the
+            line (``transforms/graph_break.py``). With ``full_graph=True`` that raises
+            ``TracerConversionError`` instead.
 
     Returns:
         A ``Jitted`` callable; ``f.lower(*args).as_text()`` prints the program.
@@ -939,9 +1062,11 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), optimize=True, backe
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums,
                                  static_argnames=static_argnames, optimize=optimize,
-                                 backend=backend, tiered=tiered, blocking=blocking)
+                                 backend=backend, full_graph=full_graph, tiered=tiered,
+                                 blocking=blocking)
     return Jitted(fun, static_argnums=static_argnums, static_argnames=static_argnames,
-                  optimize=optimize, backend=backend, tiered=tiered, blocking=blocking)
+                  optimize=optimize, backend=backend, full_graph=full_graph, tiered=tiered,
+                  blocking=blocking)
 
 
 def to_static(function=None, input_spec=None, build_strategy=None, backend=None, **kwargs):
@@ -957,9 +1082,10 @@ def to_static(function=None, input_spec=None, build_strategy=None, backend=None,
         >>> net(pf.ones([4, 2])).shape
         [4, 3]
     """
-    del input_spec, build_strategy, kwargs
+    del input_spec, build_strategy
+    full_graph = bool(kwargs.pop("full_graph", False))
     if function is None:
-        return functools.partial(to_static, backend=backend)
+        return functools.partial(to_static, backend=backend, full_graph=full_graph)
     forward = getattr(function, "forward", None)
     if forward is not None and hasattr(function, "sublayers"):
         layer = function
@@ -974,7 +1100,9 @@ def to_static(function=None, input_spec=None, build_strategy=None, backend=None,
             run_forward.__signature__ = inspect.signature(cls_forward)
         except (TypeError, ValueError):
             pass
-        jitted = Jitted(run_forward, backend=backend, name=type(layer).__name__)
+        run_forward.__pf_source__ = cls_forward  # what control-flow conversion rewrites
+        jitted = Jitted(run_forward, backend=backend, name=type(layer).__name__,
+                        full_graph=full_graph)
         jitted._display = f"{type(layer).__name__}.forward"
 
         def static_forward(*args, **kw):
@@ -984,4 +1112,4 @@ def to_static(function=None, input_spec=None, build_strategy=None, backend=None,
         static_forward.lower = lambda *args, **kw: jitted.lower(layer, *args, **kw)
         object.__setattr__(layer, "forward", static_forward)
         return layer
-    return Jitted(function, backend=backend)
+    return Jitted(function, backend=backend, full_graph=full_graph)

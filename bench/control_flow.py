@@ -1,0 +1,154 @@
+"""Control flow under ``pf.jit``: RK4 over 1,000 steps inside ``pf.scan`` (issue 16).
+
+The problem: ``dy/dt = W2 tanh(W1 y + b1) + b2`` with a state of 256 values (MLP
+256 -> 64 -> 256, float64), integrated with fixed-step RK4; the loss is the mean square of
+the final state. Measured in one process (only ratios mean anything; see README.md):
+
+* compile time of ``pf.jit`` of the scan (tracing, IR passes, code generation) for 10 and 1,000
+  steps: target <= 1 s and the two within 1.5x (the loop body is compiled once);
+* run time of the jitted scan against the same program unrolled (a Python loop traced
+  into one straight-line program): target within 1.2x;
+* ``pf.jit(pf.grad(loss))`` against ``pf.jit(loss)``: target within 3x;
+* JAX ``lax.scan`` under ``jax.jit`` on the same problem when JAX is importable (it is not
+  a dependency; without it the column says n/a).
+
+Run: ``python -m bench.control_flow [--steps 1000] [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+import primflow as pf  # noqa: E402
+from primflow.science.time_stepping import mlp_field, odeint_rk4, unrolled_rk4  # noqa: E402
+
+STATE, HIDDEN, DT = 256, 64, 0.01
+
+
+def problem(seed=0):
+    rng = np.random.default_rng(seed)
+    params = [rng.standard_normal((STATE, HIDDEN)) / np.sqrt(STATE), np.zeros(HIDDEN),
+              rng.standard_normal((HIDDEN, STATE)) * 0.1 / np.sqrt(HIDDEN), np.zeros(STATE)]
+    y0 = rng.uniform(-1, 1, STATE)
+    return [pf.to_tensor(p) for p in params], pf.to_tensor(y0), params, y0
+
+
+def scan_loss(n):
+    def loss(params, y0):
+        y, _ = odeint_rk4(mlp_field, y0, DT, n, params)
+        return (y * y).mean()
+    return loss
+
+
+def unrolled_loss(n):
+    def loss(params, y0):
+        y = unrolled_rk4(mlp_field, y0, DT, n, params)
+        return (y * y).mean()
+    return loss
+
+
+def timed(fn, *args, reps=5):
+    fn(*args)
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn(*args)
+        out.append(time.perf_counter() - t0)
+    return statistics.median(out)
+
+
+def compile_time(make, n, params, y0, backend):
+    """Seconds to trace, optimize and compile (``lower``: nothing runs), with the generated
+    code cache emptied first (an identical loop body compiled earlier would be reused)."""
+    from primflow.compiler import _pipeline
+
+    _pipeline._code_cache.clear()
+    jitted = pf.jit(make(n), backend=backend)
+    t0 = time.perf_counter()
+    jitted.lower(params, y0)
+    return time.perf_counter() - t0, jitted
+
+
+def jax_scan(n, params_np, y0_np, reps):
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+    jax.config.update("jax_enable_x64", True)
+
+    def field(y, p):
+        w1, b1, w2, b2 = p
+        return jnp.tanh(y @ w1 + b1) @ w2 + b2
+
+    def loss(p, y0):
+        def step(y, _):
+            k1 = field(y, p)
+            k2 = field(y + 0.5 * DT * k1, p)
+            k3 = field(y + 0.5 * DT * k2, p)
+            k4 = field(y + DT * k3, p)
+            return y + DT / 6 * (k1 + 2 * k2 + 2 * k3 + k4), None
+        y, _ = jax.lax.scan(step, y0, None, length=n)
+        return (y * y).mean()
+
+    p = [jnp.asarray(a) for a in params_np]
+    y0 = jnp.asarray(y0_np)
+    fwd = jax.jit(loss)
+    grad = jax.jit(jax.grad(loss))
+    return (timed(lambda: fwd(p, y0).block_until_ready(), reps=reps),
+            timed(lambda: jax.tree_util.tree_map(lambda a: a.block_until_ready(),
+                                                 grad(p, y0)), reps=reps))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--backend", default="numpy",
+                        help="pf.jit backend for every primflow cell (default numpy)")
+    args = parser.parse_args(argv)
+    pf.set_default_dtype("float64")
+    reps = 3 if args.quick else 7
+    n = args.steps
+    params, y0, params_np, y0_np = problem()
+    c10, _ = compile_time(scan_loss, 10, params, y0, args.backend)
+    cn, fwd = compile_time(scan_loss, n, params, y0, args.backend)
+    t_scan = timed(fwd, params, y0, reps=reps)
+    cu, unrolled = compile_time(unrolled_loss, n, params, y0, args.backend)
+    t_unrolled = timed(unrolled, params, y0, reps=reps)
+    grad = pf.jit(pf.grad(scan_loss(n)), backend=args.backend)
+    t_grad = timed(grad, params, y0, reps=reps)
+    jax_times = jax_scan(n, params_np, y0_np, reps)
+    print(f"RK4 in pf.scan, {n} steps, state {STATE}, MLP {STATE}->{HIDDEN}->{STATE}, "
+          f"float64, backend={args.backend}, python {sys.version.split()[0]}")
+    print(f"  compile time, 10 steps:        {c10 * 1e3:8.1f} ms")
+    print(f"  compile time, {n} steps:     {cn * 1e3:8.1f} ms   ratio {cn / c10:.2f}x "
+          f"(target <= 1.5x, <= 1000 ms)")
+    print(f"  compile time, unrolled:        {cu * 1e3:8.1f} ms")
+    print(f"  run time, scan:                {t_scan * 1e3:8.2f} ms")
+    print(f"  run time, unrolled:            {t_unrolled * 1e3:8.2f} ms   scan/unrolled "
+          f"{t_scan / t_unrolled:.2f}x (target <= 1.2x)")
+    print(f"  gradient (jit of grad):        {t_grad * 1e3:8.2f} ms   grad/forward "
+          f"{t_grad / t_scan:.2f}x (target <= 3x)")
+    if jax_times is None:
+        print("  JAX lax.scan under jax.jit:    n/a (jax is not installed)")
+    else:
+        jf, jg = jax_times
+        print(f"  JAX lax.scan forward:          {jf * 1e3:8.2f} ms   primflow/JAX "
+              f"{t_scan / jf:.2f}x")
+        print(f"  JAX lax.scan gradient:         {jg * 1e3:8.2f} ms   primflow/JAX "
+              f"{t_grad / jg:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

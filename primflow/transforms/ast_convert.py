@@ -1,0 +1,684 @@
+"""Python control flow on traced tensors, converted to control-flow operations by a
+source-to-source transform of the function's AST (Paddle's to_static approach).
+
+``convert(fn)`` rewrites, in ``fn`` and the functions defined inside it:
+
+* ``if test: ... else: ...`` into two branch functions and a call of ``runtime.if_stmt``,
+  which runs Python's ``if`` when ``test`` is concrete and ``pf.cond`` when it is traced;
+* ``while test: ...`` into ``runtime.while_stmt`` (``pf.while_loop`` when traced);
+* ``for i in range(...)`` into ``runtime.for_range`` (``pf.fori_loop`` when a bound is
+  traced; a Python loop otherwise);
+* ``break`` / ``continue`` written as ``if cond: break`` (or ``continue``) directly in a
+  loop body, and early ``return`` inside ``if`` statements, into flags and nested
+  ``if``/``else`` (so they become ``cond``/``while`` operations too);
+* ``and`` / ``or`` / ``not`` in the tests of those statements into ``runtime.and_`` ...
+  (``logical_and`` on traced values, Python's short-circuit otherwise).
+
+The variables a statement assigns are passed in and returned explicitly (the branch and
+body functions are pure), so the converted function computes what the original computes,
+eagerly too. Statements the transform cannot express (``x[i] = v`` or ``obj.a = v`` inside
+a converted branch, ``break`` nested deeper, ``yield``, ``global``) are left as they were:
+if their condition is traced, ``pf.jit`` breaks the graph there (``graph_break.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import textwrap
+
+from ..core.tensor import Tensor
+from ..ops.math import logical_and, logical_not, logical_or
+
+_counter = itertools.count()
+RUNTIME = "__pf_rt"
+
+
+class Unconvertible(Exception):
+    """The function's source cannot be converted (no source, a lambda, a generator...)."""
+
+
+class _Undefined:
+    """The value of a variable that was not assigned yet when a statement started."""
+
+    def __repr__(self):
+        return "<undefined>"
+
+
+UNDEFINED = _Undefined()
+
+
+# ---- the runtime the converted code calls -----------------------------------------------------
+
+def _traced(x):
+    """Whether ``x`` is a tensor whose value is not known while tracing (staged by pf.jit
+    or batched by pf.vmap): Python control flow cannot branch on it."""
+    if not isinstance(x, Tensor):
+        return False
+    from .control import _BATCHED, _concrete
+
+    value = _concrete(x)
+    return value is None or value is _BATCHED
+
+
+class runtime:  # noqa: N801 - a namespace the generated code reads as __pf_rt
+    """The functions converted code calls (see the module docstring)."""
+
+    UNDEFINED = UNDEFINED
+
+    @staticmethod
+    def ld(thunk):
+        """The variable's value, or UNDEFINED when it has none yet."""
+        try:
+            return thunk()
+        except NameError:  # UnboundLocalError too
+            return UNDEFINED
+
+    @staticmethod
+    def if_stmt(pred, true_fn, false_fn, values):
+        if not _traced(pred):
+            return true_fn(*values) if pred else false_fn(*values)
+        from .control import cond
+
+        defined = [i for i, v in enumerate(values) if v is not UNDEFINED]
+
+        def branch(fn):
+            def run(*ops):
+                full = list(values)
+                for i, v in zip(defined, ops):
+                    full[i] = v
+                return _check_defined(fn(*full), "if")
+            return run
+
+        return cond(pred, branch(true_fn), branch(false_fn), *[values[i] for i in defined])
+
+    @staticmethod
+    def while_stmt(cond_fn, body_fn, values):
+        values = tuple(values)
+        while True:
+            pred = cond_fn(*values)
+            if _traced(pred):
+                from .control import while_loop
+
+                init = _check_defined(values, "while")
+                return while_loop(lambda s: cond_fn(*s), lambda s: tuple(body_fn(*s)),
+                                  _as_carry(init))
+            if not pred:
+                return values
+            values = tuple(body_fn(*values))
+
+    @staticmethod
+    def for_range(args, body_fn, values):
+        if not any(_traced(a) for a in args):
+            values = tuple(values)
+            for i in range(*[int(a) for a in args]):
+                values = tuple(body_fn(i, *values))
+            return values
+        from .control import fori_loop
+
+        if len(args) == 3 and not _traced(args[2]) and int(args[2]) == 1:
+            args = args[:2]
+        if len(args) == 3:
+            raise TypeError("for i in range(start, stop, step) with traced bounds needs "
+                            "step 1; write a while loop instead")
+        lo, hi = (0, args[0]) if len(args) == 1 else args
+        init = _as_carry(_check_defined(tuple(values), "for"))
+        return fori_loop(lo, hi, lambda i, s: tuple(body_fn(i, *s)), init)
+
+    @staticmethod
+    def and_(a, b_thunk):
+        if _traced(a):
+            return logical_and(a, b_thunk())
+        if not a:
+            return a
+        b = b_thunk()
+        return b
+
+    @staticmethod
+    def or_(a, b_thunk):
+        if _traced(a):
+            return logical_or(a, b_thunk())
+        if a:
+            return a
+        return b_thunk()
+
+    @staticmethod
+    def not_(a):
+        if _traced(a):
+            return logical_not(a)
+        return not a
+
+
+def _check_defined(values, what):
+    values = tuple(values)
+    for v in values:
+        if v is UNDEFINED:
+            raise TypeError(f"a variable assigned inside a converted `{what}` on a traced "
+                            f"value has no value on every path; assign it before the `{what}`")
+    return values
+
+
+def _as_carry(values):
+    """Loop-carried Python numbers become tensors (a traced loop carries tensors)."""
+    from ..ops import as_tensor
+
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            out.append(v)
+        elif isinstance(v, int):
+            out.append(as_tensor(v, dtype="int64"))
+        else:
+            out.append(as_tensor(v))
+    return tuple(out)
+
+
+# ---- analysis ---------------------------------------------------------------------------------
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
+           ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _walk_local(nodes):
+    """Every node under ``nodes`` in their own scope: nested functions, lambdas, classes
+    and comprehensions are yielded but not entered (their names are their own)."""
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, _SCOPES):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def assigned_names(stmts) -> list:
+    """Local variables the statements assign (in first-assignment order); functions and
+    classes defined there are not values a converted statement can carry."""
+    names = []
+    for node in _walk_local(stmts):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            name = node.id
+        else:
+            continue
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def loaded_names(nodes) -> set:
+    """Every name read anywhere under ``nodes`` (nested functions and lambdas included: a
+    closure reads its variables when it runs)."""
+    out = set()
+    for n in nodes:
+        for node in ast.walk(n):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                out.add(node.id)
+    return out
+
+
+def _stored(target) -> set:
+    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Store)}
+
+
+def exposed_names(stmts) -> set:
+    """Names the statements read before certainly assigning them (a loop body reading the
+    previous iteration's value): only plain assignments count as certain."""
+    assigned, exposed = set(), set()
+    for s in stmts:
+        if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None:
+            exposed |= loaded_names([s.value]) - assigned
+            for target in (s.targets if isinstance(s, ast.Assign) else [s.target]):
+                exposed |= loaded_names([target]) - assigned  # x[i] = ... reads x
+                assigned |= _stored(target)
+        elif isinstance(s, ast.AugAssign):
+            exposed |= (loaded_names([s.value]) | _stored(s.target)) - assigned
+            assigned |= _stored(s.target)
+        elif isinstance(s, (ast.FunctionDef, ast.ClassDef)):
+            exposed |= loaded_names([s]) - assigned - {s.name}
+            assigned.add(s.name)
+        else:
+            exposed |= loaded_names([s]) - assigned
+    return exposed
+
+
+def _mutates_objects(stmts) -> bool:
+    """``x[i] = v``, ``x.a = v``, ``del``, augmented item updates: not expressible as a
+    pure branch or body."""
+    for node in _walk_local(stmts):
+        if isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx,
+                                                                           (ast.Store,
+                                                                            ast.Del)):
+            return True
+        if isinstance(node, (ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom,
+                             ast.Await, ast.Delete)):
+            return True
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and not (isinstance(node.func.value, ast.Name)
+                         and node.func.value.id == RUNTIME)
+                and (node.func.attr in _MUTATORS or (node.func.attr.endswith("_")
+                                                     and not node.func.attr.startswith("_")))):
+            return True  # ys.append(y), d.update(...), x.add_(1): changes an object
+    return False
+
+
+_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update",
+                       "setdefault", "add", "discard", "popitem", "sort", "reverse",
+                       "set_value", "backward"})
+
+
+def _has(stmts, kinds) -> bool:
+    return any(isinstance(n, kinds) for n in _walk_local(stmts))
+
+
+def _jumps_out(stmts) -> bool:
+    """A return, or a break/continue not inside a nested loop."""
+    for node in _walk_local(stmts):
+        if isinstance(node, ast.Return):
+            return True
+    return _loose_jumps(stmts)
+
+
+def _loose_jumps(stmts) -> bool:
+    for s in stmts:
+        if isinstance(s, (ast.Break, ast.Continue)):
+            return True
+        if isinstance(s, (ast.For, ast.While, ast.AsyncFor)):
+            if _loose_jumps(s.orelse):
+                return True
+            continue
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            sub = getattr(s, field, None)
+            if sub and _loose_jumps(sub):
+                return True
+    return False
+
+
+def _always_returns(stmts) -> bool:
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, (ast.Return, ast.Raise)):
+        return True
+    if isinstance(last, ast.If):
+        return _always_returns(last.body) and _always_returns(last.orelse)
+    return False
+
+
+# ---- building nodes -------------------------------------------------------------------------
+
+def _name(id_, store=False):
+    return ast.Name(id=id_, ctx=ast.Store() if store else ast.Load())
+
+
+def _rt(attr):
+    return ast.Attribute(value=_name(RUNTIME), attr=attr, ctx=ast.Load())
+
+
+def _call(func, *args):
+    return ast.Call(func=func, args=list(args), keywords=[])
+
+
+def _thunk(expr):
+    return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                                         kw_defaults=[], kwarg=None, defaults=[]), body=expr)
+
+
+def _tuple(names, store=False):
+    return ast.Tuple(elts=[_name(n, store) for n in names],
+                     ctx=ast.Store() if store else ast.Load())
+
+
+def _loads(names):
+    return ast.Tuple(elts=[_call(_rt("ld"), _thunk(_name(n))) for n in names],
+                     ctx=ast.Load())
+
+
+def _function(name, params, body, returns):
+    body = list(body) + [ast.Return(value=_tuple(returns))]
+    return ast.FunctionDef(
+        name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in params],
+                                      vararg=None, kwonlyargs=[], kw_defaults=[],
+                                      kwarg=None, defaults=[]),
+        body=body, decorator_list=[], returns=None, type_params=[])
+
+
+def _assign(names, value):
+    if not names:
+        return ast.Expr(value=value)
+    return ast.Assign(targets=[_tuple(names, store=True)], value=value)
+
+
+def _fresh(kind):
+    return f"__pf_{kind}_{next(_counter)}"
+
+
+# ---- the transform --------------------------------------------------------------------------
+
+class _Converter:
+    """Rewrites statement lists (see the module docstring); counts what it converted."""
+
+    def __init__(self):
+        self.converted = 0
+
+    def function(self, fn):
+        fn.body = self.returns(fn.body) if self._needs_return_lowering(fn.body) else fn.body
+        fn.body = self.block(fn.body, frozenset())
+        return fn
+
+    # -- early return: `if c: return a` ... `return b` becomes if/else assigning __pf_ret
+    def _needs_return_lowering(self, body):
+        for s in body:
+            if not isinstance(s, ast.Return) and any(
+                    isinstance(n, ast.Return) for n in _walk_local([s])):
+                return True
+        return False
+
+    def returns(self, body):
+        lowered = self._lower_returns(body)
+        if lowered is None:
+            return body
+        init = ast.Assign(targets=[_name("__pf_ret", True)], value=ast.Constant(None))
+        return [init] + lowered + [ast.Return(value=_name("__pf_ret"))]
+
+    def _lower_returns(self, stmts):
+        out = []
+        for k, s in enumerate(stmts):
+            if isinstance(s, ast.Return):
+                out.append(ast.Assign(targets=[_name("__pf_ret", True)],
+                                      value=s.value or ast.Constant(None)))
+                return out
+            if isinstance(s, ast.If) and any(isinstance(n, ast.Return)
+                                              for n in _walk_local([s])):
+                rest = stmts[k + 1:]
+                body = self._lower_returns(
+                    s.body + ([] if _always_returns(s.body) else rest))
+                orelse = self._lower_returns(
+                    s.orelse + ([] if _always_returns(s.orelse) else rest))
+                if body is None or orelse is None:
+                    return None
+                out.append(ast.If(test=s.test, body=body or [ast.Pass()],
+                                  orelse=orelse or [ast.Pass()]))
+                return out
+            if any(isinstance(n, ast.Return) for n in _walk_local([s])):
+                return None  # a return inside a loop or try: left as it is
+            out.append(s)
+        return out
+
+    # -- statements
+    def block(self, stmts, live_out):
+        """Converts a statement list; ``live_out``: names read after it. A converted
+        statement carries only the variables it assigns that are read later."""
+        out = []
+        for k, s in enumerate(stmts):
+            out.extend(self.statement(s, set(live_out) | loaded_names(stmts[k + 1:])))
+        return out
+
+    def statement(self, s, live):
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.function(s)
+            return [s]
+        if isinstance(s, (ast.If, ast.While, ast.For)):
+            kind = {ast.If: self.if_, ast.While: self.while_, ast.For: self.for_}[type(s)]
+            out = kind(s, live)
+            for node in out:  # generated statements keep the original's lines (tracebacks,
+                if not hasattr(node, "lineno"):  # graph-break locations)
+                    ast.copy_location(node, s)
+                    for child in ast.walk(node):
+                        if "lineno" in child._attributes and not hasattr(child, "lineno"):
+                            ast.copy_location(child, s)
+            return out
+        for field in ("body", "orelse", "finalbody"):  # with, try: convert inside
+            sub = getattr(s, field, None)
+            if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
+                setattr(s, field, self.block(sub, live))
+        return [s]
+
+    def if_(self, s, live):
+        body, orelse = self.block(s.body, live), self.block(s.orelse, live)
+        if _jumps_out(s.body + s.orelse) or _mutates_objects(s.body + s.orelse):
+            s.body, s.orelse = body, orelse
+            return [s]
+        # a branch assigns what is read later, and what it reads before assigning (its
+        # value from before the if) must come in
+        carried = set(live) | exposed_names(body) | exposed_names(orelse)
+        names = [n for n in assigned_names(body + orelse) if n in carried]
+        t_name, f_name = _fresh("true"), _fresh("false")
+        self.converted += 1
+        call = _call(_rt("if_stmt"), self.test(s.test), _name(t_name), _name(f_name),
+                     _loads(names))
+        return [_function(t_name, names, body or [ast.Pass()], names),
+                _function(f_name, names, orelse or [ast.Pass()], names),
+                _assign(names, call)]
+
+    def _lower_jumps(self, body):
+        """``if c: break`` / ``if c: continue`` directly in ``body`` become flags; returns
+        ``(new body, break flag or None, continue flag or None)``, or None when a jump sits
+        deeper."""
+        brk = cont = None
+        out = []
+        for k, s in enumerate(body):
+            jump = None
+            if isinstance(s, (ast.Break, ast.Continue)):
+                jump, test = s, ast.Constant(True)
+            elif (isinstance(s, ast.If) and len(s.body) == 1 and not s.orelse
+                  and isinstance(s.body[0], (ast.Break, ast.Continue))):
+                jump, test = s.body[0], s.test
+            elif _loose_jumps([s]):
+                return None
+            if jump is None:
+                out.append(s)
+                continue
+            if isinstance(jump, ast.Break):
+                brk = brk or _fresh("break")
+                flag = brk
+            else:
+                cont = cont or _fresh("continue")
+                flag = cont
+            out.append(ast.Assign(targets=[_name(flag, True)],
+                                  value=_call(_rt("or_"), _name(flag),
+                                              _thunk(self.test(test)))))
+            rest = self._lower_jumps(body[k + 1:])
+            if rest is None:
+                return None
+            rest_body, rest_brk, rest_cont = rest
+            if rest_brk and brk and rest_brk != brk:
+                return None
+            if rest_cont and cont and rest_cont != cont:
+                return None
+            brk, cont = brk or rest_brk, cont or rest_cont
+            if rest_body:
+                out.append(ast.If(test=_call(_rt("not_"), _name(flag)), body=rest_body,
+                                  orelse=[]))
+            return out, brk, cont
+        return out, brk, cont
+
+    def while_(self, s, live):
+        if s.orelse:
+            live = set(live) | loaded_names([s])
+            s.body = self.block(s.body, live)
+            return [s]
+        lowered = self._lower_jumps(s.body)
+        if lowered is None:
+            s.body = self.block(s.body, set(live) | loaded_names([s]))
+            return [s]
+        body, brk, cont = lowered
+        pre = []
+        test = s.test
+        if cont:
+            body = [ast.Assign(targets=[_name(cont, True)], value=ast.Constant(False))] + body
+            pre.append(ast.Assign(targets=[_name(cont, True)], value=ast.Constant(False)))
+        if brk:
+            pre.append(ast.Assign(targets=[_name(brk, True)], value=ast.Constant(False)))
+            test = ast.BoolOp(op=ast.And(), values=[
+                ast.UnaryOp(op=ast.Not(), operand=_name(brk)), test])
+        # carried: what the test reads, what the body reads before assigning it (the last
+        # iteration's value), and what is read after the loop
+        live = set(live) | loaded_names([test]) | exposed_names(body)
+        body = self.block(body, live)
+        if _jumps_out(body) or _mutates_objects(body):
+            s.test, s.body = test, body
+            return pre + [s]
+        names = [n for n in assigned_names(body) if n in live]
+        if brk and brk not in names:
+            names.append(brk)
+        c_name, b_name = _fresh("cond"), _fresh("body")
+        self.converted += 1
+        cond_fn = _function(c_name, names, [], [])
+        cond_fn.body = [ast.Return(value=self.test(test))]
+        call = _call(_rt("while_stmt"), _name(c_name), _name(b_name), _loads(names))
+        return pre + [cond_fn, _function(b_name, names, body, names), _assign(names, call)]
+
+    def for_(self, s, live):
+        is_range = (isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Name)
+                    and s.iter.func.id == "range" and not s.iter.keywords
+                    and 1 <= len(s.iter.args) <= 3 and isinstance(s.target, ast.Name)
+                    and not s.orelse)
+        if not is_range:
+            s.body = self.block(s.body, set(live) | loaded_names([s]))
+            return [s]
+        lowered = self._lower_jumps(s.body)
+        if lowered is None:
+            s.body = self.block(s.body, set(live) | loaded_names([s]))
+            return [s]
+        body, brk, cont = lowered
+        if brk or cont:  # a while loop over a counter: for i in range(a, b) with jumps
+            args = s.iter.args
+            start, stop = (ast.Constant(0), args[0]) if len(args) == 1 else (args[0], args[1])
+            step = args[2] if len(args) == 3 else ast.Constant(1)
+            counter, bound = _fresh("i"), _fresh("stop")
+            init = [ast.Assign(targets=[_name(counter, True)], value=start),
+                    ast.Assign(targets=[_name(bound, True)], value=stop)]
+            loop = ast.While(
+                test=ast.Compare(left=_name(counter), ops=[ast.Lt()],
+                                 comparators=[_name(bound)]),
+                body=[ast.Assign(targets=[_name(s.target.id, True)], value=_name(counter)),
+                      ast.Assign(targets=[_name(counter, True)],
+                                 value=ast.BinOp(left=_name(counter), op=ast.Add(),
+                                                 right=step))] + s.body,
+                orelse=[])
+            for node in init + [loop]:
+                ast.copy_location(node, s)
+            return init + self.while_(loop, live)
+        live = set(live) | exposed_names(body)
+        body = self.block(body, live)
+        if _jumps_out(body) or _mutates_objects(body):
+            s.body = body
+            return [s]
+        names = [n for n in assigned_names(body) if n != s.target.id and n in live]
+        b_name = _fresh("body")
+        self.converted += 1
+        call = _call(_rt("for_range"), ast.Tuple(elts=list(s.iter.args), ctx=ast.Load()),
+                     _name(b_name), _loads(names))
+        return [_function(b_name, [s.target.id] + names, body, names), _assign(names, call)]
+
+    def test(self, expr):
+        """``and``/``or``/``not`` in a condition, as runtime calls (they work on traced
+        tensors)."""
+        if isinstance(expr, ast.BoolOp):
+            values = [self.test(v) for v in expr.values]
+            fn = "and_" if isinstance(expr.op, ast.And) else "or_"
+            out = values[-1]
+            for v in reversed(values[:-1]):
+                out = _call(_rt(fn), v, _thunk(out))
+            return out
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+            return _call(_rt("not_"), self.test(expr.operand))
+        return expr
+
+
+# ---- from a function to its converted version ---------------------------------------------------
+
+def function_ast(fn):
+    """``(FunctionDef, source file, first line)`` of ``fn``; raises ``Unconvertible``."""
+    if getattr(fn, "__name__", "") == "<lambda>":
+        raise Unconvertible("a lambda (its source is an expression, with no statements)")
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        raise Unconvertible(f"{type(fn).__name__} is not a Python function")
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE
+                        | inspect.CO_ASYNC_GENERATOR):
+        raise Unconvertible("a generator or coroutine")
+    if "__class__" in code.co_freevars:
+        raise Unconvertible("it uses super() or __class__")
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError) as e:
+        raise Unconvertible(f"its source is not available ({e})") from None
+    source = textwrap.dedent("".join(lines))
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        raise Unconvertible(f"its source does not parse on its own ({e})") from None
+    node = tree.body[0] if tree.body else None
+    if not isinstance(node, ast.FunctionDef):
+        raise Unconvertible("its source is not a plain `def`")
+    ast.increment_lineno(tree, first - 1)
+    return node, code.co_filename, first
+
+
+def build(fn, node, filename, extra_names=()):
+    """Compiles the ``FunctionDef`` ``node`` as a replacement for ``fn``: same globals,
+    closure values, defaults and name."""
+    code = fn.__code__
+    freevars = list(code.co_freevars)
+    cells = dict(zip(freevars, fn.__closure__ or ()))
+    node.decorator_list = []
+    factory = ast.FunctionDef(
+        name="__pf_factory",
+        args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=a) for a in
+                                                  [RUNTIME, *freevars, *extra_names]],
+                           vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+                           defaults=[]),
+        body=[node, ast.Return(value=_name(node.name))], decorator_list=[], returns=None,
+        type_params=[])
+    module = ast.Module(body=[factory], type_ignores=[])
+    ast.fix_missing_locations(module)
+    compiled = compile(module, filename, "exec")
+    namespace = {}
+    exec(compiled, fn.__globals__, namespace)  # noqa: S102 - the user's own code, rewritten
+    values = []
+    for name in freevars:
+        try:
+            values.append(cells[name].cell_contents)
+        except ValueError:  # an empty cell: defined later in the enclosing function
+            raise Unconvertible(f"the closure variable {name!r} has no value yet") from None
+    new = namespace["__pf_factory"](runtime, *values,
+                                    *[None for _ in extra_names])
+    new.__defaults__ = fn.__defaults__
+    new.__kwdefaults__ = fn.__kwdefaults__
+    new.__wrapped_original__ = fn
+    return new
+
+
+def convert(fn):
+    """``fn`` with its Python control flow on tensors converted (see the module docstring).
+    Returns ``(new function, number of statements converted)``; raises ``Unconvertible``
+    when ``fn``'s source cannot be converted.
+
+    Example:
+        >>> import primflow as pf
+        >>> from primflow.transforms.ast_convert import convert
+        >>> def relu_sum(x):
+        ...     if x.sum() > 0:
+        ...         y = x
+        ...     else:
+        ...         y = -x
+        ...     return y
+        >>> fixed, n = convert(relu_sum)
+        >>> pf.jit(fixed, full_graph=True)(pf.to_tensor([-1.0, -2.0])).numpy()
+        array([1., 2.], dtype=float32)
+    """
+    node, filename, _ = function_ast(fn)
+    converted = convert_ast(node)
+    return build(fn, node, filename), converted
+
+
+def convert_ast(node) -> int:
+    """Converts the ``FunctionDef`` ``node`` in place; returns how many statements became
+    runtime calls."""
+    converter = _Converter()
+    converter.function(node)
+    return converter.converted
