@@ -7,6 +7,7 @@ import an optional dependency when imported are not collected for doctests witho
 from __future__ import annotations
 
 import importlib.util
+import pathlib
 import shutil
 import tempfile
 
@@ -19,6 +20,20 @@ pf.config.cache_dir = _CACHE
 _NEEDS = {"primflow/testing/opinfo.py": "scipy"}
 collect_ignore = [path for path, package in _NEEDS.items()
                   if importlib.util.find_spec(package) is None]
+
+
+_TESTS = pathlib.Path(__file__).resolve().parent / "tests"
+
+
+def pytest_ignore_collect(collection_path, config):
+    """--doctest-modules collects every .py file; under tests/ only the test files (and
+    conftest.py) are collected, not the helper scripts (the distributed tests run those
+    under mpiexec: importing one would run it)."""
+    path = pathlib.Path(collection_path)
+    if (path.suffix == ".py" and _TESTS in path.parents and not path.name.startswith("test_")
+            and path.name != "conftest.py"):
+        return True
+    return None
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import registry
 from .run_one import MARK
-from .timing import THREAD_VARS, set_single_thread_env
+from .timing import THREAD_VARS, set_thread_env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,6 +43,10 @@ def _parse(argv):
                    help="run every configuration's process N times, round-robin, and report the "
                         "median over rounds (damps load from other work on the machine; "
                         "default 1)")
+    p.add_argument("--threads", default="1", metavar="N[,N...]",
+                   help="threads per framework, e.g. --threads 2, or --threads 1,2 for every "
+                        "cell at 1 and at 2 threads (each in its own process, the counts run "
+                        "back to back per cell) and a table of the speedups; default 1")
     p.add_argument("--json", metavar="FILE", help="save all results (and metadata) as JSON")
     p.add_argument("--timeout", type=float, default=900.0,
                    help="seconds allowed for one configuration's process (default 900)")
@@ -51,8 +55,8 @@ def _parse(argv):
     return p.parse_args(argv)
 
 
-def _child_env():
-    env = set_single_thread_env(dict(os.environ))
+def _child_env(threads=1):
+    env = set_thread_env(dict(os.environ), threads)
     parts = [str(REPO_ROOT)] + [q for q in env.get("PYTHONPATH", "").split(os.pathsep) if q]
     env["PYTHONPATH"] = os.pathsep.join(parts)
     env["PYTHONUNBUFFERED"] = "1"
@@ -105,7 +109,7 @@ def _primflow_blas(python, env):
     return out or "?"
 
 
-def _run_config(a, wid, cfg, pythons, env, skipped, rnd, rounds):
+def _run_config(a, wid, cfg, pythons, env, skipped, rnd, rounds, threads=1):
     fw = registry.FRAMEWORKS[cfg.framework]
     python = pythons[fw.side]
     key = (python, fw.module)
@@ -114,6 +118,7 @@ def _run_config(a, wid, cfg, pythons, env, skipped, rnd, rounds):
                 "executable": python, "status": "skipped", "reason": skipped[key]}
     if a.verbose:
         tag = f" [round {rnd + 1}/{rounds}]" if rounds > 1 else ""
+        tag += f" [{threads} threads]" if threads > 1 else ""
         print(f"  running {wid} {cfg.framework} {cfg.name}{tag} ...", end="", flush=True)
     res = _run_child(python, wid, cfg, a.quick, a.timeout, env)
     if a.verbose:
@@ -138,6 +143,37 @@ def _combine(runs):
     res["value"] = statistics.median(r["value"] for r in runs)
     res["rounds_values"] = [r["value"] for r in runs]
     return res
+
+
+def _load_average():
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def _scaling_table(wid, configs, counts, by_count):
+    """Every cell's value at each thread count, and its speedup over the first count."""
+    from . import report as rp
+
+    base = counts[0]
+    rows = []
+    for cfg in configs:
+        key = (cfg.framework, cfg.name)
+        results = [by_count[n].get(key) for n in counts]
+        values = [rp.value(r) for r in results]
+        unit = next((r.get("unit", "") for r in results if rp.ok(r)), "")
+        higher_is_better = "/s" in unit
+        speedups = []
+        for n, v in zip(counts[1:], values[1:]):
+            a, b = (v, values[0]) if higher_is_better else (values[0], v)
+            speedups.append(rp.ratio(a, b))
+        rows.append([f"{registry.FRAMEWORKS[cfg.framework].label} {cfg.name}", unit]
+                    + [rp.cell(r, "{:.4g}") for r in results] + speedups)
+    headers = (["cell", "unit"] + [f"{n} thr" for n in counts]
+               + [f"speedup {n}/{base}" for n in counts[1:]])
+    return (f"{wid} thread scaling (speedup = time at {base} / time at N; ratios from this run, "
+            f"load average now {_load_average()}):\n" + rp.table(headers, rows))
 
 
 def main(argv=None) -> int:
@@ -170,20 +206,34 @@ def main(argv=None) -> int:
         print(f"error: --python {a.python}: not found", file=sys.stderr)
         return 2
     pythons = {"primflow": a.primflow_python, "peer": peer_python}
-    env = _child_env()
+    try:
+        counts = [int(x) for x in str(a.threads).split(",") if x.strip()]
+        if not counts or min(counts) < 1:
+            raise ValueError
+    except ValueError:
+        print(f"error: --threads {a.threads}: give positive integers, e.g. 1,2", file=sys.stderr)
+        return 2
+    envs = {n: _child_env(n) for n in counts}
+    env = envs[counts[0]]
 
     meta = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "host": platform.node(), "machine": platform.machine(), "platform": platform.platform(),
         "cpus": os.cpu_count(), "quick": a.quick, "rounds": a.rounds,
-        "threads": {v: env[v] for v in THREAD_VARS},
+        "threads": {v: env[v] for v in THREAD_VARS}, "thread_counts": counts,
         "interpreters": {side: {"path": py, "info": _interpreter_info(py, env)}
                          for side, py in pythons.items()},
     }
     print(f"primflow benchmarks  {meta['date']}  {meta['platform']}  {meta['cpus']} CPUs  "
           f"{'quick' if a.quick else 'full'}")
-    print("one thread per framework (OMP/MKL/OPENBLAS_NUM_THREADS=1, torch.set_num_threads(1), "
-          "JAX pinned to one core); one process per configuration")
+    if counts == [1]:
+        print("one thread per framework (OMP/MKL/OPENBLAS_NUM_THREADS=1, torch.set_num_threads(1),"
+              " JAX pinned to one core); one process per configuration")
+    else:
+        print(f"threads per framework: {', '.join(map(str, counts))} (OMP/MKL/OPENBLAS_NUM_THREADS"
+              f"=N, so primflow's default is N; torch.set_num_threads(N); JAX pinned to N cores, "
+              f"one-thread XLA flags only for N=1); one process per configuration and count")
+        print(f"  load average before the run: {_load_average()}")
     print(f"  primflow/NumPy interpreter: {meta['interpreters']['primflow']['info']}")
     meta["primflow_blas"] = _primflow_blas(pythons["primflow"], env)
     print(f"  primflow matrix products:   {meta['primflow_blas']}")
@@ -198,22 +248,28 @@ def main(argv=None) -> int:
         mod = registry.load(wid)
         configs = [c for c in mod.CONFIGS
                    if c.framework in frameworks and (c.quick or not a.quick)]
-        per_round = {}  # (framework, config) -> list of results, one per round
+        per_round = {}  # (threads, framework, config) -> list of results, one per round
         t_w = time.perf_counter()
         for rnd in range(rounds):
             for cfg in configs:
                 if rnd and not cfg.repeat:
                     continue
-                res = _run_config(a, wid, cfg, pythons, env, skipped, rnd, rounds)
-                per_round.setdefault((cfg.framework, cfg.name), []).append(res)
-        results = {}
-        for key, runs in per_round.items():
+                for n in counts:  # back to back: 1 and 2 threads see the same load
+                    res = _run_config(a, wid, cfg, pythons, envs[n], skipped, rnd, rounds, n)
+                    per_round.setdefault((n, cfg.framework, cfg.name), []).append(res)
+        by_count = {n: {} for n in counts}
+        for (n, fw, name), runs in per_round.items():
             res = _combine(runs)
             if res["status"] == "error":
                 errors.append(res)
-            results[key] = res
+            by_count[n][(fw, name)] = res
             all_results.append(res)
-        print(mod.report(results))
+        for n in counts:
+            if len(counts) > 1:
+                print(f"--- {wid} at {n} thread{'s' if n > 1 else ''} ---")
+            print(mod.report(by_count[n]))
+        if len(counts) > 1:
+            print(_scaling_table(wid, configs, counts, by_count))
         note = f", median over {rounds} rounds" if rounds > 1 else ""
         print(f"  ({time.perf_counter() - t_w:.1f} s{note})")
         print()

@@ -292,9 +292,9 @@ def check_lines(cells, what, tol, tol_label="tolerance") -> list:
 def _second_main(argv=None) -> int:
     import argparse
 
-    from .timing import set_single_thread_env
+    from .timing import set_thread_env
 
-    set_single_thread_env()
+    set_thread_env()
     p = argparse.ArgumentParser(prog="python -m bench.jit_support")
     p.add_argument("workload")
     p.add_argument("framework")

@@ -9,9 +9,9 @@ call measured just before.
 
 from __future__ import annotations
 
-from .timing import set_single_thread_env
+from .timing import set_thread_env
 
-set_single_thread_env()
+set_thread_env()
 
 import argparse  # noqa: E402
 import cProfile  # noqa: E402

@@ -14,9 +14,9 @@ The timers cost ~1 µs per kernel call; the step is also timed without them, jus
 
 from __future__ import annotations
 
-from .timing import set_single_thread_env
+from .timing import set_thread_env
 
-set_single_thread_env()
+set_thread_env()
 
 import argparse  # noqa: E402
 import sys  # noqa: E402

@@ -1,6 +1,6 @@
 """Runs one configuration in this process and prints one JSON line.
 
-    python -m bench.run_one W5 primflow fwd_bwd [--quick]
+    python -m bench.run_one W5 primflow fwd_bwd [--quick] [--threads N]
 
 The line has ``status`` "ok" (with ``value`` and ``unit``), "skipped" (the framework is not
 importable with this interpreter) or "error". The driver (``python -m bench``) starts one such
@@ -10,15 +10,19 @@ process per configuration.
 from __future__ import annotations
 
 # Thread settings before anything can import NumPy / torch / jax.
-from .timing import set_single_thread_env
+import os  # noqa: E402
+import sys  # noqa: E402
 
-set_single_thread_env()
+from .timing import THREADS_ENV, bench_threads, set_thread_env
+
+if "--threads" in sys.argv[:-1]:
+    os.environ[THREADS_ENV] = sys.argv[sys.argv.index("--threads") + 1]
+set_thread_env()
 
 import argparse  # noqa: E402
 import importlib  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
-import sys  # noqa: E402
 import traceback  # noqa: E402
 
 from . import registry  # noqa: E402
@@ -37,7 +41,7 @@ def _versions(framework_module: str) -> dict:
 
 def run(workload_id: str, framework: str, config: str, quick: bool) -> dict:
     res = {"workload": workload_id, "framework": framework, "config": config,
-           "quick": quick, "executable": sys.executable}
+           "quick": quick, "executable": sys.executable, "threads": bench_threads()}
     try:
         wid = registry.normalize_id(workload_id)
         res["workload"] = wid
@@ -72,6 +76,8 @@ def main(argv=None) -> int:
     p.add_argument("framework", choices=sorted(registry.FRAMEWORKS))
     p.add_argument("config")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads per framework (default 1; read before NumPy is imported)")
     a = p.parse_args(argv)
     res = run(a.workload, a.framework, a.config, a.quick)
     sys.stdout.flush()

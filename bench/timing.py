@@ -1,6 +1,6 @@
 """Child-side helpers: thread settings, a wall-clock timer, resident memory.
 
-Imports nothing heavy; ``set_single_thread_env`` must run before NumPy/torch/jax are imported.
+Imports nothing heavy; ``set_thread_env`` must run before NumPy/torch/jax are imported.
 """
 
 from __future__ import annotations
@@ -16,29 +16,51 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
 XLA_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 
-def set_single_thread_env(env=None):
-    """One thread per framework (the benchmark rule). Mutates and returns ``env``."""
+THREADS_ENV = "PRIMFLOW_BENCH_THREADS"  # the thread count the harness gives a child
+
+
+def bench_threads(env=None) -> int:
+    """The thread count of this configuration (``python -m bench --threads``; default 1)."""
     env = os.environ if env is None else env
+    try:
+        return max(1, int(env.get(THREADS_ENV) or 1))
+    except ValueError:
+        return 1
+
+
+def set_thread_env(env=None, threads=None):
+    """``threads`` threads per framework (default: ``bench_threads(env)``; the benchmark
+    rule is one): the thread variables of OpenMP, MKL and OpenBLAS (primflow's default
+    follows ``OMP_NUM_THREADS``), and on one thread XLA's one-thread flags. Mutates and
+    returns ``env``."""
+    env = os.environ if env is None else env
+    threads = bench_threads(env) if threads is None else threads
+    env[THREADS_ENV] = str(threads)
     for var in THREAD_VARS:
-        env[var] = "1"
+        env[var] = str(threads)
     env.setdefault("JAX_PLATFORMS", "cpu")
-    if "intra_op_parallelism_threads" not in env.get("XLA_FLAGS", ""):
-        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + XLA_ONE_THREAD).strip()
+    flags = env.get("XLA_FLAGS", "").replace(XLA_ONE_THREAD, "").strip()
+    if threads == 1 and "intra_op_parallelism_threads" not in flags:
+        flags = (flags + " " + XLA_ONE_THREAD).strip()
+    env["XLA_FLAGS"] = flags
     return env
 
 
 def pin_to_one_core():
-    """Confines this process to one CPU (used for JAX, whose runtime keeps its own pools)."""
+    """Confines this process to ``bench_threads()`` CPUs (used for JAX, whose runtime keeps
+    its own pools; one CPU by the benchmark rule)."""
     if hasattr(os, "sched_getaffinity"):
         cpus = sorted(os.sched_getaffinity(0))
-        if len(cpus) > 1:
-            os.sched_setaffinity(0, {cpus[-1]})
-            return cpus[-1]
+        n = bench_threads()
+        if len(cpus) > n:
+            os.sched_setaffinity(0, set(cpus[-n:]))
+            return cpus[-n:]
     return None
 
 
 def torch_single_thread(torch):
-    torch.set_num_threads(1)
+    """``torch.set_num_threads(bench_threads())`` (one by the benchmark rule)."""
+    torch.set_num_threads(bench_threads())
     try:
         torch.set_num_interop_threads(1)
     except RuntimeError:  # already set, or parallel work already started

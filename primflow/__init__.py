@@ -45,6 +45,8 @@ from .nn import ParamAttr, create_parameter
 from . import optimizer
 from .optimizer import regularizer
 from .serialization import load, save
+# threads (issue 14): one knob for compiled programs' row blocks, BLAS and numba
+from .backends.threads import get_num_threads, set_num_threads
 
 
 def detach(x):
@@ -104,4 +106,6 @@ __all__ = sorted(set(_ops_names) | set(_aliases) | {
     "ParamAttr", "create_parameter", "load", "save",
     # control flow (issue 16)
     "static", "cond", "switch", "while_loop", "fori_loop", "scan",
+    # threads (issue 14)
+    "get_num_threads", "set_num_threads",
 })

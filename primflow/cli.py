@@ -3,6 +3,7 @@
 Usage::
 
     primflow info
+    primflow launch -n N [--] script.py [args]   (or -m module, or primflow ...)
     primflow demo {plate,beam,poisson,burgers,heat} [--quick] [--steps N] [--lbfgs-steps N]
                   [--points N] [--seed S] [--out DIR] [--config {unit,paddlescience}]
                   [--lr LR] [--sampling {uniform,lhs,sobol}] [--threads N] [--no-plots]
@@ -52,7 +53,7 @@ def _package_version(name):
 
 def cmd_info(args, out=None):
     import primflow as pf
-    from primflow.backends import blas
+    from primflow.backends import blas, threads
     from primflow.core.dtypes import ALL_DTYPES
 
     out = out if out is not None else sys.stdout
@@ -63,6 +64,7 @@ def cmd_info(args, out=None):
         f"backend: {type(backend).__name__}"
         + (f" (numpy {_package_version('numpy')})" if _package_version("numpy") else ""),
         f"matrix products: {blas.describe()}",
+        f"threads: {threads.describe()}",
         f"default dtype: {pf.get_default_dtype()}",
         f"dtypes: {', '.join(d.name for d in ALL_DTYPES)}",
         f"primitives: {len(pf.primitives())}",
@@ -121,6 +123,16 @@ def cmd_demo(args, out=None, err=None):
 def _run_demo(args, out_dir, out, err):
     from primflow import science
 
+    lead = True
+    if args.distributed:  # only rank 0 reports and writes files
+        import primflow.distributed as dist
+
+        lead = dist.get_rank() == 0
+        if not lead:
+            out = err = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the run
+            args.no_plots = True
+        print(f"data parallel on {dist.get_world_size()} process(es)", file=out)
+
     options = {"config": args.config} if args.config else {}
     problem = science.make_problem(args.name, **options)
     settings = problem.settings(quick=args.quick)
@@ -140,11 +152,14 @@ def _run_demo(args, out_dir, out, err):
           f"{settings.adam_steps} Adam steps, {settings.lbfgs_steps} L-BFGS iterations, "
           f"seed {args.seed}, float64; output in {out_dir}", file=out, flush=True)
     checkpoint = os.path.join(out_dir, "checkpoint.pdparams")
-    if not args.resume and os.path.exists(checkpoint):
+    if not args.resume and os.path.exists(checkpoint) and lead:
         os.remove(checkpoint)
+    if not lead:
+        checkpoint = None
     trainer = science.Trainer(problem, settings, seed=args.seed, checkpoint=checkpoint,
                               resume=args.resume, threads=args.threads, jit=not args.eager,
-                              progress=False if args.no_progress else "auto", stream=err)
+                              progress=False if args.no_progress else "auto", stream=err,
+                              distributed=args.distributed)
     problem.validation_set()  # the reference, computed before the clock matters
     try:
         result = trainer.fit()
@@ -160,10 +175,11 @@ def _run_demo(args, out_dir, out, err):
         "target_reached": reached, "times_s": result.times, "steps": result.steps,
         "settings": {k: v for k, v in vars(settings).items()},
     }
-    with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as fh:
-        json.dump(summary, fh, indent=2)
-    with open(os.path.join(out_dir, "history.json"), "w", encoding="utf-8") as fh:
-        json.dump(result.history, fh)
+    if lead:
+        with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as fh:
+            json.dump(summary, fh, indent=2)
+        with open(os.path.join(out_dir, "history.json"), "w", encoding="utf-8") as fh:
+            json.dump(result.history, fh)
 
     if result.status != "ok":
         print(f"primflow: {result.message}", file=err)
@@ -194,7 +210,7 @@ def build_parser():
     parser = _Parser(prog="primflow",
                      description="primflow: differentiable programming for scientific "
                                  "computing")
-    sub = parser.add_subparsers(dest="command", metavar="{info,demo}", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="{info,demo,launch}", parser_class=_Parser)
     sub.add_parser("info", help="version, backend, dtypes, primitives and optional extras")
     demo = sub.add_parser(
         "demo", help="train a PINN on a reference problem and compare with its solution",
@@ -226,7 +242,31 @@ def build_parser():
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
     demo.add_argument("--resume", action="store_true",
                       help="continue from the checkpoint in --out")
+    demo.add_argument("--distributed", action="store_true",
+                      help="data parallel over the processes of `primflow launch -n N "
+                           "primflow demo ...`: collocation points sharded, gradients "
+                           "reduced; rank 0 reports and writes the output")
+    # primflow.distributed: start N processes of a script under MPI
+    launch = sub.add_parser(
+        "launch", help="run a script on N processes under MPI (mpiexec)",
+        description="Run `script.py args` (or `-m module args`, or `primflow ...`) on N "
+                    "processes under MPI: mpiexec -n N python -m mpi4py script.py args.")
+    from primflow.distributed.launch import add_arguments
+
+    add_arguments(launch)
     return parser
+
+
+def cmd_launch(args):
+    from primflow.distributed import launch
+
+    program = list(args.program)
+    if program and program[0] == "--":
+        program = program[1:]
+    try:
+        return launch.run(args.nprocs, program)
+    except launch.LaunchError as exc:
+        raise CLIError(str(exc)) from exc
 
 
 def main(argv=None):
@@ -239,6 +279,8 @@ def main(argv=None):
             return 2
         if args.command == "info":
             return cmd_info(args)
+        if args.command == "launch":
+            return cmd_launch(args)
         if args.name not in DEMOS:
             raise CLIError(f"unknown demo {args.name!r}; valid demos: {', '.join(DEMOS)}")
         return cmd_demo(args)

@@ -124,6 +124,11 @@ def test_numpy_can_be_chosen_even_with_mkl_installed(monkeypatch):
     monkeypatch.setattr(blas, "_gemm", None)  # calling it would raise
     monkeypatch.setattr(blas, "_batched_matmul", None)
     np.testing.assert_array_equal(blas.matmul(big, big), big @ big)
+    # set before the first product, the option keeps MKL from being loaded at all
+    monkeypatch.setattr(blas, "_state", {**blas._state, "checked": False, "gemm": None,
+                                         "name": "numpy", "lib": None})
+    np.testing.assert_array_equal(blas.matmul(big, big), big @ big)
+    assert blas._state["checked"] and blas._state["lib"] is None
 
 
 @pytest.mark.parametrize("batched", [False, True])

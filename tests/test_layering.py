@@ -11,12 +11,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "primflow"
 
 # package (or top-level module) -> rank; a package imports only packages of lower rank.
 # ir and compiler sit below transforms: pf.jit (a transform) traces to the IR and compiles
-# it. A package missing here counts as top-level (it may import anything listed, and no
-# listed package may import it).
+# it; io (datasets, loaders) sits beside nn and may not import it. A package missing here
+# counts as top-level (it may import anything listed, and no listed package may import it).
 LAYERS = {
     "core": 0, "backends": 1, "prims": 2, "ops": 3, "autodiff": 4, "ir": 5, "compiler": 6,
-    "transforms": 7, "autograd": 8, "static": 8, "serialization": 8, "nn": 8, "optimizer": 9,
-    "distributed": 9, "io": 10, "science": 11, "testing": 11, "cli": 12, "__main__": 13,
+    "transforms": 7, "autograd": 8, "static": 8, "serialization": 8, "distributed": 8,
+    "nn": 9, "io": 9, "optimizer": 10, "science": 11, "testing": 11, "cli": 12,
+    "__main__": 13,
 }
 TOP = max(LAYERS.values()) + 1
 CORE_CLASSES = {"Tensor", "Tracer"}  # core's classes no other layer may add attributes to

@@ -10,8 +10,18 @@ and ``cblas_?gemm_batch_strided`` for stacks of them (3-d, same batch size), who
 are C- or Fortran-contiguous (a transposed matrix is read in place) and which have at least
 ``MKL_MIN_WORK`` multiply-adds; everything else, and every product without MKL, goes to
 ``np.matmul``. ``pf.config.blas = "numpy"`` keeps NumPy's BLAS even when MKL is installed
-(read at every product large enough for MKL; MKL is loaded at the first such product). MKL
+(read at every product; when it is set before the first product, MKL is never loaded). MKL
 follows its own thread settings (``MKL_NUM_THREADS``) and ``limit_threads``.
+
+Threads: the BLAS pools in the process (every OpenBLAS library loaded, MKL when primflow
+uses it) are set to ``pf.get_num_threads()`` (``backends/threads.py``), but a product runs
+on several threads only when it has at least ``PARALLEL_MIN_WORK`` multiply-adds: smaller
+ones are set to one thread for the call (on two cores OpenBLAS's threads gain nothing on
+the tall, thin products of derivative programs, and lose 10-50x on a busy machine, where a
+thread that is descheduled stalls the other). Large products run as slabs of rows on
+primflow's own threads, each slab a one-thread BLAS call (``_split_matmul``). Inside
+``serial_region()`` (the row blocks of a compiled program running on primflow's threads)
+every product runs on one thread.
 """
 
 from __future__ import annotations
@@ -29,9 +39,20 @@ _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 # below about a million multiply-adds MKL's call overhead (~10 us) outweighs its speed
 MKL_MIN_WORK = 1 << 20
 _MKL_THREADING_SEQUENTIAL = 1
+# below about 8 million multiply-adds (0.3 ms on one core) a second BLAS thread gains less
+# than it risks: measured on two cores, [2048, 64] x [64, 64] runs 1.9x faster on two
+# threads when the machine is idle, [1024, 64] x [64, 64] up to 50x slower when it is not
+PARALLEL_MIN_WORK = 1 << 23
+# OpenBLAS runs products below 2^18 multiply-adds on one thread by itself (interface/gemm.c)
+_OPENBLAS_SERIAL_WORK = 1 << 18
 _state = {"gemm": None, "batched": {}, "checked": False, "name": "numpy", "lib": None,
-          "default_threads": None, "thread_limit": None}
+          "default_threads": None, "thread_limit": None,
+          "max_threads": None,  # pf.set_num_threads (None: not read yet)
+          "pools": None,  # [(get, set)] of the BLAS thread pools in the process
+          "pool_threads": None,  # what the pools are set to now
+          "serial": 0}  # how many serial regions are open
 _lock = threading.Lock()
+_serial_lock = threading.Lock()
 
 
 def _find_mkl():
@@ -63,6 +84,8 @@ def _load():
         if _state["checked"]:
             return _state["gemm"]
         _state["checked"] = True
+        if config.blas == "numpy":
+            return None
         path = _find_mkl()
         if path is None:
             return None
@@ -95,35 +118,160 @@ def _load():
         lib.MKL_Get_Max_Threads.restype = ctypes.c_int
         lib.MKL_Set_Num_Threads.argtypes = [ctypes.c_int]
         _state.update(gemm=gemm, batched=batched, name="mkl", lib=lib,
-                      default_threads=lib.MKL_Get_Max_Threads())
-        _apply_thread_limit()
+                      default_threads=lib.MKL_Get_Max_Threads(), pools=None, pool_threads=None)
+        lib.MKL_Set_Num_Threads(_rest_threads())  # (the pools are found again at next use)
         return gemm
 
 
 def _apply_thread_limit():
-    lib = _state["lib"]
-    if lib is not None:
-        limit = _state["thread_limit"]
-        lib.MKL_Set_Num_Threads(_state["default_threads"] if limit is None else limit)
+    """Sets the pools to the thread count products may use now (at rest)."""
+    _set_pools(_rest_threads())
+
+
+def _rest_threads():
+    return 1 if _state["serial"] else max_threads()
+
+
+def max_threads() -> int:
+    """The most threads a product may use (``pf.get_num_threads()``, or ``limit_threads``'s
+    limit when smaller).
+
+    Example:
+        >>> max_threads() >= 1
+        True
+    """
+    n = _state["max_threads"]
+    if n is None:
+        from . import threads  # the default thread count (reads the environment once)
+
+        n = _state["max_threads"] = threads.get_num_threads()
+    limit = _state["thread_limit"]
+    return n if limit is None else min(n, limit)
+
+
+def set_max_threads(n: int):
+    """Sets the BLAS pools to ``n`` threads (``pf.set_num_threads`` calls this).
+
+    Example:
+        >>> previous = max_threads()
+        >>> set_max_threads(1); max_threads()
+        1
+        >>> set_max_threads(previous)
+    """
+    _state["max_threads"] = int(n)
+    _apply_thread_limit()
+
+
+def openblas_libraries():
+    """``(get, set)`` thread-count functions of every OpenBLAS library loaded in this process
+    (NumPy's, SciPy's, ...; found in ``/proc/self/maps``, Linux), or an empty list.
+
+    Example:
+        >>> all(get() >= 1 for get, _ in openblas_libraries())
+        True
+    """
+    maps = "/proc/self/maps"
+    if not os.path.exists(maps):
+        return []
+    try:
+        with open(maps, encoding="utf-8", errors="replace") as fh:
+            paths = {line.split()[-1] for line in fh if "openblas" in line.lower()}
+    except OSError:
+        return []
+    pairs = []
+    for path in sorted(paths):
+        if ".so" not in os.path.basename(path) or not os.path.isfile(path):
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix in ("openblas", "scipy_openblas"):
+            found = None
+            for suffix in ("", "64_", "_64"):
+                getter = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
+                setter = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
+                if getter is not None and setter is not None:
+                    getter.restype = ctypes.c_int
+                    setter.argtypes = [ctypes.c_int]
+                    found = (getter, setter)
+                    break
+            if found is not None:
+                pairs.append(found)
+                break
+    return pairs
+
+
+def _pools():
+    pools = _state["pools"]
+    if pools is None:
+        _load()
+        pools = openblas_libraries()
+        lib = _state["lib"]
+        if lib is not None:  # MKL
+            pools.append((lib.MKL_Get_Max_Threads, lib.MKL_Set_Num_Threads))
+        _state["pools"] = pools
+    return pools
+
+
+def _set_pools(n):
+    """Sets every BLAS pool to ``n`` threads (nothing when they are already)."""
+    if n == _state["pool_threads"]:
+        return
+    for _, setter in _pools():
+        setter(n)
+    _state["pool_threads"] = n
 
 
 @contextlib.contextmanager
 def limit_threads(n):
-    """Runs the block with MKL's products on at most ``n`` threads (``None``: its default),
-    also when MKL is first loaded inside the block; restores the previous limit after.
+    """Runs the block with the BLAS pools (OpenBLAS, and MKL's products) on at most ``n``
+    threads (``None``: no limit beyond ``pf.get_num_threads()``), also when MKL is first
+    loaded inside the block; restores the previous limit after.
 
     Example:
         >>> with limit_threads(1):
-        ...     pass
+        ...     max_threads()
+        1
     """
     previous = _state["thread_limit"]
     _state["thread_limit"] = n
-    _apply_thread_limit()
+    _state["pools"] = None  # find the libraries again: a product may have loaded one
+    _set_pools_now()
     try:
         yield
     finally:
         _state["thread_limit"] = previous
-        _apply_thread_limit()
+        _set_pools_now()
+
+
+def _set_pools_now():
+    _state["pool_threads"] = None
+    for _, setter in _pools():
+        setter(_rest_threads())
+    _state["pool_threads"] = _rest_threads()
+
+
+@contextlib.contextmanager
+def serial_region():
+    """Every product inside runs on one BLAS thread (row blocks running on primflow's own
+    threads: the BLAS pools must not compete with them). Products from any thread count.
+
+    Example:
+        >>> with serial_region():
+        ...     pass
+    """
+    with _serial_lock:
+        _state["serial"] += 1
+        if _state["serial"] == 1:
+            _set_pools(1)
+    try:
+        yield
+    finally:
+        with _serial_lock:
+            _state["serial"] -= 1
+            if _state["serial"] == 0:
+                _set_pools(_rest_threads())
 
 
 def describe() -> str:
@@ -211,19 +359,60 @@ def _batched_matmul(a, b, out):
 def matmul(a, b, out=None):
     """``np.matmul(a, b, out=out)``, computed by MKL for 2-d float32/float64 operands, and
     for stacks of them (3-d, same batch size) through its strided batch GEMM, when it is
-    installed (see the module docstring).
+    installed (see the module docstring). Products below ``PARALLEL_MIN_WORK`` multiply-adds
+    run on one BLAS thread, larger ones on up to ``pf.get_num_threads()``.
 
     Example:
         >>> import numpy as np
         >>> matmul(np.eye(2), np.arange(4.0).reshape(2, 2).T).tolist()
         [[0.0, 2.0], [1.0, 3.0]]
     """
+    gemm = _state["gemm"] if _state["checked"] else _load()
+    if gemm is not None and config.blas == "numpy":  # (MKL loaded before the option was set)
+        gemm = None
+    work = a.size * b.shape[-1] if b.ndim > 1 else a.size
+    if work < _OPENBLAS_SERIAL_WORK and gemm is None:
+        return np.matmul(a, b, out=out)  # one thread whatever the pools say: the common case
+    threads = 1 if work < PARALLEL_MIN_WORK or _state["serial"] else max_threads()
+    if threads > 1 and 2 <= a.ndim == b.ndim <= 3 and a.shape[0] >= 4 * threads:
+        return _split_matmul(a, b, out, gemm, work, threads)
+    if threads == _state["pool_threads"]:
+        return _matmul(a, b, out, gemm, work)
+    _set_pools(threads)
+    try:
+        return _matmul(a, b, out, gemm, work)
+    finally:
+        _set_pools(_rest_threads())
+
+
+def _split_matmul(a, b, out, gemm, work, threads):
+    """The product on primflow's threads: ``threads`` slabs of the rows of ``a`` (of the
+    stack, for 3-d operands), each a one-thread BLAS call. Unlike the BLAS pools' threads,
+    which spin while they wait, primflow's threads sleep: on a busy machine a slab that
+    is descheduled costs its own time, not that of every thread (measured on two busy
+    cores: OpenBLAS's two threads 2-3x slower than one, the slabs 1.1-1.4x)."""
+    from .threads import parallel_map
+
+    if out is None:
+        if a.ndim == 3 and a.shape[0] != b.shape[0]:
+            return np.matmul(a, b)  # broadcast stacks: leave them to NumPy
+        out = np.empty(a.shape[:-1] + b.shape[-1:], dtype=np.result_type(a, b))
+    m = a.shape[0]
+    bounds = [m * i // threads for i in range(threads + 1)]
+
+    def slab(i):
+        rows = slice(bounds[i], bounds[i + 1])
+        _matmul(a[rows], b[rows] if b.ndim == 3 else b, out[rows], gemm, work // threads)
+
+    parallel_map(slab, threads, threads)
+    return out
+
+
+def _matmul(a, b, out, gemm, work):
     # cheapest tests first: most products in eager code are small, and NumPy is quicker there
-    if (2 <= a.ndim == b.ndim <= 3 and a.size * b.shape[-1] >= MKL_MIN_WORK
-            and config.blas == "auto"
-            and (_state["gemm"] if _state["checked"] else _load()) is not None
-            and a.dtype == b.dtype
-            and a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-2]):
+    if (gemm is not None and 2 <= a.ndim == b.ndim <= 3 and work >= MKL_MIN_WORK
+            and a.dtype == b.dtype and a.shape[:-2] == b.shape[:-2]
+            and a.shape[-1] == b.shape[-2]):
         shape = a.shape[:-1] + b.shape[-1:]
         if out is None:
             out = np.empty(shape, dtype=a.dtype)  # np.matmul below writes it if MKL does not

@@ -28,8 +28,8 @@ from ..core.config import config
 from . import numpy_codegen as npc
 from ..ir import CONSTANT, IMPURE, Function, Operation, evaluate
 from ..ir.passes import fuse, plan_memory, run_pipeline
-from ..ir.passes.fuse import ELEMENTWISE, TRANSCENDENTAL, VIEWS
-from ..ir.passes.blocking import batch_axes, block_program
+from ..ir.passes.fuse import ELEMENTWISE, REDUCTIONS, TRANSCENDENTAL, VIEWS
+from ..ir.passes.blocking import batch_axes, block_sums_program
 from ..ir.passes.recompute import recompute_broadcasts
 from ..ir.printer import format_op, names_of
 from ..ir.regions import CONTROL, GET, optimize_regions
@@ -144,7 +144,7 @@ def _choose_backend(backend):
     return backend
 
 
-def compile_program(fn, backend=None, blocking=None, tiered=None) -> Executable:
+def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) -> Executable:
     """An ``Executable`` for ``fn`` (which should be optimized already). Each option that is
     None takes its value from ``pf.config`` (``jit_backend``, ``jit_blocking``,
     ``jit_tiered``).
@@ -156,7 +156,11 @@ def compile_program(fn, backend=None, blocking=None, tiered=None) -> Executable:
             importable).
         blocking: run a program whose rows are independent (``ir.passes.blocking``) in
             blocks of rows when its largest value exceeds ``pf.config.jit_block_bytes``
-            (default ``BLOCK_BYTES``).
+            (default ``BLOCK_BYTES``), and on several threads (also a program that sums
+            over its rows: a training step) when the cost model expects a gain.
+        threads: the thread count to plan for; None: follow ``pf.get_num_threads()``
+            (a program that can run in blocks is then planned again for each thread
+            count it runs with).
         tiered: with "auto", kernels not yet in the disk cache compile in a background
             process while the NumPy version runs (``Executable.wait()`` waits for them);
             False compiles them in the first call instead.
@@ -168,9 +172,14 @@ def compile_program(fn, backend=None, blocking=None, tiered=None) -> Executable:
         return Executable(fn, lambda args, keys: evaluate(fn, args, keys=keys or "traced"),
                           None, backend="interpret")
     if blocking:
-        blocked = _compile_blocked(fn, backend, tiered)
-        if blocked is not None:
-            return blocked
+        found = batch_axes(fn, reductions=True)
+        if found is not None and threads is None and _may_use_threads(fn, found, backend):
+            return ByThreads(fn, backend, tiered)
+        if found is not None:
+            blocked = _compile_blocked(fn, backend, found, 1 if threads is None else threads,
+                                       tiered)
+            if blocked is not None:
+                return blocked
     use_numba = False
     if backend in ("numba", "auto"):
         from . import numba_codegen
@@ -212,40 +221,160 @@ def compile_program(fn, backend=None, blocking=None, tiered=None) -> Executable:
     return _generate(kernel_fn, kernel_groups, numba_groups, backend)
 
 
-# ---- row blocking ----------------------------------------------------------------------------
+# ---- row blocking and threads -------------------------------------------------------------
 
 BLOCK_BYTES = 1 << 20  # the largest value of a blocked program: well inside L2
 MAX_BLOCKS = 64  # more blocks cost more in per-call overhead than cache locality saves
 # values this many times smaller per row than the largest are computed for all rows at once
 # before the blocks (when they can be): one call instead of one per block
 EARLY_FRACTION = 8
+# The cost model that decides whether a program runs its blocks on several threads
+# (one core, float64; fitted within ~2x to W1-W4's programs, measured CPU time):
+OP_SECONDS = 1e-6  # the generated code's own (Python, GIL-holding) cost per operation
+BLOCK_SECONDS = 30e-6  # handing a block to a thread, and the partial sums' additions
+CALL_SECONDS = 100e-6  # waking the pool and waiting for it, once per call
+ARITHMETIC_SECONDS = 5e-10  # an arithmetic NumPy operation, per element
+FUSED_SECONDS = 2e-11  # the same inside a numba kernel (no memory traffic of its own)
+TRANSCENDENTAL_SECONDS = 1.5e-9  # tanh, exp, ... per element (NumPy's SIMD loops)
+REDUCTION_SECONDS = 5e-10  # a reduction, per element read
+MULTIPLY_ADD_SECONDS = 4e-11  # a matrix product, per multiply-add (OpenBLAS, one core)
+MIN_THREAD_GAIN = 1.3  # expected speedup below which a program stays on one thread
 
 
-def _compile_blocked(fn, backend, tiered):
-    """A ``BlockedExecutable`` for ``fn`` when its rows are independent and its largest
-    value is larger than ``BLOCK_BYTES``, else None."""
-    found = batch_axes(fn)
-    if found is None:
-        return None
+class ByThreads:
+    """A program compiled for the thread count it runs with (``pf.get_num_threads()``):
+    one executable per count, compiled at the first call with that count. Everything else
+    (``source``, ``kernels``, ``wait()``, ...) is the current executable's."""
+
+    def __init__(self, fn, backend, tiered):
+        self.fn = fn
+        self._backend = backend
+        self._tiered = tiered
+        self._by_threads = {}
+        self.current  # noqa: B018 - compile now (errors and the background numba compile)
+
+    @property
+    def current(self):
+        """The executable for the current thread count."""
+        from ..backends.threads import get_num_threads
+
+        threads = get_num_threads()
+        exe = self._by_threads.get(threads)
+        if exe is None:
+            exe = self._by_threads[threads] = compile_program(
+                self.fn, self._backend, blocking=True, threads=threads, tiered=self._tiered)
+        return exe
+
+    def __call__(self, args, keys=None):
+        return self.current(args, keys)
+
+    def __getattr__(self, name):  # source, plan, groups, kernels, backend, wait, compiling
+        return getattr(self.current, name)
+
+    def __repr__(self):
+        return repr(self.current)
+
+
+def _compile_blocked(fn, backend, found, threads, tiered):
+    """A ``BlockedExecutable`` for ``fn`` (``found``: its ``batch_axes`` with reductions)
+    when the memory rule (a program with independent rows whose largest value is larger
+    than ``BLOCK_BYTES``) or the thread cost model asks for blocks, else None."""
     n, axis_of = found
+    sums = _has_sums(fn, axis_of)
     per_row = max((_nbytes(v) // n for v, a in axis_of.items() if a is not None), default=0)
     budget = config.jit_block_bytes or BLOCK_BYTES
-    if per_row * n <= budget:
-        return None
-    # equal blocks (one program, one set of kernels): the largest divisor of n that fits
-    rows = next((d for d in range(max(1, budget // max(per_row, 1)), 0, -1) if n % d == 0), 1)
-    if rows == n or n // rows > MAX_BLOCKS:
-        return None
-    prologue, body = block_program(fn, axis_of, n, rows,
-                                   early_row_bytes=per_row // EARLY_FRACTION)
+    memory_blocks = 1 if per_row * n <= budget else -(-per_row * n // budget)
+    blocks = _thread_blocks(fn, axis_of, n, threads, memory_blocks, _fuses(backend))
+    if blocks is None:  # one thread: blocks only for the memory rule
+        threads = 1
+        if memory_blocks == 1:
+            return None
+        # equal blocks (one program, one set of kernels): the largest divisor of n that fits
+        rows = next((d for d in range(max(1, budget // max(per_row, 1)), 0, -1)
+                     if n % d == 0), 1)
+        if rows == n or n // rows > MAX_BLOCKS:
+            return None
+    else:
+        rows = n // blocks
+    blocked = block_sums_program(fn, axis_of, n, rows, early_row_bytes=per_row // EARLY_FRACTION)
+    prologue, body, epilogue = blocked.prologue, blocked.body, blocked.epilogue
     n_random = sum(op.prim in IMPURE for op in fn.ops)
     if n_random and (prologue is None or n_random != sum(op.prim in IMPURE
                                                          for op in prologue.ops)):
         return None  # every draw must run once, in the prologue, in program order
     if prologue is not None:
         prologue = compile_program(prologue, "numpy", blocking=False)
+    if epilogue is not None:
+        epilogue = compile_program(epilogue, "numpy", blocking=False)
     inner = compile_program(body, backend, blocking=False, tiered=tiered)
-    return BlockedExecutable(fn, prologue, inner, axis_of, n, rows)
+    return BlockedExecutable(fn, prologue, inner, axis_of, n, rows, epilogue=epilogue,
+                             row_outputs=blocked.row_outputs, threads=threads)
+
+
+def _may_use_threads(fn, found, backend):
+    """Whether the cost model would run ``fn`` on more than one thread for some thread
+    count up to the cores available (else one executable serves every count)."""
+    from ..backends.threads import available_cores
+
+    n, axis_of = found
+    fused = _fuses(backend)
+    return any(_thread_blocks(fn, axis_of, n, t, 1, fused) is not None
+               for t in sorted({2, max(2, available_cores())}))
+
+
+def _fuses(backend):
+    """Whether arithmetic chains will run as numba kernels."""
+    if backend not in ("numba", "auto"):
+        return False
+    from . import numba_codegen
+
+    return numba_codegen.available()
+
+
+def _has_sums(fn, axis_of):
+    return any(axis_of[op.out] is None and any(axis_of[v] is not None for v in op.inputs)
+               for op in fn.ops)
+
+
+def _thread_blocks(fn, axis_of, n, threads, memory_blocks, fused=False):
+    """How many blocks to run ``fn`` in on ``threads`` threads, or None when the cost model
+    expects one thread to be as fast: a multiple of ``threads`` (equal shares), at least
+    ``memory_blocks``, dividing ``n``, at most ``MAX_BLOCKS``."""
+    if threads <= 1:
+        return None
+    row_ops = [op for op in fn.ops if axis_of[op.out] is not None
+               or any(axis_of[v] is not None for v in op.inputs)]
+    work = sum(_op_seconds(op, fused) for op in row_ops)
+    serial = work + len(fn.ops) * OP_SECONDS
+    for blocks in range(threads * max(1, -(-memory_blocks // threads)), MAX_BLOCKS + 1,
+                        threads):
+        if n % blocks == 0:
+            break
+    else:
+        return None
+    per_block = len(row_ops) * OP_SECONDS + BLOCK_SECONDS
+    # the generated code's own cost holds the GIL: it does not run in parallel
+    parallel = (max(work / threads + blocks / threads * per_block,
+                    blocks * len(row_ops) * OP_SECONDS)
+                + (len(fn.ops) - len(row_ops)) * OP_SECONDS + CALL_SECONDS)
+    return blocks if serial >= MIN_THREAD_GAIN * parallel else None
+
+
+def _op_seconds(op, fused=False):
+    """A rough one-core time for ``op`` (see the cost model's constants)."""
+    if op.prim == "dot_general":
+        (lc, _), _ = op.params["contracting"], op.params["batch"]
+        x_shape = op.inputs[0].aval.shape
+        return (math.prod(op.out.aval.shape) * math.prod(x_shape[d] for d in lc)
+                * MULTIPLY_ADD_SECONDS)
+    if op.prim in VIEWS or op.prim in (CONSTANT, "full", "iota"):
+        return 0.0
+    if op.prim in REDUCTIONS:
+        return math.prod(op.inputs[0].aval.shape) * REDUCTION_SECONDS
+    size = max(math.prod(v.aval.shape) for v in list(op.inputs) + [op.out])
+    if op.prim in TRANSCENDENTAL:
+        return size * TRANSCENDENTAL_SECONDS
+    return size * (FUSED_SECONDS if fused else ARITHMETIC_SECONDS)
 
 
 def _nbytes(v):
@@ -258,14 +387,17 @@ def _nbytes(v):
 class BlockedExecutable:
     """Runs ``prologue`` (what does not depend on the rows, NumPy code) once, then ``inner``
     (the program compiled for ``rows`` rows of the batch dimension) on each block of the
-    ``n`` rows, and assembles the outputs. Everything else (``source``, ``kernels``,
-    ``wait()``, ...) is the inner executable's."""
+    ``n`` rows, on up to ``threads`` threads, and assembles the outputs; a program that sums
+    over its rows returns each block's partial sums, which are added in block order (the
+    same result whatever thread ran which block), and ``epilogue`` computes what depends
+    on them. Everything else (``source``, ``kernels``, ``wait()``, ...) is the inner
+    executable's."""
 
-    def __init__(self, fn, prologue, inner, axis_of, n, rows):
+    def __init__(self, fn, prologue, inner, axis_of, n, rows, epilogue=None, row_outputs=None,
+                 threads=1):
         self.fn = fn
-        self.prologue = prologue
-        self.inner = inner
-        self.n, self.rows = n, rows
+        self.prologue, self.inner, self.epilogue = prologue, inner, epilogue
+        self.n, self.rows, self.threads = n, rows, threads
         self.n_random = sum(op.prim in IMPURE for op in fn.ops)
         self.in_axes = [axis_of[v] for v in fn.inputs]
         # the prologue's results the body reads: a block of rows of those that have rows
@@ -274,13 +406,19 @@ class BlockedExecutable:
         self.hoisted_axes = [next((d for d, (a, b) in enumerate(zip(f.aval.shape,
                                                                     v.aval.shape)) if a != b),
                                   None) for f, v in zip(full, body_inputs)]
-        self.out_axes = [axis_of[v] for v in fn.outputs]
-        self.out_specs = [(v.aval.shape, v.aval.dtype) for v in fn.outputs]
+        if row_outputs is None:
+            row_outputs = list(range(len(fn.outputs)))
+        self.row_outputs = row_outputs
+        self.out_axes = [axis_of[fn.outputs[i]] for i in row_outputs]
+        self.out_specs = [(fn.outputs[i].aval.shape, fn.outputs[i].aval.dtype)
+                          for i in row_outputs]
 
     def __getattr__(self, name):  # source, plan, groups, kernels, backend, wait, compiling
         return getattr(self.inner, name)
 
     def __call__(self, args, keys=None):
+        from ..backends.threads import parallel_map, sum_in_order
+
         if keys is None and self.n_random:
             from ..core import random as _random
 
@@ -288,18 +426,38 @@ class BlockedExecutable:
         # random draws do not depend on the rows (else the program is not blocked): they
         # are hoisted into the prologue, in program order
         hoisted = self.prologue(args, keys) if self.prologue is not None else []
+        full = list(args) + hoisted
+        axes = self.in_axes + self.hoisted_axes
         outs = [npc.allocate(shape, dtype) for shape, dtype in self.out_specs]
-        for start in range(0, self.n, self.rows):
-            rows = slice(start, start + self.rows)
+        n_rows = len(outs)
+
+        def run_block(b):
+            rows = slice(b * self.rows, (b + 1) * self.rows)
             block = [a if ax is None else a[(slice(None),) * ax + (rows,)]
-                     for a, ax in zip(list(args) + hoisted, self.in_axes + self.hoisted_axes)]
-            for out, res, ax in zip(outs, self.inner(block), self.out_axes):
+                     for a, ax in zip(full, axes)]
+            results = self.inner(block)
+            for out, res, ax in zip(outs, results, self.out_axes):
                 out[(slice(None),) * ax + (rows,)] = res
-        return outs
+            return results[n_rows:]  # partial sums
+
+        partials = parallel_map(run_block, self.n // self.rows, self.threads)
+        if self.epilogue is None:
+            return outs
+        sums = [sum_in_order([p[k] for p in partials]) for k in range(len(partials[0]))]
+        rest = iter(self.epilogue(full + sums))
+        row = iter(outs)
+        rows = set(self.row_outputs)
+        return [next(row) if i in rows else next(rest) for i in range(len(self.fn.outputs))]
 
     def __repr__(self):
-        return (f"BlockedExecutable({self.n // self.rows} blocks of {self.rows} rows"
-                f"{', with a prologue' if self.prologue is not None else ''}: {self.inner!r})")
+        parts = [f"{self.n // self.rows} blocks of {self.rows} rows"]
+        if self.threads > 1:
+            parts.append(f"on {self.threads} threads")
+        if self.prologue is not None:
+            parts.append("with a prologue")
+        if self.epilogue is not None:
+            parts.append("partial sums and an epilogue")
+        return f"BlockedExecutable({', '.join(parts)}: {self.inner!r})"
 
 
 class _Pending:

@@ -213,7 +213,7 @@ def kernel_source(group):
     returned = out_params + ([red_param] if red_param else [])
     lines.append(f"    return {', '.join(returned)}{',' if len(returned) == 1 else ''}")
     header = ("import numpy as np\nimport numba\n\n\n"
-              "@numba.njit(cache=True, error_model='numpy', fastmath={"
+              "@numba.njit(cache=True, nogil=True, error_model='numpy', fastmath={"
               + ", ".join(repr(f) for f in sorted(FASTMATH)) + "})\n")
     return header + "\n".join(lines) + "\n"
 

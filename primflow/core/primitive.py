@@ -293,9 +293,11 @@ class Primitive:
     def bind(self, *args, **params):
         """Applies the primitive to tensors (or tracers) with static ``params``."""
         if departures.count:  # a transform is active or recording is off somewhere
-            if state.trace_stack:
+            if state.trace_stack or departures.ambient:  # ambient: distributed tensors
                 trace = _innermost_trace(args) or _staging_trace(args)
-                if trace is not None:
+                # (with no trace pushed only an ambient one (level 0) may process a call:
+                # a tracer escaped from a finished transform fails as before)
+                if trace is not None and (state.trace_stack or not trace.level):
                     return self._bind_traced(trace, args, params)
             recording = state.grad_enabled
         else:

@@ -24,10 +24,13 @@ class _Departures:
     recording off plus active transform traces. While it is 0, ``bind`` skips reading the
     thread-local state (the common eager case), which is measurably cheaper per op."""
 
-    __slots__ = ("count",)
+    __slots__ = ("count", "ambient")
 
     def __init__(self):
         self.count = 0
+        # True once tracers that live outside any transform exist (distributed tensors):
+        # then ``bind`` looks for tracers among its inputs even with no trace pushed
+        self.ambient = False
 
 
 departures = _Departures()
@@ -42,6 +45,16 @@ def set_grad_mode(mode: bool) -> bool:
             departures.count += -1 if mode else 1
         state.grad_enabled = mode
     return prev
+
+
+def enable_ambient_tracers() -> None:
+    """Makes ``bind`` dispatch tracers whose trace is not on the trace stack (a trace at
+    level 0 that lives for the whole program, like primflow.distributed's). Costs eager
+    ops one thread-local read from then on."""
+    if not departures.ambient:
+        with _lock:
+            departures.count += 1
+            departures.ambient = True
 
 
 def push_trace(trace) -> None:

@@ -293,7 +293,8 @@ class Layer:
             object.__setattr__(self, name, value)
             return
         params = d.get("_parameters")
-        if isinstance(value, Parameter):
+        # distributed parameters (dist.shard_tensor of a parameter) register like Parameters
+        if isinstance(value, Parameter) or getattr(value, "_is_dist_parameter", False):
             self._require_init("parameters")
             _discard(name, d, d["_sub_layers"], d["_buffers"])
             params[name] = value

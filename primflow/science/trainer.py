@@ -41,6 +41,7 @@ import sys
 import time
 
 import primflow as pf
+import primflow.distributed as dist
 
 from . import networks
 from .problems.base import Problem, Settings
@@ -223,7 +224,7 @@ class Trainer:
     def __init__(self, problem: Problem, settings: Settings | None = None, *, quick=False,
                  seed=0, checkpoint=None, checkpoint_every=None, resume=False,
                  progress="auto", log="stderr", stream=None, callback=None, threads=1,
-                 jit=True):
+                 jit=True, distributed=False):
         if not isinstance(problem, Problem):
             raise TypeError(f"problem must be a primflow.science Problem, got "
                             f"{type(problem).__name__}")
@@ -245,6 +246,13 @@ class Trainer:
         self.callback = callback
         self.threads = threads
         self.jit = bool(jit)  # compile the loss-and-gradient step with pf.jit
+        # data parallel over the processes of primflow launch: replicated parameters,
+        # collocation points sharded (their Partial gradients are reduced by the tape).
+        # pf.jit does not stage distributed tensors, so the step runs eagerly.
+        self.distributed = bool(distributed)
+        if self.distributed:
+            self.jit = False
+        self._mesh = None
         self._step_fn = None
         self._check_settings()
 
@@ -270,14 +278,26 @@ class Trainer:
     def build_net(self):
         pf.seed(self.seed)
         s = self.settings
-        return networks.make_mlp(self.problem.dim, 1, s.hidden, s.depth, s.activation,
+        net = networks.make_mlp(self.problem.dim, 1, s.hidden, s.depth, s.activation,
                                 self.problem.dtype)
+        if self.distributed:
+            dist.shard_layer(net, self._data_mesh())
+        return net
+
+    def _data_mesh(self):
+        if self._mesh is None:
+            self._mesh = dist.ProcessMesh(list(range(dist.get_world_size())), ["dp"])
+        return self._mesh
 
     def batch(self, index):
         """The collocation points of resampling round ``index`` (deterministic)."""
         s = self.settings
-        return self.problem.sample(s.n_interior, s.n_boundary, s.sampling,
-                                   seed=self.seed * 100003 + index)
+        points = self.problem.sample(s.n_interior, s.n_boundary, s.sampling,
+                                     seed=self.seed * 100003 + index)
+        if self.distributed:  # every process drew the same points: each keeps its block
+            points = {k: dist.shard_tensor(v, self._data_mesh(), [dist.Shard(0)])
+                      for k, v in points.items()}
+        return points
 
     def loss_terms(self, net, batch):
         problem = self.problem
@@ -333,6 +353,8 @@ class Trainer:
                  "phase": phase, "step": int(step), "seed": self.seed,
                  "model": net.state_dict(), "optimizer": opt.state_dict(),
                  "history": _plain_history(history), "extra_points": list(self._extra)}
+        if self.distributed:  # replicated parameters and states: each rank has the values
+            state = _gathered(state)
         folder = os.path.dirname(os.path.abspath(self.checkpoint))
         os.makedirs(folder, exist_ok=True)
         tmp = self.checkpoint + ".tmp"
@@ -574,6 +596,17 @@ class Trainer:
         return (f"training stopped: the loss became {value} at {phase} step {step}. The model "
                 f"was reset to its last finite-loss parameters; {where}. Try a smaller "
                 f"learning rate (--lr), fewer layers, or more collocation points")
+
+
+def _gathered(tree):
+    """``tree`` with its distributed tensors replaced by plain tensors of their values."""
+    if isinstance(tree, dict):
+        return {k: _gathered(v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_gathered(v) for v in tree)
+    if isinstance(tree, pf.Tensor) and tree.is_dist():
+        return dist.unshard_dtensor(tree).detach()
+    return tree
 
 
 def _snapshot(params):

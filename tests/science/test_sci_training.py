@@ -150,8 +150,9 @@ def test_trainer_progress_goes_to_the_stream():
 
 
 def test_blas_threads_context_restores_the_pool():
-    from primflow.science.threads import _openblas_libraries, blas_threads
-    pairs = _openblas_libraries()
+    from primflow.backends.blas import openblas_libraries
+    from primflow.science.threads import blas_threads
+    pairs = openblas_libraries()
     before = [get() for get, _ in pairs]
     with blas_threads(1):
         assert all(get() == 1 for get, _ in pairs)

@@ -18,7 +18,15 @@ rows stay independent:
   dimension (never contracted), ``slice`` that takes all of it, ``full``.
 
 Anything else that touches a dimension of size N (gathers, cumulative sums, random draws,
-constants with that dimension, ...) means: no blocking. ``block_program`` rewrites the
+constants with that dimension, ...) means: no blocking.
+
+With ``reductions=True`` a program may also **sum over the rows** (a training step: a loss
+that is a mean over points, and its gradients, ``dot_general`` contracting the batch
+dimension of both operands): ``reduce_sum`` over the batch axis and such products give, run
+on a block, the block's partial sum; the partial sums are added in block order, and what
+depends on the sums (a mean's scale, an optimizer update) runs once after the blocks (the
+epilogue). A value computed after a sum may not flow back into the rows (that would need a
+second pass over the points). ``block_program`` rewrites the
 program for blocks of b rows (shapes and shape parameters), with what does not depend on
 the rows hoisted into a prologue that runs once; the compiler runs the rest per block.
 """
@@ -32,9 +40,11 @@ from .dce import dce
 from .fuse import ELEMENTWISE, REDUCTIONS
 
 
-def batch_axes(fn):
+def batch_axes(fn, reductions=False):
     """``(n, axis_of)``: the batch size and, for every value of ``fn``, the axis of its batch
-    dimension (None where it has none), or None when ``fn`` cannot run in row blocks.
+    dimension (None where it has none), or None when ``fn`` cannot run in row blocks. With
+    ``reductions``, sums over the rows are allowed (see the module docstring; the candidate
+    sizes are then also the inputs' dimensions, largest first).
 
     Example:
         >>> from primflow.ir import parse
@@ -45,14 +55,45 @@ def batch_axes(fn):
         >>> n, [axis_of[v] for v in fn.inputs]
         (100, [0, None])
     """
-    if not fn.outputs or any(not v.aval.shape for v in fn.outputs):
+    if not fn.outputs:
         return None
-    for n in sorted({v.aval.shape[0] for v in fn.outputs}, reverse=True):
+    candidates = {v.aval.shape[0] for v in fn.outputs if v.aval.shape}
+    if reductions:
+        candidates.update(d for v in fn.inputs for d in v.aval.shape)
+    elif any(not v.aval.shape for v in fn.outputs):
+        return None
+    for n in sorted(candidates, reverse=True):
         if n > 1:
-            axis_of = _propagate(fn, n)
+            axis_of = _propagate(fn, n, reductions)
             if axis_of is not None:
                 return n, axis_of
     return None
+
+
+def summed_rows(fn, axis_of):
+    """The operations of ``fn`` that sum over the batch dimension (their results have none),
+    by id, and the ids of the operations that depend on such a sum (the epilogue).
+
+    Example:
+        >>> from primflow.ir import parse
+        >>> fn = parse("def f(%0: float32[100,3]):\\n"
+        ...            "    %1: float32[3] = reduce_sum(%0, axes=(0,))\\n"
+        ...            "    %2: float32[3] = exp(%1)\\n    return %2\\n")
+        >>> n, axis_of = batch_axes(fn, reductions=True)
+        >>> sums, after = summed_rows(fn, axis_of)
+        >>> len(sums), len(after)
+        (1, 1)
+    """
+    sums, after, tainted = set(), set(), set()
+    for op in fn.ops:
+        ins = [axis_of.get(v) for v in op.inputs]
+        if axis_of.get(op.out) is None and _sums_rows(op, ins):
+            sums.add(id(op))
+            tainted.add(op.out)
+        elif any(v in tainted for v in op.inputs):
+            after.add(id(op))
+            tainted.add(op.out)
+    return sums, after
 
 
 def _axis(value, n):
@@ -66,21 +107,46 @@ class _NotBlockable(Exception):
     pass
 
 
-def _propagate(fn, n):
+def _propagate(fn, n, reductions=False):
     try:
         axis_of = {v: _axis(v, n) for v in fn.inputs}
+        after_sum = set()  # values computed from a sum over the rows
         for op in fn.ops:
             axis_of[op.out] = out = _axis(op.out, n)
             ins = [axis_of[v] for v in op.inputs]
+            if any(v in after_sum for v in op.inputs):
+                if out is not None or any(a is not None for a in ins):
+                    return None  # a sum over the rows flows back into the rows
+                after_sum.add(op.out)
+                continue
             if out is None and all(a is None for a in ins):
                 continue  # does not touch the batch dimension: the same in every block
+            if reductions and out is None and _sums_rows(op, ins):
+                after_sum.add(op.out)
+                continue
             if not _rows_independent(op, ins, out):
                 return None
-        if any(axis_of[v] is None for v in fn.outputs):
+        if reductions:
+            if not (after_sum or any(axis_of[v] is not None for v in fn.outputs)):
+                return None  # nothing depends on the rows
+        elif any(axis_of[v] is None for v in fn.outputs):
             return None
         return axis_of
     except _NotBlockable:
         return None
+
+
+def _sums_rows(op, ins):
+    """Whether ``op`` (whose result has no batch axis) sums its operands over the batch axis:
+    a ``reduce_sum`` over it, or a ``dot_general`` contracting it in both operands."""
+    if op.prim == "reduce_sum":
+        return ins[0] is not None and ins[0] in op.params["axes"]
+    if op.prim == "dot_general":
+        (lc, rc), _ = op.params["contracting"], op.params["batch"]
+        ax, ay = ins
+        return (ax is not None and ay is not None and ax in lc and ay in rc
+                and list(lc).index(ax) == list(rc).index(ay))
+    return False
 
 
 def _rows_independent(op, ins, out):
@@ -163,9 +229,47 @@ def block_program(fn, axis_of, n, rows, early_row_bytes=0):
         >>> [v.aval.shape for v in body.inputs]
         [(25, 3), (3, 3), (3, 3)]
     """
+    blocked = block_sums_program(fn, axis_of, n, rows, early_row_bytes)
+    if blocked.epilogue is not None:
+        raise ValueError("block_program: the program sums over its rows; use "
+                         "block_sums_program")
+    return blocked.prologue, blocked.body
+
+
+class BlockedProgram:
+    """What ``block_sums_program`` returns: ``prologue`` (None or a Function of ``fn``'s
+    inputs), ``body`` (a Function of a block of the inputs and the prologue's results:
+    the block of each row output, in order, then the partial sums ``sums``), ``epilogue``
+    (None when nothing sums over the rows, else a Function of ``fn``'s inputs, the
+    prologue's results and the sums, returning ``fn``'s outputs without a batch axis, in
+    order), ``row_outputs`` (the indices of ``fn``'s outputs with a batch axis) and
+    ``carried`` (the values of ``fn`` the prologue computes, in the order it returns them)."""
+
+    def __init__(self, prologue, body, epilogue, row_outputs, sums, carried):
+        self.prologue, self.body, self.epilogue = prologue, body, epilogue
+        self.row_outputs, self.sums, self.carried = row_outputs, sums, carried
+
+
+def block_sums_program(fn, axis_of, n, rows, early_row_bytes=0) -> BlockedProgram:
+    """``block_program`` for a program that may also sum over its rows (``axis_of`` from
+    ``batch_axes(fn, reductions=True)``): each block computes the partial sums, and the
+    operations that depend on the sums form an epilogue run once after they are added.
+
+    Example:
+        >>> from primflow.ir import parse
+        >>> fn = parse("def f(%0: float32[100,3]):\\n"
+        ...            "    %1: float32[100,3] = tanh(%0)\\n"
+        ...            "    %2: float32[3] = reduce_sum(%1, axes=(0,))\\n"
+        ...            "    %3: float32[3] = exp(%2)\\n    return %3\\n")
+        >>> n, axis_of = batch_axes(fn, reductions=True)
+        >>> b = block_sums_program(fn, axis_of, n, 25)
+        >>> [op.prim for op in b.body.ops], [op.prim for op in b.epilogue.ops]
+        (['tanh', 'reduce_sum'], ['exp'])
+    """
+    sums, after = summed_rows(fn, axis_of)
     in_prologue = set()
     for op in fn.ops:
-        if op.prim in _LEFT_IN_BODY:
+        if op.prim in _LEFT_IN_BODY or id(op) in sums or id(op) in after:
             continue
         if axis_of.get(op.out) is None:  # then its operands do not depend on rows either
             in_prologue.add(id(op))
@@ -177,9 +281,11 @@ def block_program(fn, axis_of, n, rows, early_row_bytes=0):
     def hoisted(op):
         return id(op) in in_prologue
 
-    body_ops = [op for op in fn.ops if not hoisted(op)]
-    carried = []  # values the prologue computes and the body reads
-    for v in [v for op in body_ops for v in op.inputs] + list(fn.outputs):
+    body_ops = [op for op in fn.ops if not hoisted(op) and id(op) not in after]
+    after_ops = [op for op in fn.ops if id(op) in after]
+    row_outputs = [i for i, v in enumerate(fn.outputs) if axis_of.get(v) is not None]
+    carried = []  # values the prologue computes and the body (or the epilogue) reads
+    for v in ([v for op in body_ops + after_ops for v in op.inputs] + list(fn.outputs)):
         if v.op is not None and hoisted(v.op) and v not in carried:
             carried.append(v)  # (an output computed early: the body passes its block on)
     prologue = None
@@ -188,6 +294,17 @@ def block_program(fn, axis_of, n, rows, early_row_bytes=0):
                                                          or op.prim in _LEFT_IN_BODY],
                        carried, dict(fn.consts))
         prologue = dce(pro.copy())
+    summed = []  # the sums the epilogue reads or returns, in program order
+    epilogue = None
+    if sums:
+        wanted = {v for op in after_ops for v in op.inputs} | set(fn.outputs)
+        summed = [op.out for op in fn.ops if id(op) in sums and op.out in wanted]
+        left = [op for op in fn.ops if op.prim in _LEFT_IN_BODY]
+        epi = Function(fn.name + "_epilogue", list(fn.inputs) + carried + summed,
+                       left + after_ops,
+                       [v for i, v in enumerate(fn.outputs) if i not in row_outputs],
+                       dict(fn.consts))
+        epilogue = dce(epi.copy())
 
     def aval(v):
         a = axis_of.get(v)
@@ -219,8 +336,12 @@ def block_program(fn, axis_of, n, rows, early_row_bytes=0):
         new = Operation(op.prim, [mapping[v] for v in op.inputs], params, aval(op.out))
         mapping[op.out] = new.out
         ops.append(new)
-    body = Function(fn.name, inputs, ops, [mapping[v] for v in fn.outputs], dict(fn.consts))
-    return prologue, dce(body)
+    if sums:
+        outputs = [mapping[fn.outputs[i]] for i in row_outputs] + [mapping[v] for v in summed]
+    else:
+        outputs = [mapping[v] for v in fn.outputs]
+    body = Function(fn.name, inputs, ops, outputs, dict(fn.consts))
+    return BlockedProgram(prologue, dce(body), epilogue, row_outputs, summed, carried)
 
 
 _LEFT_IN_BODY = frozenset({CONSTANT, "full", "iota"})  # free to compute, inlined by kernels

@@ -1,0 +1,355 @@
+"""Paddle's collectives on tensors, differentiable.
+
+Each rank passes its own (local, ordinary) tensor. The forward runs one call of the
+group's ``Communicator``; the backward is again a collective, recorded like any op, so
+derivatives of every order work.
+
+Gradient convention: the objective of a multi-process program is the **sum of the ranks'
+objectives** (each rank differentiates its own loss; a loss that is the same on every rank
+is counted once per rank, so divide it by the world size or reduce with ``AVG`` if it
+should count once). Under it the adjoints are collectives again:
+
+==========================  ===========================================================
+forward                      backward (cotangent ``g`` on every rank)
+==========================  ===========================================================
+all_reduce SUM               all_reduce SUM of ``g``
+all_reduce AVG               all_reduce AVG of ``g``
+all_reduce MAX / MIN         all_reduce SUM of ``g``, sent to the ranks holding the
+                             extremum (split evenly between ties)
+all_reduce PROD              all_reduce SUM of ``g`` times ``out / x``
+all_gather                   reduce_scatter SUM of the list's cotangents
+reduce_scatter SUM           all_gather of ``g``
+alltoall                     alltoall of the cotangents (the inverse permutation)
+broadcast                    all_reduce SUM of ``g`` kept on ``src``, zero elsewhere
+send / recv                  not differentiable
+==========================  ===========================================================
+
+Distributed tensors (``shard_tensor``) do not need these: their ops insert collectives
+with their own adjoints (see ``dtensor.py``).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from ..core.primitive import record_custom
+from ..core.tensor import Tensor
+from ..core.trace import Tracer
+from ..ops import stack, to_tensor, zeros_like
+from .env import _comm_of, world
+
+
+class ReduceOp:
+    """Reduction applied by ``all_reduce`` and ``reduce_scatter`` (Paddle names).
+
+    Example:
+        >>> import primflow.distributed as dist
+        >>> dist.ReduceOp.SUM
+        'sum'
+    """
+
+    SUM = "sum"
+    MAX = "max"
+    MIN = "min"
+    PROD = "prod"
+    AVG = "avg"
+
+
+_OPS = (ReduceOp.SUM, ReduceOp.MAX, ReduceOp.MIN, ReduceOp.PROD, ReduceOp.AVG)
+
+
+def _check_op(op, what):
+    if op not in _OPS:
+        raise ValueError(f"{what}: unknown reduction {op!r}; use dist.ReduceOp.SUM, MAX, MIN, "
+                         f"PROD or AVG")
+    return op
+
+
+def _plain(tensor, what):
+    if isinstance(tensor, Tracer):
+        if getattr(tensor, "is_dist", lambda: False)():
+            raise TypeError(
+                f"{what}: got a distributed tensor ({tensor.placements} on "
+                f"{tensor.process_mesh}); collectives take each rank's local tensor: pass "
+                f"x._local_value(), or use dist.reshard to change a distributed tensor's "
+                f"placements")
+        raise TypeError(f"{what}: collectives cannot run inside a transform "
+                        f"({tensor._trace.transform_name}); call them outside it")
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"{what}: expected a Tensor, got {type(tensor).__name__}")
+    return tensor
+
+
+def _check_same(comm, tensor, what):
+    """Every member passes a tensor of the same shape and dtype, or a clear error naming
+    the ranks that differ (instead of a hang or garbage)."""
+    if comm.size == 1:
+        return
+    shape = list(tensor._shape)
+    sig = [len(shape)] + shape + [zlib.crc32(tensor.dtype.name.encode())]
+    sig = sig + [0] * (10 - len(sig)) if len(sig) < 10 else sig
+    rows = comm.allgather_ints([len(sig)] + sig[:10])
+    if any(r != rows[0] for r in rows):
+        raise ValueError(f"{what}: ranks disagree about the tensor's shape/dtype: " + "; ".join(
+            f"rank {comm.ranks[i]}: shape {r[2:2 + r[1]]}" for i, r in enumerate(rows)) +
+            " (every rank must pass a tensor of the same shape and dtype)")
+
+
+def _rebind(tensor, new):
+    """Makes ``tensor`` hold ``new``'s values and graph position (Paddle's collectives
+    write their result into the tensor passed)."""
+    tensor._value = new._value
+    if new._node is not None:
+        tensor._node = new._node
+        tensor.stop_gradient = False
+    tensor._version += 1
+    return tensor
+
+
+# ---- functional forms (recorded, differentiable) -------------------------------------------
+def all_reduce_value(x, op, comm):
+    """``op`` over the ranks of ``comm`` of the tensors ``x`` (a new tensor)."""
+    out = Tensor._wrap(comm.allreduce(x._value, op))
+
+    def vjp(g, y, xin):
+        total = all_reduce_value(g, ReduceOp.AVG if op == ReduceOp.AVG else ReduceOp.SUM,
+                                 comm)
+        if op in (ReduceOp.SUM, ReduceOp.AVG):
+            return (total,)
+        if op == ReduceOp.PROD:
+            return (total * out_now(y, xin) / xin,)
+        hit = (xin == out_now(y, xin)).astype(g.dtype)
+        ties = all_reduce_value(hit, ReduceOp.SUM, comm)
+        return (total * hit / ties,)
+
+    def out_now(y, xin):
+        return all_reduce_value(xin, op, comm)  # recomputed: differentiable again
+
+    return record_custom(out, (x,), f"all_reduce_{op}", vjp)
+
+
+def all_gather_value(x, comm):
+    """The ranks' tensors stacked along a new first axis (a new tensor)."""
+    front = x._value.reshape((1,) + tuple(x._shape))
+    out = Tensor._wrap(comm.allgather(front, 0, [1] * comm.size))
+
+    def vjp(g, _y, _x):
+        return (reduce_scatter_value(g, ReduceOp.SUM, comm),)
+
+    return record_custom(out, (x,), "all_gather", vjp)
+
+
+def reduce_scatter_value(stacked, op, comm):
+    """``op`` over ranks of ``stacked`` (first axis: one entry per rank), keeping this
+    rank's entry (a new tensor without the first axis)."""
+    if stacked._shape[0] != comm.size:
+        raise ValueError(f"reduce_scatter: needs one entry per rank ({comm.size}), got "
+                         f"{stacked._shape[0]}")
+    value = comm.reduce_scatter(stacked._value, op, 0, [1] * comm.size)
+    out = Tensor._wrap(value.reshape(value.shape[1:]))
+
+    def vjp(g, _y, _s):
+        if op not in (ReduceOp.SUM, ReduceOp.AVG):
+            raise NotImplementedError(f"reduce_scatter with {op!r} is differentiable only "
+                                      f"for SUM and AVG")
+        gathered = all_gather_value(g, comm)
+        return (gathered / comm.size if op == ReduceOp.AVG else gathered,)
+
+    return record_custom(out, (stacked,), f"reduce_scatter_{op}", vjp)
+
+
+def alltoall_value(stacked, comm):
+    """Entry j of ``stacked`` goes to rank j; entry j of the result came from rank j."""
+    if stacked._shape[0] != comm.size:
+        raise ValueError(f"alltoall: needs one entry per rank ({comm.size}), got "
+                         f"{stacked._shape[0]}")
+    ones = [1] * comm.size
+    out = Tensor._wrap(comm.alltoall(stacked._value, 0, 0, ones, ones))
+
+    def vjp(g, _y, _s):
+        return (alltoall_value(g, comm),)
+
+    return record_custom(out, (stacked,), "alltoall", vjp)
+
+
+def broadcast_value(x, src_index, comm):
+    """Member ``src_index``'s tensor on every member (a new tensor)."""
+    out = Tensor._wrap(comm.bcast(x._value, src_index))
+
+    def vjp(g, _y, _x):
+        total = all_reduce_value(g, ReduceOp.SUM, comm)
+        return (total if comm.rank == src_index else zeros_like(total),)
+
+    return record_custom(out, (x,), "broadcast", vjp)
+
+
+# ---- Paddle's API ---------------------------------------------------------------------------
+def _member_comm(group, what):
+    comm = _comm_of(group)
+    if comm is None:
+        return None
+    return comm
+
+
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, sync_op=True):
+    """Reduces ``tensor`` over the ranks of ``group`` in place (every rank gets the result).
+
+    Differentiable (see the module docstring). Returns ``tensor``.
+
+    Example:
+        >>> import primflow as pf
+        >>> import primflow.distributed as dist
+        >>> x = pf.to_tensor([1.0, 2.0])
+        >>> dist.all_reduce(x).numpy()  # one process: the sum of one tensor
+        array([1., 2.], dtype=float32)
+    """
+    _plain(tensor, "all_reduce")
+    comm = _member_comm(group, "all_reduce")
+    if comm is None:
+        return tensor
+    _check_op(op, "all_reduce")
+    _check_same(comm, tensor, "all_reduce")
+    return _rebind(tensor, all_reduce_value(alias(tensor), op, comm))
+
+
+def alias(tensor):
+    """A new tensor object for ``tensor``'s value and graph position (so an in-place
+    collective's node reads the value before the update)."""
+    t = Tensor._wrap(tensor._value, tensor._node)
+    t.stop_gradient = tensor.stop_gradient
+    if tensor._node is None and not tensor.stop_gradient:
+        raise RuntimeError(
+            "a leaf tensor that requires grad cannot be updated in place by a collective; "
+            "use a copy (x.clone()) or do it inside `with pf.no_grad():`")
+    return t
+
+
+def all_gather(tensor_list, tensor, group=None, sync_op=True):
+    """Appends every rank's ``tensor`` (in rank order) to ``tensor_list``.
+
+    Differentiable: the gradient of this rank's tensor sums the cotangents of its copies
+    on all ranks (a reduce_scatter).
+
+    Example:
+        >>> import primflow as pf
+        >>> import primflow.distributed as dist
+        >>> out = []
+        >>> dist.all_gather(out, pf.to_tensor([3.0]))
+        >>> [t.numpy() for t in out]
+        [array([3.], dtype=float32)]
+    """
+    _plain(tensor, "all_gather")
+    comm = _member_comm(group, "all_gather")
+    if comm is None:
+        return
+    _check_same(comm, tensor, "all_gather")
+    gathered = all_gather_value(tensor, comm)
+    tensor_list.extend(gathered[i] for i in range(comm.size))
+
+
+def reduce_scatter(tensor, tensor_list, op=ReduceOp.SUM, group=None, sync_op=True):
+    """Writes into ``tensor`` the reduction over ranks of their ``tensor_list[rank]``.
+
+    Example:
+        >>> import primflow as pf
+        >>> import primflow.distributed as dist
+        >>> out = pf.zeros([2])
+        >>> dist.reduce_scatter(out, [pf.to_tensor([1.0, 2.0])]).numpy()
+        array([1., 2.], dtype=float32)
+    """
+    _plain(tensor, "reduce_scatter")
+    comm = _member_comm(group, "reduce_scatter")
+    if comm is None:
+        return tensor
+    _check_op(op, "reduce_scatter")
+    if len(tensor_list) != comm.size:
+        raise ValueError(f"reduce_scatter: tensor_list needs one tensor per rank "
+                         f"({comm.size}), got {len(tensor_list)}")
+    stacked = stack([_as_tensor(t) for t in tensor_list])
+    _check_same(comm, stacked, "reduce_scatter")
+    result = reduce_scatter_value(stacked, op, comm)
+    if tuple(result._shape) != tuple(tensor._shape):
+        raise ValueError(f"reduce_scatter: output tensor has shape {tensor.shape}, the "
+                         f"entries of tensor_list have shape {result.shape}")
+    return _rebind(tensor, result)
+
+
+def alltoall(in_tensor_list, out_tensor_list, group=None, sync_op=True):
+    """Sends ``in_tensor_list[j]`` to rank j; appends what rank j sent to
+    ``out_tensor_list`` (in rank order). Differentiable.
+
+    Example:
+        >>> import primflow as pf
+        >>> import primflow.distributed as dist
+        >>> out = []
+        >>> dist.alltoall([pf.to_tensor([5.0])], out)
+        >>> out[0].numpy()
+        array([5.], dtype=float32)
+    """
+    comm = _member_comm(group, "alltoall")
+    if comm is None:
+        return
+    if len(in_tensor_list) != comm.size:
+        raise ValueError(f"alltoall: in_tensor_list needs one tensor per rank ({comm.size}), "
+                         f"got {len(in_tensor_list)}")
+    stacked = stack([_plain(_as_tensor(t), "alltoall") for t in in_tensor_list])
+    _check_same(comm, stacked, "alltoall")
+    result = alltoall_value(stacked, comm)
+    out_tensor_list.extend(result[i] for i in range(comm.size))
+
+
+def broadcast(tensor, src, group=None, sync_op=True):
+    """Overwrites ``tensor`` on every rank with the one of world rank ``src``.
+
+    Example:
+        >>> import primflow as pf
+        >>> import primflow.distributed as dist
+        >>> dist.broadcast(pf.to_tensor([7.0]), src=0).numpy()
+        array([7.], dtype=float32)
+    """
+    _plain(tensor, "broadcast")
+    comm = _member_comm(group, "broadcast")
+    if comm is None:
+        return tensor
+    if src not in comm.ranks:
+        raise ValueError(f"broadcast: src rank {src} is not in the group {list(comm.ranks)}")
+    _check_same(comm, tensor, "broadcast")
+    return _rebind(tensor, broadcast_value(alias(tensor), comm.ranks.index(src), comm))
+
+
+def send(tensor, dst=0, group=None, sync_op=True):
+    """Sends ``tensor`` to world rank ``dst`` (which calls ``recv``). Not differentiable.
+
+    Example (two processes)::
+
+        if dist.get_rank() == 0:
+            dist.send(x, dst=1)
+        else:
+            dist.recv(x, src=0)
+    """
+    _plain(tensor, "send")
+    _check_peer(dst, "send", "dst")
+    world().sendrecv([(tensor._value, dst)], [])
+
+
+def recv(tensor, src=0, group=None, sync_op=True):
+    """Receives into ``tensor`` (same shape and dtype as the sender's) from world rank
+    ``src``. Not differentiable. See ``send``."""
+    _plain(tensor, "recv")
+    _check_peer(src, "recv", "src")
+    buf = tensor._value.copy()
+    world().sendrecv([], [(buf, src)])
+    tensor._value = buf
+    tensor._version += 1
+    return tensor
+
+
+def _check_peer(peer, what, name):
+    comm = world()
+    if not 0 <= peer < comm.size or (peer == comm.rank and comm.size > 1):
+        raise ValueError(f"{what}: {name}={peer} must be another rank of the world "
+                         f"(0..{comm.size - 1}, this is rank {comm.rank})")
+
+
+def _as_tensor(t):
+    return t if isinstance(t, Tensor) else to_tensor(t)

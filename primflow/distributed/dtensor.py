@@ -1,0 +1,592 @@
+"""Distributed tensors: a tensor's global value laid out over a ``ProcessMesh``.
+
+Design. A ``DistTensor`` is a tracer of one ``DistTrace`` that lives at level 0 for the
+whole program (an *ambient* trace: ``core.state.enable_ambient_tracers``). It holds this
+rank's local block (an ordinary tensor), the mesh and one placement per mesh dim; its
+``shape`` is the global shape. Every primitive applied to it goes through
+``DistTrace.process_primitive``: the primitive's sharding rule (``prims/sharding.py``) says
+which layouts the inputs need and what the output's is, the inputs are relaid out (the
+collectives of Paddle's reshard table), and the primitive runs on the local blocks.
+
+Because a DistTensor behaves exactly like the single-process tensor of its global value,
+autodiff needs nothing special: the tape records primitives on DistTensors, their rules run
+on DistTensors again (inserting whatever collectives *their* layouts need), and every order
+works. A Replicate parameter used with Shard(0) data gets a Partial gradient, which
+``.grad`` (the leaf's accumulator) reduces to the parameter's own placements. Explicit
+relayouts (``reshard``) are the identity on global values; their adjoint reshards the
+cotangent back.
+
+Transforms nest above: ``pf.jvp``/``pf.vmap`` tracers (level >= 1) carry DistTensors as
+their payload. ``pf.jit`` does not stage distributed programs (they run eagerly).
+
+Plain tensors mixed with DistTensors count as Replicate (Paddle's rule). A rank outside a
+tensor's mesh holds no local block (``None``) and skips the computation.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from ..backends import communicator as comms
+from ..core.primitive import Aval, record_custom
+from ..core.state import enable_ambient_tracers, no_grad
+from ..core.tensor import Tensor
+from ..core.trace import Trace, Tracer
+from ..prims import full
+from ..prims.sharding import (check_layout, expand, is_partial, local_shape, sharded_dims,
+                               sharding_rule)
+from .env import world
+from .placement import ProcessMesh, from_spec, to_spec
+
+
+# ---- the mesh as seen by this process --------------------------------------------------------
+def _effective_shape(mesh):
+    """The mesh's shape for layouts: in a world of one process every mesh dim counts as
+    size 1 (the whole tensor lives here), so a distributed script runs unchanged on one
+    process; under a launcher the mesh's ranks must exist."""
+    comm = world()
+    if comm.size == 1:
+        return (1,) * mesh.ndim
+    missing = [r for r in mesh.process_ids if r >= comm.size]
+    if missing:
+        raise ValueError(f"{mesh} names ranks {missing}, but the job has {comm.size} "
+                         f"processes; start it with primflow launch -n "
+                         f"{max(mesh.process_ids) + 1}")
+    return tuple(mesh.shape)
+
+
+def _coords(mesh):
+    comm = world()
+    if comm.size == 1:
+        return (0,) * mesh.ndim
+    return mesh.coords(comm.rank)
+
+
+def _is_member(mesh):
+    comm = world()
+    return comm.size == 1 or mesh.contains(comm.rank)
+
+
+_comm_cache = {}
+
+
+def _comm_along(mesh, k):
+    comm = world()
+    if comm.size == 1:
+        return comm
+    key = (mesh, k)
+    c = _comm_cache.get(key)
+    if c is None:
+        c = _comm_cache[key] = comm.sub(mesh.ranks_along(k, comm.rank))
+    return c
+
+
+def _create_mesh_comms(mesh):
+    """Sub-communicators of every mesh dim, created in dim order on every member (so the
+    group creations of different dims never interleave differently across ranks)."""
+    if world().size > 1 and _is_member(mesh):
+        for k in range(mesh.ndim):
+            _comm_along(mesh, k)
+
+
+# ---- relayout of local blocks ------------------------------------------------------------------
+def _is_shard(s):
+    return isinstance(s, int) and not isinstance(s, bool)
+
+
+def relayout(value, shape, mesh, src, dst):
+    """This rank's block of a tensor of global ``shape`` after changing its layout from the
+    specs ``src`` to ``dst`` on ``mesh`` (Paddle's reshard table, one mesh dim at a time:
+    S->R all_gather, S(i)->S(j) alltoall, P->R all_reduce, P->S reduce_scatter, R->S local
+    slice, R->P keep on one rank / zeros elsewhere)."""
+    src, dst = tuple(src), tuple(dst)
+    if src == dst or value is None:
+        return value
+    sizes = _effective_shape(mesh)
+    coords = _coords(mesh)
+    cur = list(src)
+
+    def others(k):
+        return {cur[j] for j in range(len(cur)) if j != k}
+
+    # 1. shards that change: alltoall into a free dim, else gather
+    for k in range(len(cur)):
+        s, t = cur[k], dst[k]
+        if not _is_shard(s) or s == t:
+            continue
+        m = sizes[k]
+        if _is_shard(t) and t not in others(k) and t not in dst[:k] + dst[k + 1:]:
+            value = _comm_along(mesh, k).alltoall(
+                value, t, s, comms.chunk_sizes(shape[t], m), comms.chunk_sizes(shape[s], m))
+            cur[k] = t
+        else:
+            value = _comm_along(mesh, k).allgather(value, s, comms.chunk_sizes(shape[s], m))
+            cur[k] = None
+    # 2. partials that change: reduce_scatter into a free dim, else all_reduce
+    for k in range(len(cur)):
+        s, t = cur[k], dst[k]
+        if not is_partial(s) or s == t:
+            continue
+        if _is_shard(t) and t not in others(k):
+            value = _comm_along(mesh, k).reduce_scatter(value, s, t,
+                                                        comms.chunk_sizes(shape[t], sizes[k]))
+            cur[k] = t
+        else:
+            value = _comm_along(mesh, k).allreduce(value, s)
+            cur[k] = None
+    # 3. replicated -> shard (a local slice) or partial
+    for k in range(len(cur)):
+        s, t = cur[k], dst[k]
+        if s == t:
+            continue
+        if s is None and _is_shard(t):
+            value = comms.chunk(value, t, sizes[k], coords[k])
+        elif s is None and is_partial(t):
+            if coords[k] != 0:
+                if t == "sum":
+                    value = comms.zeros_like(value)
+                elif t == "prod":
+                    value = comms.zeros_like(value) + 1
+        else:
+            raise AssertionError(f"relayout {src} -> {dst} left {cur}")
+        cur[k] = t
+    return value
+
+
+# ---- the tensor -------------------------------------------------------------------------------
+class DistTensor(Tracer):
+    """A tensor laid out over a process mesh (made by ``shard_tensor``, ``reshard``,
+    ``dtensor_from_local`` or any op on one). ``shape`` is the global shape; ``numpy()``
+    gathers the global value (a collective: call it on every rank of the mesh)."""
+
+    __slots__ = ("_local", "_mesh", "_specs", "__dict__")
+
+    # ---- construction (internal) -----------------------------------------------------------
+    @classmethod
+    def _make(cls, local, mesh, specs, aval):
+        t = object.__new__(cls)
+        t._local = local
+        t._mesh = mesh
+        t._specs = tuple(specs)
+        t._init_tracer(_trace(), aval)
+        return t
+
+    def __copy__(self):
+        t = DistTensor._make(self._local, self._mesh, self._specs, self.aval)
+        t._node = self._node
+        t.stop_gradient = self.stop_gradient
+        t.__dict__.update(self.__dict__)
+        return t
+
+    # ---- Paddle's API --------------------------------------------------------------------
+    @property
+    def placements(self) -> list:
+        """One placement per mesh dim."""
+        return [from_spec(s) for s in self._specs]
+
+    @property
+    def process_mesh(self) -> ProcessMesh:
+        return self._mesh
+
+    def is_dist(self) -> bool:
+        """True: this tensor is laid out over a process mesh."""
+        return True
+
+    def _local_value(self):
+        """This rank's block (an ordinary tensor; differentiable: its cotangent is this
+        rank's block of the DistTensor's, Partial where the tensor is not sharded)."""
+        return local_value(self)
+
+    @property
+    def _value(self):
+        """The global value (gathered: a collective)."""
+        return full_value(self)
+
+    def numpy(self):
+        """The global value as a NumPy array (a collective over the mesh's ranks)."""
+        return comms.to_numpy_copy(full_value(self))
+
+    def detach(self):
+        return DistTensor._make(self._local, self._mesh, self._specs, self.aval)
+
+    @property
+    def grad(self):
+        return Tracer.grad.__get__(self)
+
+    @grad.setter
+    def grad(self, value):
+        # a leaf's gradient takes the leaf's own layout: the Partial gradient of a
+        # Replicate parameter used on sharded data is reduced here, once
+        if value is not None and not (isinstance(value, DistTensor) and
+                                      value._mesh == self._mesh and
+                                      value._specs == self._specs):
+            with no_grad():
+                value = reshard(value, self._mesh, self.placements)
+        Tracer.grad.__set__(self, value)
+
+    def _check_inplace(self, what):
+        raise TypeError(
+            f"{what}: in-place writes into a distributed tensor ({_describe(self)}) are not "
+            f"supported; compute a new tensor instead (x + y, pf.where(mask, v, x)) or "
+            f"update a parameter with set_value")
+
+    def set_value(self, value):
+        """Replaces the values (global, any layout or a plain tensor); keeps the layout."""
+        self._set_value(value)
+
+    def _set_value(self, value):
+        if isinstance(value, DistTensor):
+            new = reshard(value, self._mesh, self.placements)._local
+        else:
+            t = value if isinstance(value, Tensor) else Tensor(value, dtype=self.dtype)
+            if tuple(t._shape) != tuple(self._shape):
+                raise ValueError(f"set_value: expected shape {self.shape}, got {t.shape}")
+            new = relayout(t._value, self._shape, self._mesh,
+                           (None,) * len(self._specs), self._specs)
+            new = Tensor._wrap(new)
+        if isinstance(new, Tensor) and new.dtype != self.dtype:
+            from ..ops import astype as cast  # noqa: PLC0415
+            new = cast(new, self.dtype)
+        self._local = new
+        self._version += 1
+
+    def __repr__(self):
+        local = None if self._local is None else comms.to_numpy_copy(self._local._value)
+        return (f"DistTensor(shape={self.shape}, dtype={self.dtype.name}, "
+                f"placements={self.placements}, mesh={self._mesh.shape}, "
+                f"local={local!r})")
+
+    __str__ = __repr__
+
+
+def _describe(x):
+    name = f" {x.name!r}" if getattr(x, "name", None) else ""
+    return (f"tensor{name} {x.dtype.name}{list(x._shape)} with placements {x.placements} on "
+            f"{x._mesh}")
+
+
+# ---- the trace -------------------------------------------------------------------------------
+class DistTrace(Trace):
+    """Runs primitives on distributed tensors (see the module docstring)."""
+
+    @property
+    def transform_name(self):
+        return "primflow.distributed"
+
+    def process_primitive(self, prim, args, params):
+        mesh = None
+        for a in args:
+            if isinstance(a, DistTensor):
+                if mesh is None:
+                    mesh = a._mesh
+                elif a._mesh != mesh:
+                    raise ValueError(
+                        f"{prim.name}: its inputs live on different meshes ({mesh} and "
+                        f"{a._mesh}); move one with dist.reshard(x, mesh, placements) first")
+        ndim = mesh.ndim
+        avals = [a.aval if isinstance(a, DistTensor) else Aval(a._shape, a.dtype)
+                 for a in args]
+        out_aval = prim.infer(*avals, **params)
+        specs = [a._specs if isinstance(a, DistTensor) else (None,) * ndim for a in args]
+        rule = sharding_rule(prim.name)
+        sizes = _effective_shape(mesh)
+        wanted, out_specs = expand(rule, specs, avals, out_aval, sizes, params)
+        if not _is_member(mesh):
+            return DistTensor._make(None, mesh, out_specs, out_aval)
+        locals_ = []
+        for a, src, dst, av in zip(args, specs, wanted, avals):
+            value = a._local._value if isinstance(a, DistTensor) else a._value
+            locals_.append(Tensor._wrap(relayout(value, av.shape, mesh, src, dst)))
+        local_params = rule.localize(params, [tuple(t._shape) for t in locals_],
+                                     local_shape(out_aval.shape, out_specs, sizes,
+                                                 _coords(mesh)),
+                                     [sharded_dims(w) for w in wanted])
+        out_shape = local_shape(out_aval.shape, out_specs, sizes, _coords(mesh))
+        if rule.empty_fill is not None and any(not t.size for t in locals_):
+            out_local = full(shape=out_shape, value=rule.empty_fill, dtype=out_aval.dtype)
+        else:
+            out_local = prim.bind(*locals_, **local_params)
+        return DistTensor._make(out_local, mesh, out_specs, out_aval)
+
+
+_the_trace = None
+
+
+def _trace():
+    global _the_trace
+    if _the_trace is None:
+        enable_ambient_tracers()
+        _the_trace = DistTrace(0)
+    return _the_trace
+
+
+# ---- conversions -----------------------------------------------------------------------------
+def _check_placements(placements, mesh, shape, what):
+    if not isinstance(mesh, ProcessMesh):
+        raise TypeError(f"{what}: mesh must be a dist.ProcessMesh, got {type(mesh).__name__}")
+    placements = list(placements)
+    if len(placements) != mesh.ndim:
+        raise ValueError(f"{what}: {len(placements)} placements {placements} for a "
+                         f"{mesh.ndim}-d mesh {mesh}; give one placement per mesh dim")
+    specs = tuple(to_spec(p) for p in placements)
+    check_layout(shape, specs, what)
+    return specs
+
+
+def _check_same_across_ranks(what, shape, dtype, specs, mesh):
+    """All ranks agree on the global shape, dtype and placements (else a clear error naming
+    the ranks), instead of a hang or garbage later."""
+    comm = world()
+    if comm.size == 1:
+        return
+    text = f"{list(shape)} {dtype.name} {[from_spec(s) for s in specs]} {mesh.process_ids}"
+    rows = comm.allgather_ints([zlib.crc32(text.encode())])
+    if any(r != rows[0] for r in rows):
+        texts = comm.allgather_ints(list(text.encode()[:200].ljust(200)))
+        described = "; ".join(f"rank {i}: {bytes(t).decode().strip()}"
+                              for i, t in enumerate(texts))
+        raise ValueError(f"{what}: ranks disagree about the tensor's global shape, dtype, "
+                         f"placements or mesh: {described}. Every rank must pass the same")
+
+
+def shard_tensor(data, mesh, placements, dtype=None, place=None, stop_gradient=None):
+    """A distributed tensor with global value ``data`` laid out by ``placements`` on
+    ``mesh`` (Paddle's ``dist.shard_tensor``). Every rank passes the same global value.
+
+    ``stop_gradient=None`` keeps ``data``'s. A parameter stays a trainable leaf; a
+    computed tensor stays connected to its graph.
+
+    Example:
+        >>> import primflow as pf
+        >>> import primflow.distributed as dist
+        >>> mesh = dist.ProcessMesh([0], dim_names=["x"])
+        >>> x = dist.shard_tensor(pf.ones([4, 2]), mesh, [dist.Shard(0)])
+        >>> x.shape, x.placements, x.is_dist()
+        ([4, 2], [Shard(dim=0)], True)
+    """
+    if isinstance(data, DistTensor):
+        return reshard(data, mesh, placements)
+    t = data if isinstance(data, Tensor) else Tensor(data, dtype=dtype)
+    if isinstance(t, Tracer):
+        raise TypeError(f"shard_tensor cannot take a value traced by "
+                        f"{t._trace.transform_name}; shard the inputs outside the transform")
+    if dtype is not None and t.dtype.name != str(dtype).replace("paddle.", ""):
+        from ..ops import cast  # noqa: PLC0415
+        t = cast(t, dtype)
+    specs = _check_placements(placements, mesh, t._shape, "shard_tensor")
+    _check_same_across_ranks("shard_tensor", t._shape, t.dtype, specs, mesh)
+    _create_mesh_comms(mesh)
+    local = None
+    if _is_member(mesh):
+        local = Tensor._wrap(relayout(t._value, t._shape, mesh, (None,) * mesh.ndim, specs))
+    out = DistTensor._make(local, mesh, specs, Aval(t._shape, t.dtype))
+    out.name = getattr(t, "name", None)
+    for attr in ("optimize_attr", "regularizer", "need_clip", "do_model_average"):
+        if hasattr(t, attr):
+            out.__dict__[attr] = getattr(t, attr)
+            out.__dict__["_is_dist_parameter"] = True  # nn.Layer registers it as a parameter
+    stop = t.stop_gradient if stop_gradient is None else bool(stop_gradient)
+    if t._node is not None and not t.stop_gradient:
+        out = record_custom(out, (t,), "shard_tensor",
+                            lambda g, _o, _t: (unshard_dtensor(_as_dist(g, mesh, specs)),))
+    out.stop_gradient = stop if out._node is None else False
+    return out
+
+
+def _as_dist(x, mesh, specs):
+    if isinstance(x, DistTensor):
+        return x
+    return shard_tensor(x, mesh, [from_spec(s) for s in specs])
+
+
+def reshard(x, mesh, placements):
+    """``x`` laid out by ``placements`` on ``mesh`` (Paddle's ``dist.reshard``): the same
+    global value, moved by collectives; to another mesh by point-to-point messages.
+    Differentiable (the adjoint reshards the cotangent back).
+
+    Example:
+        >>> import primflow as pf
+        >>> import primflow.distributed as dist
+        >>> mesh = dist.ProcessMesh([0])
+        >>> x = dist.shard_tensor(pf.ones([4]), mesh, [dist.Shard(0)])
+        >>> dist.reshard(x, mesh, [dist.Replicate()]).placements
+        [Replicate()]
+    """
+    if not isinstance(x, DistTensor):
+        return shard_tensor(x, mesh, placements)
+    specs = _check_placements(placements, mesh, x._shape, "reshard")
+    if mesh == x._mesh and specs == x._specs:
+        return x
+    if mesh == x._mesh:
+        local = None
+        if x._local is not None:
+            local = Tensor._wrap(relayout(x._local._value, x._shape, mesh, x._specs, specs))
+    else:
+        local = _cross_mesh(x, mesh, specs)
+    out = DistTensor._make(local, mesh, specs, x.aval)
+    src_mesh, src_placements = x._mesh, x.placements
+    return record_custom(out, (x,), "reshard",
+                         lambda g, _o, _x: (reshard(g, src_mesh, src_placements),))
+
+
+def _cross_mesh(x, mesh, specs):
+    """This rank's block on ``mesh`` of ``x`` (on another mesh): the same-status fast path
+    (meshes of one shape, no partials: rank i of one sends its block to rank i of the
+    other), else replicate on the source mesh, send the whole value, slice on arrival."""
+    _create_mesh_comms(x._mesh)
+    _create_mesh_comms(mesh)
+    comm = world()
+    me = comm.rank
+    src_ids, dst_ids = x._mesh.process_ids, mesh.process_ids
+    shape = x._shape
+    same_status = (x._mesh.shape == mesh.shape and x._specs == specs
+                   and not any(is_partial(s) for s in specs))
+    if comm.size == 1:
+        value = x._local._value
+        if not same_status:
+            value = relayout(value, shape, x._mesh, x._specs, (None,) * x._mesh.ndim)
+            value = relayout(value, shape, mesh, (None,) * mesh.ndim, specs)
+        return Tensor._wrap(value)
+    if same_status:
+        sends, recvs, out = [], [], None
+        if me in src_ids:
+            peer = dst_ids[src_ids.index(me)]
+            if peer == me:
+                out = x._local._value
+            else:
+                sends.append((x._local._value, peer))
+        if me in dst_ids:
+            peer = src_ids[dst_ids.index(me)]
+            if peer != me:
+                out = comms.empty(local_shape(shape, specs, _effective_shape(mesh),
+                                              mesh.coords(me)), x.dtype)
+                recvs.append((out, peer))
+        comm.sendrecv(sends, recvs)
+        return None if out is None else Tensor._wrap(out)
+    full = None
+    if me in src_ids:
+        full = relayout(x._local._value, shape, x._mesh, x._specs, (None,) * x._mesh.ndim)
+    sends, recvs = [], []
+    for j, b in enumerate(dst_ids):
+        a = b if b in src_ids else src_ids[j % len(src_ids)]
+        if a == b:
+            continue
+        if a == me:
+            sends.append((full, b))
+        if b == me:
+            full = comms.empty(tuple(shape), x.dtype)
+            recvs.append((full, a))
+    comm.sendrecv(sends, recvs)
+    if me not in dst_ids:
+        return None
+    return Tensor._wrap(relayout(full, shape, mesh, (None,) * mesh.ndim, specs))
+
+
+def full_value(x):
+    """The global value of ``x`` as a native array (a collective over its mesh)."""
+    if x._local is None:
+        raise RuntimeError(f"rank {world().rank} is not in the mesh of the {_describe(x)}, so "
+                           f"it holds no part of it; read it on a rank of "
+                           f"{x._mesh.process_ids} (or reshard it onto a mesh with this rank)")
+    return relayout(x._local._value, x._shape, x._mesh, x._specs, (None,) * len(x._specs))
+
+
+def unshard_dtensor(x):
+    """The global value of ``x`` as an ordinary tensor on every rank of its mesh (Paddle's
+    ``dist.unshard_dtensor``); differentiable.
+
+    Example:
+        >>> import primflow as pf
+        >>> import primflow.distributed as dist
+        >>> x = dist.shard_tensor(pf.ones([2]), dist.ProcessMesh([0]), [dist.Shard(0)])
+        >>> dist.unshard_dtensor(x).is_dist()
+        False
+    """
+    if not isinstance(x, DistTensor):
+        return x
+    out = Tensor._wrap(full_value(x))
+    mesh, placements = x._mesh, x.placements
+    return record_custom(out, (x,), "unshard_dtensor",
+                         lambda g, _o, _x: (shard_tensor(g, mesh, placements),))
+
+
+def local_value(x):
+    """This rank's block of ``x`` as an ordinary tensor (differentiable)."""
+    if x._local is None:
+        raise RuntimeError(f"rank {world().rank} holds no block of the {_describe(x)}")
+    out = Tensor._wrap(x._local._value)
+    mesh = x._mesh
+    grad_specs = tuple(s if _is_shard(s) else "sum" for s in x._specs)
+    shape = x._shape
+    return record_custom(out, (x,), "local_value",
+                         lambda g, _o, _x: (_from_local(g, mesh, grad_specs, shape),))
+
+
+def _from_local(local, mesh, specs, shape):
+    """A DistTensor from this rank's block with known global ``shape`` (differentiable)."""
+    out = DistTensor._make(Tensor._wrap(local._value) if _is_member(mesh) else None,
+                           mesh, specs, Aval(shape, local.dtype))
+    wanted = tuple(s for s in specs)
+    return record_custom(out, (local,), "dtensor_from_local",
+                         lambda g, _o, _l: (local_value(_reshard_specs(g, mesh, wanted)),))
+
+
+def _reshard_specs(g, mesh, specs):
+    return reshard(g, mesh, [from_spec(s) for s in specs])
+
+
+def dtensor_from_local(local_tensor, mesh, placements, shape=None):
+    """A distributed tensor from each rank's block (Paddle's ``dtensor_from_local``). The
+    global shape is ``shape`` if given, else the sum of the blocks along sharded dims (so
+    uneven blocks work; ranks must hold ``torch.chunk`` blocks).
+
+    Example:
+        >>> import primflow as pf
+        >>> import primflow.distributed as dist
+        >>> x = dist.dtensor_from_local(pf.ones([3]), dist.ProcessMesh([0]), [dist.Shard(0)])
+        >>> x.shape
+        [3]
+    """
+    t = local_tensor if isinstance(local_tensor, Tensor) else Tensor(local_tensor)
+    specs0 = tuple(to_spec(p) for p in placements)
+    if len(specs0) != mesh.ndim:
+        raise ValueError(f"dtensor_from_local: {len(specs0)} placements for a {mesh.ndim}-d "
+                         f"mesh {mesh}; give one placement per mesh dim")
+    comm = world()
+    local_shape_ = list(t._shape)
+    if shape is None:
+        shape = list(local_shape_)
+        if comm.size > 1:
+            rows = comm.allgather_ints([len(local_shape_)] + (local_shape_ + [0] * 8)[:8])
+            for k, s in enumerate(specs0):
+                if _is_shard(s):
+                    line = mesh.ranks_along(k, comm.rank)
+                    shape[s] = sum(rows[r][1 + s] for r in line)
+            for d in range(len(local_shape_)):
+                if d not in sharded_dims(specs0):
+                    bad = {r: rows[r][1 + d] for r in mesh.process_ids
+                           if rows[r][1 + d] != local_shape_[d]}
+                    if bad:
+                        raise ValueError(
+                            f"dtensor_from_local: dim {d} is not sharded but its extent "
+                            f"differs across ranks: rank {comm.rank} has {local_shape_[d]}, "
+                            f"ranks {sorted(bad)} have {sorted(set(bad.values()))}")
+    specs = _check_placements(placements, mesh, tuple(shape), "dtensor_from_local")
+    _create_mesh_comms(mesh)
+    expected = local_shape(tuple(shape), specs, _effective_shape(mesh), _coords(mesh))
+    if _is_member(mesh) and tuple(local_shape_) != expected:
+        raise ValueError(f"dtensor_from_local: rank {comm.rank}'s block has shape "
+                         f"{local_shape_}, but a tensor of shape {list(shape)} with "
+                         f"placements {list(placements)} gives it {list(expected)} "
+                         f"(torch.chunk blocks)")
+    return _from_local(t, mesh, specs, tuple(shape))
+
+
+def dtensor_to_local(x, mesh=None, placements=None):
+    """This rank's block of ``x`` (Paddle's ``dtensor_to_local``)."""
+    return x._local_value()
+
+
+def is_dist_tensor(x) -> bool:
+    """Whether ``x`` is a distributed tensor."""
+    return isinstance(x, DistTensor)

@@ -1,0 +1,468 @@
+"""Sharding (SPMD) rules: how each primitive's inputs and output are laid out over a mesh.
+
+``primflow.distributed`` runs a primitive on distributed tensors by asking its rule which
+layouts the inputs must have (inserting the collectives that produce them) and which layout
+the output then has, and running the primitive on each rank's local blocks.
+
+Rules are written for **one mesh dimension** (PyTorch's lesson: N-D rules written by hand
+are where sharding bugs live) and ``expand`` applies them per dimension of an N-D mesh. On
+one mesh dimension a tensor's layout (a *spec*) is one of
+
+* ``None``: replicated, every rank holds the whole tensor,
+* an int ``d``: sharded along tensor dim ``d`` (``torch.chunk`` blocks, uneven allowed),
+* a reduction name (``"sum"``, ``"avg"``, ``"max"``, ``"min"``, ``"prod"``): partial, the
+  value is that reduction of the ranks' local values.
+
+A rule is ``propagate(specs, avals, out_aval, size, **params) -> (in_specs, out_spec)``:
+the specs the inputs must be resharded to and the output's spec (``size``: the mesh
+dimension's extent, for divisibility). ``localize(params, in_shapes, out_shape,
+in_sharded)`` gives the parameters of the local computation (only primitives with shape
+parameters need one). Composites need no rules: they decompose into these primitives.
+
+Families (generic builders): elementwise (with the partial-preserving linear cases),
+reductions (a reduced sharded dim gives Partial), reshape, transpose, broadcast, slice,
+pad, concatenate, gather/scatter, dot_general (row, column, batch and contracting shards),
+creation. ``SHARDING_RULES`` maps every primitive name to its rule; a test fails if a
+registered primitive has none.
+
+Example:
+    >>> from primflow.prims.sharding import SHARDING_RULES
+    >>> from primflow.core.primitive import Aval
+    >>> from primflow.core import dtypes
+    >>> a = Aval((4, 3), dtypes.float64)
+    >>> SHARDING_RULES["reduce_sum"].propagate([0], [a], Aval((3,), dtypes.float64), 2,
+    ...                                        axes=(0,))
+    ([0], 'sum')
+"""
+
+from __future__ import annotations
+
+import math
+
+LINEAR_PARTIALS = ("sum", "avg")  # partial kinds that linear maps preserve
+
+
+def is_partial(spec) -> bool:
+    """Whether a one-mesh-dim spec is partial (a reduction name)."""
+    return isinstance(spec, str)
+
+
+class ShardingRule:
+    """A primitive's sharding rule: ``propagate`` and (for shape parameters) ``localize``."""
+
+    def __init__(self, propagate, localize=None, name="", empty_fill=None):
+        self.propagate = propagate
+        self.localize = localize or _same_params
+        # the local result where a rank's block is empty (an uneven shard's last blocks):
+        # the reduction's identity, since max/min of nothing has no value
+        self.empty_fill = empty_fill
+        self.name = name or getattr(propagate, "__name__", "rule")
+
+    def __repr__(self):
+        return f"ShardingRule({self.name})"
+
+
+def _same_params(params, in_shapes, out_shape, in_sharded):
+    return params
+
+
+def _replicated(n):
+    return [None] * n
+
+
+# ---- elementwise ----------------------------------------------------------------------------
+
+def elementwise(partial_mode=None, positions=None):
+    """Rule of elementwise primitives (equal shapes). ``partial_mode`` says when a partial
+    input gives a partial output: ``"additive"`` (add, sub, select's branches: every
+    position in ``positions`` partial with the same linear kind, the others replicated),
+    ``"single"`` (mul, div, neg, casts: exactly one partial input, at a position in
+    ``positions``, the others replicated), None (not linear: partial inputs are reduced)."""
+
+    def propagate(specs, avals, out_aval, size, **params):
+        n = len(specs)
+        usable = positions if positions is not None else range(n)
+        if partial_mode == "single" and "dtype" in params and not params["dtype"].is_floating:
+            mode = None  # a cast to integers does not commute with the sum
+        else:
+            mode = partial_mode
+        shard = next((s for s in specs if isinstance(s, int) and not isinstance(s, bool)),
+                     None)
+        partial = [i for i, s in enumerate(specs) if is_partial(s)]
+        if shard is None and partial and mode is not None:
+            kinds = {specs[i] for i in partial}
+            if len(kinds) == 1 and kinds <= set(LINEAR_PARTIALS):
+                kind = kinds.pop()
+                if mode == "additive" and set(partial) == set(usable):
+                    return [kind if i in partial else None for i in range(n)], kind
+                if mode == "single" and len(partial) == 1 and partial[0] in usable:
+                    return [kind if i in partial else None for i in range(n)], kind
+        if shard is None:
+            return _replicated(n), None
+        return [shard] * n, shard
+
+    return ShardingRule(propagate, name=f"elementwise({partial_mode})")
+
+
+# ---- reductions -----------------------------------------------------------------------------
+
+def reduction(kind, linear, empty_fill=None):
+    """Rule of ``reduce_*(x, axes)``: a sharded reduced dim gives ``Partial(kind)``; other
+    sharded dims shift down; a partial input stays partial when the reduction is linear."""
+
+    def propagate(specs, avals, out_aval, size, *, axes):
+        (s,) = specs
+        if s is None:
+            return [None], None
+        if is_partial(s):
+            if linear and s in LINEAR_PARTIALS:
+                return [s], s
+            return [None], None
+        if s in axes:
+            return [s], kind
+        return [s], s - sum(1 for a in axes if a < s)
+
+    return ShardingRule(propagate, name=f"reduction({kind})", empty_fill=empty_fill)
+
+
+def along_axis(linear):
+    """Rule of ops along one ``axis`` (argmax, argmin, cumsum): that axis must be whole."""
+
+    def propagate(specs, avals, out_aval, size, *, axis, **params):
+        (s,) = specs
+        if s is None or s == axis:
+            return [None], None
+        if is_partial(s):
+            return ([s], s) if linear and s in LINEAR_PARTIALS else ([None], None)
+        removed = out_aval is not None and len(out_aval.shape) < len(avals[0].shape)
+        return [s], (s - 1 if removed and s > axis else s)
+
+    return ShardingRule(propagate, name="along_axis")
+
+
+# ---- shape ----------------------------------------------------------------------------------
+
+def _keep_partial(s):
+    """Linear shape ops keep a linear partial input partial (others are reduced first)."""
+    if s in LINEAR_PARTIALS:
+        return [s], s
+    return [None], None
+
+
+def _broadcast_propagate(specs, avals, out_aval, size, *, shape, broadcast_dimensions):
+    (s,) = specs
+    if s is None:
+        return [None], None
+    if is_partial(s):
+        return _keep_partial(s)
+    if avals[0].shape[s] == shape[broadcast_dimensions[s]]:
+        return [s], broadcast_dimensions[s]
+    return [None], None  # a size-1 dim that broadcasts: every rank needs it
+
+
+def _transpose_propagate(specs, avals, out_aval, size, *, perm):
+    (s,) = specs
+    if s is None:
+        return [None], None
+    if is_partial(s):
+        return _keep_partial(s)
+    return [s], list(perm).index(s)
+
+
+def _reshape_groups(src, dst):
+    """Pairs of (src dims, dst dims) with equal products, each as small as possible."""
+    groups, i, j = [], 0, 0
+    while i < len(src) or j < len(dst):
+        gi, gj, pi, pj = [], [], 1, 1
+        if i < len(src):
+            gi.append(i)
+            pi *= src[i]
+            i += 1
+        if j < len(dst):
+            gj.append(j)
+            pj *= dst[j]
+            j += 1
+        while pi != pj:
+            if pi < pj and i < len(src):
+                gi.append(i)
+                pi *= src[i]
+                i += 1
+            elif pj < pi and j < len(dst):
+                gj.append(j)
+                pj *= dst[j]
+                j += 1
+            else:
+                break
+        groups.append((gi, gj))
+    return groups
+
+
+def _reshape_propagate(specs, avals, out_aval, size, *, shape):
+    (s,) = specs
+    if s is None:
+        return [None], None
+    if is_partial(s):
+        return _keep_partial(s)
+    src = avals[0].shape
+    for gi, gj in _reshape_groups(tuple(src), tuple(shape)):
+        if s not in gi:
+            continue
+        big_i = [d for d in gi if src[d] != 1]
+        big_j = [d for d in gj if shape[d] != 1]
+        if not big_i or big_i[0] != s or not big_j:
+            break
+        e = big_j[0]
+        if len(big_i) == 1 and len(big_j) == 1:
+            return [s], e  # the dim survives (maybe among size-1 dims)
+        if src[s] % size == 0 and shape[e] % size == 0:
+            return [s], e  # leading dim of a merge or split: the blocks line up
+        break
+    return [None], None
+
+
+def _reshape_localize(params, in_shapes, out_shape, in_sharded):
+    return {**params, "shape": tuple(out_shape)}
+
+
+def _slice_propagate(specs, avals, out_aval, size, *, start, limit, strides):
+    (s,) = specs
+    if s is None:
+        return [None], None
+    if is_partial(s):
+        return _keep_partial(s)
+    n = avals[0].shape[s]
+    if start[s] == 0 and limit[s] == n and (strides is None or strides[s] == 1):
+        return [s], s
+    return [None], None
+
+
+def _slice_localize(params, in_shapes, out_shape, in_sharded):
+    start, limit = list(params["start"]), list(params["limit"])
+    strides = params.get("strides")
+    strides = list(strides) if strides is not None else None
+    for d in in_sharded[0]:
+        start[d], limit[d] = 0, in_shapes[0][d]
+        if strides is not None:
+            strides[d] = 1
+    return {**params, "start": tuple(start), "limit": tuple(limit),
+            "strides": tuple(strides) if strides is not None else None}
+
+
+def _pad_propagate(specs, avals, out_aval, size, *, config):
+    s = specs[0]
+    if isinstance(s, int) and not is_partial(s) and tuple(config[s]) == (0, 0, 0):
+        return [s, None], s
+    return [None, None], None
+
+
+def _concatenate_propagate(specs, avals, out_aval, size, *, axis):
+    n = len(specs)
+    shard = next((s for s in specs if isinstance(s, int) and s != axis), None)
+    if shard is not None:
+        return [shard] * n, shard
+    kinds = set(specs)
+    if len(kinds) == 1 and next(iter(kinds)) in LINEAR_PARTIALS:
+        kind = next(iter(kinds))
+        return [kind] * n, kind
+    return _replicated(n), None
+
+
+# ---- indexing -------------------------------------------------------------------------------
+
+def _gather_propagate(specs, avals, out_aval, size):
+    x, idx = specs
+    k = avals[1].shape[-1]
+    nb = len(avals[1].shape) - 1
+    if isinstance(x, int) and not is_partial(x) and x >= k:
+        return [x, None], nb + x - k
+    if isinstance(idx, int) and not is_partial(idx) and idx < nb:
+        return [None, idx], idx
+    if is_partial(x) and x in LINEAR_PARTIALS:
+        return [x, None], x
+    return [None, None], None
+
+
+def _scatter_add_propagate(specs, avals, out_aval, size):
+    op, idx, upd = specs
+    k = avals[1].shape[-1]
+    nb = len(avals[1].shape) - 1
+    if isinstance(op, int) and not is_partial(op) and op >= k:
+        return [op, None, nb + op - k], op
+    if isinstance(upd, int) and not is_partial(upd) and upd >= nb:
+        return [upd - nb + k, None, upd], upd - nb + k
+    batch = next((s for s in (upd, idx) if isinstance(s, int) and not is_partial(s)
+                  and s < nb), None)
+    if batch is not None:  # each rank adds its updates: the sum over ranks is the result
+        return ["sum", batch, batch], "sum"
+    if op in LINEAR_PARTIALS and upd == op and idx is None:
+        return [op, None, op], op
+    return [None, None, None], None
+
+
+# ---- dot_general ----------------------------------------------------------------------------
+
+def _dot_general_propagate(specs, avals, out_aval, size, *, contracting, batch):
+    (lc, rc), (lb, rb) = contracting, batch
+    nx, ny = len(avals[0].shape), len(avals[1].shape)
+    x_free = [d for d in range(nx) if d not in lc and d not in lb]
+    y_free = [d for d in range(ny) if d not in rc and d not in rb]
+    sx, sy = specs
+    # a partial operand with a replicated other: the product stays partial (bilinear)
+    if is_partial(sx) and sy is None and sx in LINEAR_PARTIALS:
+        return [sx, None], sx
+    if is_partial(sy) and sx is None and sy in LINEAR_PARTIALS:
+        return [None, sy], sy
+    sx = None if is_partial(sx) else sx
+    sy = None if is_partial(sy) else sy
+
+    def from_x(d):
+        if d in lb:
+            i = lb.index(d)
+            return [d, rb[i]], i
+        if d in lc:
+            i = lc.index(d)
+            return [d, rc[i]], "sum"
+        return [d, None], len(lb) + x_free.index(d)
+
+    def from_y(d):
+        if d in rb:
+            i = rb.index(d)
+            return [lb[i], d], i
+        if d in rc:
+            i = rc.index(d)
+            return [lc[i], d], "sum"
+        return [None, d], len(lb) + len(x_free) + y_free.index(d)
+
+    if sx is not None:
+        return from_x(sx)
+    if sy is not None:
+        return from_y(sy)
+    return [None, None], None
+
+
+# ---- creation -------------------------------------------------------------------------------
+
+def _creation_propagate(specs, avals, out_aval, size, **params):
+    return [], None
+
+
+# ---- the table ------------------------------------------------------------------------------
+
+_NONLINEAR = elementwise()
+_ADDITIVE = elementwise("additive")
+_SINGLE = elementwise("single", positions=(0,))
+_PRODUCT = elementwise("single")  # mul: linear in either factor while the other is fixed
+
+SHARDING_RULES = {
+    # elementwise arithmetic
+    "add": _ADDITIVE, "sub": _ADDITIVE, "neg": _SINGLE, "mul": _PRODUCT, "div": _SINGLE,
+    "convert_element_type": _SINGLE,
+    "select": elementwise("additive", positions=(1, 2)),
+    **{name: _NONLINEAR for name in (
+        "abs", "atan2", "ceil", "cos", "erf", "exp", "expm1", "floor", "integer_pow", "log",
+        "log1p", "logistic", "maximum", "minimum", "pow", "round", "rsqrt", "sign", "sin",
+        "sqrt", "tanh", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+        "logical_not")},
+    # reductions
+    "reduce_sum": reduction("sum", linear=True),
+    "reduce_max": reduction("max", linear=False, empty_fill=-math.inf),
+    "reduce_min": reduction("min", linear=False, empty_fill=math.inf),
+    "argmax": along_axis(linear=False), "argmin": along_axis(linear=False),
+    "cumsum": along_axis(linear=True),
+    # shape
+    "broadcast_in_dim": ShardingRule(_broadcast_propagate, _reshape_localize, "broadcast"),
+    "reshape": ShardingRule(_reshape_propagate, _reshape_localize, "reshape"),
+    "transpose": ShardingRule(_transpose_propagate, name="transpose"),
+    "slice": ShardingRule(_slice_propagate, _slice_localize, "slice"),
+    "pad": ShardingRule(_pad_propagate, name="pad"),
+    "concatenate": ShardingRule(_concatenate_propagate, name="concatenate"),
+    # indexing and contraction
+    "gather": ShardingRule(_gather_propagate, name="gather"),
+    "scatter_add": ShardingRule(_scatter_add_propagate, name="scatter_add"),
+    "dot_general": ShardingRule(_dot_general_propagate, name="dot_general"),
+    # creation (no tensor inputs: always replicated)
+    **{name: ShardingRule(_creation_propagate, name="creation")
+       for name in ("full", "iota", "random_uniform", "random_normal")},
+}
+
+
+def sharding_rule(name: str) -> ShardingRule:
+    """The rule of primitive ``name`` (a clear error if it has none)."""
+    try:
+        return SHARDING_RULES[name]
+    except KeyError:
+        raise NotImplementedError(
+            f"primitive {name!r} has no sharding rule, so it cannot run on distributed "
+            f"tensors; add one to primflow/prims/sharding.py (or reshard the inputs to "
+            f"Replicate and use their local values)") from None
+
+
+# ---- N-D meshes -----------------------------------------------------------------------------
+
+def expand(rule, placements, avals, out_aval, mesh_shape, params):
+    """Applies a one-mesh-dim rule on every dim of a mesh of ``mesh_shape``.
+
+    ``placements[i][k]`` is input i's spec on mesh dim k. Returns the inputs' required
+    specs (same layout) and the output's specs (one per mesh dim). A tensor dim can be
+    sharded by one mesh dim only: when a mesh dim's choice would shard a dim that an
+    earlier mesh dim already shards, that mesh dim falls back to replicated inputs.
+    """
+    n = len(placements)
+    wanted = [[None] * len(mesh_shape) for _ in range(n)]
+    out = [None] * len(mesh_shape)
+    for k, size in enumerate(mesh_shape):
+        specs = [placements[i][k] for i in range(n)]
+        in_specs, out_spec = rule.propagate(specs, avals, out_aval, size, **params)
+        if _conflicts(k, in_specs, out_spec, wanted, out):
+            in_specs, out_spec = rule.propagate(_replicated(n), avals, out_aval, size,
+                                                **params)
+        for i in range(n):
+            wanted[i][k] = in_specs[i]
+        out[k] = out_spec
+    return wanted, out
+
+
+def _is_shard(s):
+    return isinstance(s, int) and not isinstance(s, bool)
+
+
+def _conflicts(k, in_specs, out_spec, wanted, out):
+    if _is_shard(out_spec) and out_spec in out[:k]:
+        return True
+    return any(_is_shard(s) and s in wanted[i][:k] for i, s in enumerate(in_specs))
+
+
+def local_extent(n: int, parts: int, index: int) -> int:
+    """Extent of block ``index`` of ``n`` split into ``parts`` ``torch.chunk`` blocks."""
+    c = -(-n // parts) if parts else 0
+    return max(0, min(c, n - index * c))
+
+
+def local_shape(shape, specs, mesh_shape, coords):
+    """The local block's shape of a tensor of global ``shape`` with ``specs`` (one per mesh
+    dim) on the rank at mesh ``coords``."""
+    out = list(shape)
+    for k, s in enumerate(specs):
+        if _is_shard(s):
+            out[s] = local_extent(shape[s], mesh_shape[k], coords[k])
+    return tuple(out)
+
+
+def sharded_dims(specs):
+    """The tensor dims sharded by some mesh dim."""
+    return {s for s in specs if _is_shard(s)}
+
+
+def check_layout(shape, specs, what="tensor"):
+    """Each tensor dim sharded by at most one mesh dim, and within range."""
+    seen = set()
+    for k, s in enumerate(specs):
+        if _is_shard(s):
+            if not 0 <= s < len(shape):
+                raise ValueError(f"{what}: Shard({s}) on mesh dim {k} is out of range for a "
+                                 f"tensor with {len(shape)} dims (shape {list(shape)})")
+            if s in seen:
+                raise ValueError(f"{what}: tensor dim {s} is sharded by two mesh dims "
+                                 f"({specs}); shard each tensor dim over at most one mesh dim")
+            seen.add(s)
+    return math.prod(shape)

@@ -1,0 +1,110 @@
+"""One-process checks: errors, io, the launcher's messages."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+import primflow as pf
+import primflow.distributed as dist
+from primflow.distributed import launch
+from primflow.io import BatchSampler, DataLoader, DistributedBatchSampler, TensorDataset
+
+MESH = dist.ProcessMesh([0], dim_names=["x"])
+
+
+def test_bad_placements_are_named():
+    with pytest.raises(ValueError, match="2 placements .* for a 1-d mesh"):
+        dist.shard_tensor(pf.ones([4]), MESH, [dist.Shard(0), dist.Replicate()])
+    with pytest.raises(ValueError, match=r"Shard\(1\) on mesh dim 0 is out of range"):
+        dist.shard_tensor(pf.ones([4]), MESH, [dist.Shard(1)])
+    with pytest.raises(TypeError, match="placements must be"):
+        dist.shard_tensor(pf.ones([4]), MESH, ["shard"])
+    m2 = dist.ProcessMesh([[0]], dim_names=["a", "b"])
+    with pytest.raises(ValueError, match="sharded by two mesh dims"):
+        dist.shard_tensor(pf.ones([4]), m2, [dist.Shard(0), dist.Shard(0)])
+
+
+def test_different_meshes_and_inplace_are_refused():
+    other = dist.ProcessMesh([0], dim_names=["y"])
+    a = dist.shard_tensor(pf.ones([2]), MESH, [dist.Shard(0)])
+    b = dist.shard_tensor(pf.ones([2]), dist.ProcessMesh([[0]]), [dist.Replicate()] * 2)
+    with pytest.raises(ValueError, match="different meshes .* dist.reshard"):
+        a + b
+    assert (a + dist.shard_tensor(pf.ones([2]), other, [dist.Replicate()])).shape == [2]
+    with pytest.raises(TypeError, match="in-place writes into a distributed tensor"):
+        a[0] = 3.0
+
+
+def test_plain_tensor_mixes_as_replicate_and_values_are_global():
+    x = dist.shard_tensor(pf.to_tensor([[1.0, 2.0], [3.0, 4.0]]), MESH, [dist.Shard(0)])
+    y = x * pf.to_tensor([10.0, 20.0])
+    assert y.placements == [dist.Shard(0)]
+    np.testing.assert_allclose(y.numpy(), [[10, 40], [30, 80]])
+    assert float(y.sum()) == 160.0
+    assert not pf.ones([1]).is_dist() and y.is_dist()
+    assert y._local_value().shape == [2, 2]
+    z = dist.dtensor_from_local(pf.ones([3, 2]), MESH, [dist.Shard(0)])
+    assert z.shape == [3, 2] and z.process_mesh == MESH
+
+
+def test_io_loader_and_samplers():
+    ds = TensorDataset([pf.arange(10).reshape([5, 2]), pf.arange(5)])
+    batches = list(DataLoader(ds, batch_size=2, drop_last=True))
+    assert len(batches) == 2 and batches[1][1].tolist() == [2, 3]
+    pf.seed(0)
+    a = [b[1].tolist() for b in DataLoader(ds, batch_size=5, shuffle=True)]
+    pf.seed(0)
+    b = [b[1].tolist() for b in DataLoader(ds, batch_size=5, shuffle=True)]
+    assert a == b and sorted(a[0]) == [0, 1, 2, 3, 4]
+    custom = DataLoader(ds, batch_size=3, collate_fn=lambda s: len(s))
+    assert list(custom) == [3, 2]
+    parts = [list(DistributedBatchSampler(ds, 2, num_replicas=2, rank=r)) for r in (0, 1)]
+    assert parts == [[[0, 1], [2]], [[3, 4], [0]]]
+    assert list(BatchSampler(range(3), batch_size=2)) == [[0, 1], [2]]
+
+
+def test_launcher_errors_name_the_extra(monkeypatch):
+    with pytest.raises(launch.LaunchError, match="script"):
+        launch.launch_command(2, [])
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "mpi4py" else real(name, *a))
+    with pytest.raises(launch.LaunchError, match=r"primflow\[mpi\]"):
+        launch.launch_command(2, ["x.py"])
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    monkeypatch.setattr(launch, "find_mpiexec", lambda: None)
+    if real("mpi4py") is not None:
+        with pytest.raises(launch.LaunchError, match="no mpiexec was found"):
+            launch.launch_command(2, ["x.py"])
+
+
+def test_zero1_and_tensor_parallel_layer_one_process():
+    pf.seed(1)
+    net = pf.nn.Linear(3, 4)
+    ref = pf.nn.Linear(3, 4)
+    ref.set_state_dict(net.state_dict())
+
+    def fn(name, sub, mesh):
+        if isinstance(sub, pf.nn.Linear):
+            sub.weight = dist.shard_tensor(sub.weight, mesh, [dist.Shard(1)])
+
+    dist.shard_layer(net, MESH, fn)
+    assert [p.is_dist() for p in net.parameters()] == [True, True]
+    opt = dist.shard_optimizer(pf.optimizer.Adam(0.1, parameters=net.parameters()),
+                               dist.ShardingStage1("x"))
+    ref_opt = pf.optimizer.Adam(0.1, parameters=ref.parameters())
+    x = pf.randn([5, 3])
+    for _ in range(3):
+        for model, o in ((net, opt), (ref, ref_opt)):
+            model(x).square().sum().backward()
+            o.step()
+            o.clear_grad()
+    np.testing.assert_allclose(net.weight.numpy(), ref.weight.numpy(), rtol=1e-6)
+
+
+def test_collectives_on_2_and_4_ranks():
+    from mpi_helpers import check, run_mpi
+
+    for n in (2, 4):
+        assert "collectives ok" in check(run_mpi(n, "collectives.py"))

@@ -1,0 +1,101 @@
+"""Autodiff, training, the seed demos and faults under mpiexec (each run has a timeout)."""
+
+import time
+
+import pytest
+
+from mpi_helpers import check, run_mpi
+
+
+def test_autodiff_1_2_4_ranks():
+    for n in (1, 2, 4):
+        assert "autodiff ok" in check(run_mpi(n, "autodiff.py"))
+
+
+def test_seed_demo_same_losses_on_1_and_2_ranks():
+    one = check(run_mpi(1, "seed_demo.py"))
+    two = check(run_mpi(2, "seed_demo.py"))
+    assert one.count("loss") == 8 and two.count("loss") == 8
+
+    def losses(text):
+        return [float(line.split()[-1]) for line in text.splitlines() if "loss" in line]
+
+    # float32: the sharded sums add in another order
+    assert losses(one) == pytest.approx(losses(two), rel=1e-5)
+
+
+def test_hybrid_two_meshes_4_ranks():
+    out = check(run_mpi(4, "hybrid.py"))
+    assert out.count("hybrid ok") == 2  # printed by the two ranks of the second mesh
+
+
+def test_a_raising_rank_ends_the_job_with_its_traceback():
+    start = time.monotonic()
+    proc = run_mpi(2, "faults.py", "raise", timeout=60)
+    assert time.monotonic() - start < 10
+    assert proc.returncode != 0
+    assert "rank one failed on purpose" in proc.stderr
+    assert "not reached" not in proc.stdout
+
+
+def test_a_killed_rank_ends_the_others():
+    start = time.monotonic()
+    proc = run_mpi(2, "faults.py", "kill", timeout=60)
+    assert time.monotonic() - start < 30
+    assert proc.returncode != 0
+
+
+@pytest.mark.parametrize("mode, words", [
+    ("mismatch", ["ranks disagree", "rank 0: [4, 2]", "rank 1: [5, 2]"]),
+    ("placements", ["ranks disagree", "Shard(dim=0)", "Shard(dim=1)"]),
+    ("collective", ["ranks disagree", "rank 0: shape [3]", "rank 1: shape [4]"]),
+])
+def test_mismatched_ranks_give_a_clear_error(mode, words):
+    proc = run_mpi(2, "faults.py", mode, timeout=60)
+    assert proc.returncode != 0
+    for w in words:
+        assert w in proc.stderr, proc.stderr
+
+
+def test_checkpoint_saved_on_4_ranks_loads_on_2_and_1(tmp_path):
+    folder = tmp_path / "ckpt"
+    assert "saved" in check(run_mpi(4, "checkpoint.py", "save", folder))
+    files = sorted(p.name for p in folder.iterdir())
+    assert files == ["0.distcp", "1.distcp", "2.distcp", "3.distcp", "metadata.json"]
+    assert "loaded" in check(run_mpi(2, "checkpoint.py", "load", folder))
+    assert "loaded" in check(run_mpi(1, "checkpoint.py", "load", folder))
+    (folder / "metadata.json").unlink()  # an interrupted save is refused, not half-read
+    proc = run_mpi(1, "checkpoint.py", "load", folder)
+    assert proc.returncode != 0 and "no metadata.json" in proc.stderr
+
+
+def test_plate_demo_data_parallel_matches_one_process(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from mpi_helpers import ROOT, mpi_command
+
+    common = ["demo", "plate", "--quick", "--steps", "50", "--lbfgs-steps", "0",
+              "--points", "64", "--no-plots", "--no-progress"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    one = subprocess.run([sys.executable, "-m", "primflow", *common, "--eager",
+                          "--out", str(tmp_path / "one")], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert one.returncode == 0, one.stderr
+    cmd = mpi_command(2, ["primflow", *common, "--distributed", "--out", str(tmp_path / "two")])
+    from primflow.distributed.launch import launch_env
+
+    two = subprocess.run(cmd, env={**launch_env(), "PYTHONPATH": str(ROOT)},
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert two.returncode == 0, two.stderr
+    assert "data parallel on 2 process(es)" in two.stdout
+    a = json.loads((tmp_path / "one" / "history.json").read_text())["loss"]
+    b = json.loads((tmp_path / "two" / "history.json").read_text())["loss"]
+    assert len(a) == len(b) == 50
+    for (_, x), (_, y) in zip(a, b):
+        assert abs(x - y) <= 1e-10 * abs(x)
+    err = [json.loads((tmp_path / d / "summary.json").read_text())["relative_l2"]
+           for d in ("one", "two")]
+    assert abs(err[0] - err[1]) <= 1e-8 * err[0]

@@ -1,0 +1,68 @@
+# Paddle's collectives on each rank's tensors, on the world and on a sub-group
+import sys
+
+import numpy as np
+
+import primflow as pf
+import primflow.distributed as dist
+
+pf.set_default_dtype("float64")
+dist.init_parallel_env()
+r, n = dist.get_rank(), dist.get_world_size()
+mine = np.array([1.0 + r, 10.0 * r])
+every = [np.array([1.0 + q, 10.0 * q]) for q in range(n)]
+
+
+def same(what, got, want):
+    if not np.allclose(np.asarray(got), np.asarray(want)):
+        print(f"rank {r}: {what}: {got} != {want}")
+        sys.exit(1)
+
+
+for op, f in ((dist.ReduceOp.SUM, np.sum), (dist.ReduceOp.MAX, np.max),
+              (dist.ReduceOp.MIN, np.min), (dist.ReduceOp.PROD, np.prod),
+              (dist.ReduceOp.AVG, np.mean)):
+    x = pf.to_tensor(mine)
+    dist.all_reduce(x, op=op)
+    same(f"all_reduce {op}", x.numpy(), f(every, axis=0))
+out = []
+dist.all_gather(out, pf.to_tensor(mine))
+same("all_gather", np.stack([t.numpy() for t in out]), np.stack(every))
+y = pf.zeros([2])
+dist.reduce_scatter(y, [pf.to_tensor(mine * (j + 1)) for j in range(n)])
+same("reduce_scatter", y.numpy(), sum(every) * (r + 1))
+got = []
+dist.alltoall([pf.to_tensor([100.0 * r + j]) for j in range(n)], got)
+same("alltoall", [t.item() for t in got], [100.0 * q + r for q in range(n)])
+b = pf.to_tensor(mine)
+dist.broadcast(b, src=n - 1)
+same("broadcast", b.numpy(), every[-1])
+if r == 0:
+    dist.send(pf.to_tensor([7.0, 8.0]), dst=1)
+elif r == 1:
+    z = pf.zeros([2])
+    dist.recv(z, src=0)
+    same("send/recv", z.numpy(), [7.0, 8.0])
+g = dist.new_group([0, 1])
+if g.is_member():
+    s = pf.to_tensor(mine)
+    dist.all_reduce(s, group=g)
+    same("group all_reduce", s.numpy(), every[0] + every[1])
+    assert dist.get_rank(g) == r and dist.get_world_size(g) == 2
+else:
+    assert g.rank == -1
+dist.barrier()
+# gradient of broadcast: the sum of all ranks' cotangents arrives at the source
+v = pf.to_tensor(mine, stop_gradient=False)
+w = v * 1.0
+dist.broadcast(w, src=0)
+gv, = pf.grad((w * (r + 1)).sum(), v)
+same("broadcast adjoint", gv.numpy(), np.full(2, n * (n + 1) / 2 if r == 0 else 0.0))
+# reduce_scatter / alltoall adjoints
+parts = [pf.to_tensor(mine * (j + 1), stop_gradient=False) for j in range(n)]
+y = pf.zeros([2])
+dist.reduce_scatter(y, [p * 1.0 for p in parts])
+grads = pf.grad((y * (r + 1)).sum(), parts)
+same("reduce_scatter adjoint", [gr.numpy() for gr in grads],
+     [np.full(2, j + 1.0) for j in range(n)])
+print("collectives ok")
