@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 from . import backends as _backends  # noqa: F401 - installs the NumPy backend into core
 from .core.dtypes import (DType, bool_, float32, float64, get_default_dtype, int32, int64,
                           set_default_dtype)
+from .core.dtypes import complex64, complex128  # issue 18: complex numbers
 from .core.primitive import NonDifferentiableError, PrimitiveError, primitives
 from .core.random import seed
 from .core.config import config
@@ -27,6 +28,7 @@ from . import prims
 from .ops import *  # noqa: F401,F403 - the NumPy-like public surface (ops.__all__)
 from .ops import abs, all, any, max, min, pow, round, sum  # noqa: A004 - shadow builtins here
 from .ops import __all__ as _ops_names
+from .ops import fft, linalg  # the pf.fft and pf.linalg namespaces (issue 18)
 from .ops.aliases import create as _create_aliases
 from . import autodiff
 from . import autograd
@@ -47,6 +49,15 @@ from .optimizer import regularizer
 from .serialization import load, save
 # threads (issue 14): one knob for compiled programs' row blocks, BLAS and numba
 from .backends.threads import get_num_threads, set_num_threads
+# distributed training over MPI and data loading (mpi4py is imported only when used)
+from . import distributed, io
+
+# ---- Paddle compatibility (issue 20): storage dtypes, copies/casts, incubate.autograd ----
+from .core.dtypes import float16, int8, int16, uint8  # noqa: E402
+from .ops import assign, cast, clone  # noqa: E402,F401
+from . import incubate  # noqa: E402
+from . import device  # noqa: E402
+from .device import get_device, is_compiled_with_cuda, set_device  # noqa: E402,F401
 
 
 def detach(x):
@@ -90,7 +101,7 @@ _aliases = _create_aliases(globals())  # recompute, bool (the ops' aliases came 
 # (add a new public function here too) and has a docstring with an example.
 __all__ = sorted(set(_ops_names) | set(_aliases) | {
     # namespaces
-    "autograd", "nn", "optimizer", "regularizer",
+    "autograd", "nn", "optimizer", "regularizer", "fft", "linalg",
     # tensors, dtypes, primitives
     "Tensor", "DType", "bool_", "float32", "float64", "int32", "int64", "get_default_dtype",
     "set_default_dtype", "is_tensor", "numel", "detach", "primitives", "PrimitiveError",
@@ -108,4 +119,7 @@ __all__ = sorted(set(_ops_names) | set(_aliases) | {
     "static", "cond", "switch", "while_loop", "fori_loop", "scan",
     # threads (issue 14)
     "get_num_threads", "set_num_threads",
+    # complex and storage dtypes (issues 18, 20), devices (issue 20)
+    "complex64", "complex128", "float16", "int8", "int16", "uint8", "get_device",
+    "set_device", "is_compiled_with_cuda",
 })

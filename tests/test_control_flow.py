@@ -289,7 +289,8 @@ def test_regions_print_parse_verify_and_interpret():
 
 def test_bad_input_errors_name_both_sides():
     x = t([1.0, 2.0])
-    with pytest.raises(TypeError, match=r"true_fn's result.*float64\[3\]|float64\[2\].*float64\[3\]"):
+    with pytest.raises(TypeError, match=r"false_fn's result is float64\[2\] but leaf 0 of "
+                                        r"true_fn's result is float64\[3\]"):
         pf.jit(lambda x: pf.cond(x.sum() > 0, lambda v: pf.concat([v, v[:1]]),
                                  lambda v: v, x))(x)
     with pytest.raises(TypeError, match="structure"):
@@ -316,3 +317,31 @@ def test_bad_input_errors_name_both_sides():
         pf.scan(lambda c, x: (c, x), t(0.0), (t([1.0, 2.0]), t([1.0])))
     with pytest.raises(ValueError, match="length=3"):
         pf.scan(lambda c, x: (c, x), t(0.0), t([1.0, 2.0]), length=3)
+
+
+def test_random_draws_in_a_compiled_loop_are_fresh_per_step_and_call():
+    def f(x):
+        return pf.scan(lambda c, _: (c + pf.rand([2]), pf.rand([1])), x, None, length=4)
+
+    jitted = pf.jit(f)
+    _, ys1 = jitted(pf.zeros([2]))
+    _, ys2 = jitted(pf.zeros([2]))
+    assert len(set(ys1.numpy().ravel().tolist())) == 4  # a new draw at every step
+    assert not np.allclose(ys1.numpy(), ys2.numpy())  # and at every call
+    pf.seed(5)
+    _, a = jitted(pf.zeros([2]))
+    pf.seed(5)
+    _, b = jitted(pf.zeros([2]))
+    close(a, b)  # reproducible from a seed
+
+
+def test_unread_loop_results_leave_the_region():
+    def f(x):
+        c, ys = pf.scan(lambda c, x: (c + x, pf.exp(x) * c), t(0.0), x)
+        return c  # the ys are never read
+
+    program = pf.jit(f).lower(t([1.0, 2.0])).program
+    (scan_op,) = [op for op in program.ops if op.prim == "scan"]
+    assert len(scan_op.out.aval.avals) == 1
+    assert "exp" not in [op.prim for op in scan_op.params["body"].ops]
+    assert float(pf.jit(f)(t([1.0, 2.0]))) == 3.0

@@ -384,6 +384,22 @@ def relu_loop(x, n):
     return x
 
 
+def _signed_scale(v):  # a module-level helper: converted when a converted function calls it
+    if v.sum() > 0:
+        return v * 2
+    return v - 2
+
+
+def calls_module_helper(x):
+    return _signed_scale(x) + 1
+
+
+def calls_helper_in_loop(x, n):
+    for i in range(n):
+        x = _signed_scale(x) * 0.5
+    return x
+
+
 def x2():
     return (pf.to_tensor([0.4, 0.7]),)
 
@@ -416,6 +432,7 @@ CORPUS = [
     (mixed_static_and_traced, x2n, False), (gradient_descent, x2, True),
     (bisection, pos, False), (collatz_steps, lambda: (pf.to_tensor(6),), False),
     (clamp_norm, pos, True), (relu_loop, x2n, False),
+    (calls_module_helper, x2, True), (calls_helper_in_loop, x2n, False),
 ]
 
 
@@ -512,3 +529,14 @@ def test_to_static_layer_with_control_flow():
     static = pf.to_static(layer)
     _same(static(x), expected)
     assert " = cond(" in static.forward.lower(x).as_text()
+
+
+def test_explain_lists_graphs_and_breaks():
+    assert pf.jit(piecewise).explain(pf.to_tensor([0.2, 0.3])) == (
+        "1 graph, no graph break (Python control flow converted to cond/while/scan)")
+    assert pf.jit(lambda x: x * 2).explain(pf.to_tensor([0.2])) == "1 graph, no graph break"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GraphBreakWarning)
+        text = pf.jit(item_in_the_middle).explain(pf.to_tensor([0.2, 0.3]))
+    assert text.startswith("2 graphs, 1 graph break:")
+    assert "test_control_flow_convert.py:" in text and ".item()" in text

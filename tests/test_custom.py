@@ -167,7 +167,7 @@ def test_pylayer_wrong_gradient_count():
             return g  # needs two
 
     x, y = t64(1.0, stop_gradient=False), t64(2.0, stop_gradient=False)
-    with pytest.raises(ValueError, match=r"PyLayer\(Bad\).*2 differentiable inputs"):
+    with pytest.raises(ValueError, match=r"PyLayer\(Bad\).*2 tensor inputs"):
         Bad.apply(x, y).backward()
 
 
@@ -267,3 +267,102 @@ def test_custom_nodes_are_custom_rules():
     f = make_sin_with_rule()
     y = f(t64([0.1], stop_gradient=False))
     assert isinstance(y._node.prim, CustomRule) and "custom_vjp" in y._node.prim.name
+
+
+# ---- PyLayer: tensors by keyword and in lists (issue 20), PyLayerContext flags -------------
+
+class _ScaledSum(pf.autograd.PyLayer):
+    """out = w * sum(xs); backward: d/dxs[i] = w * g, d/dw = sum(xs) * g."""
+
+    @staticmethod
+    def forward(ctx, xs, w=None):
+        total = xs[0]
+        for x in xs[1:]:
+            total = total + x
+        ctx.save_for_backward(total, w)
+        ctx.n_xs = len(xs)
+        return total * w
+
+    @staticmethod
+    def backward(ctx, g):
+        total, w = ctx.saved_tensor()
+        return tuple([g * w] * ctx.n_xs) + (g * total,)
+
+
+def test_pylayer_sees_tensors_passed_by_keyword_and_in_lists():
+    a = t64([1.0, 2.0], stop_gradient=False)
+    b = t64([3.0, -1.0], stop_gradient=False)
+    w = t64([0.5, 2.0], stop_gradient=False)
+    out = _ScaledSum.apply([a, b], w=w)
+    assert not out.stop_gradient  # it used to come out detached
+    out.sum().backward()
+    # closed form of d sum(w * (a + b)): w for a and b, a + b for w
+    np.testing.assert_allclose(a.grad.numpy(), [0.5, 2.0])
+    np.testing.assert_allclose(b.grad.numpy(), [0.5, 2.0])
+    np.testing.assert_allclose(w.grad.numpy(), [4.0, 1.0])
+    c = t64([2.0], stop_gradient=False)
+
+    class Square(pf.autograd.PyLayer):
+        @staticmethod
+        def forward(ctx, x=None):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensor()
+            return 2.0 * x * g
+
+    (dc,) = pf.grad(Square.apply(x=c), c)
+    assert float(dc) == 4.0
+
+
+def test_pylayer_context_flags():
+    class TwoOut(pf.autograd.PyLayer):
+        @staticmethod
+        def forward(ctx, x, materialize):
+            ctx.mark_not_inplace(x)
+            ctx.set_materialize_grads(materialize)
+            a, b = x * 2.0, x * 3.0
+            ctx.mark_non_differentiable(a)
+            return x, a, b, "label", 7
+
+        @staticmethod
+        def backward(ctx, g_x, g_a, g_b):
+            seen.append((g_x, g_a, g_b))
+            total = g_b * 3.0
+            return total if g_x is None else total + g_x
+
+    for materialize in (True, False):
+        seen = []
+        x = t64([1.0], stop_gradient=False)
+        same, a, b, label, number = TwoOut.apply(x, materialize)
+        assert same is not x and a.stop_gradient and not b.stop_gradient
+        assert (label, number) == ("label", 7)
+        b.sum().backward()
+        assert float(x.grad) == 3.0
+        g_x, g_a, _ = seen[0]
+        if materialize:
+            assert float(g_x) == 0.0 and float(g_a) == 0.0
+        else:
+            assert g_x is None and g_a is None
+
+
+def test_pylayer_output_returned_in_place_bumps_the_version():
+    class Identity(pf.autograd.PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    leaf = t64([1.0], stop_gradient=False)
+    with pytest.raises(ValueError, match="mark_not_inplace"):
+        Identity.apply(leaf)
+    y = leaf * 2.0
+    saved_y = y * y  # saves y at version 0
+    assert Identity.apply(y) is y
+    with pytest.raises(RuntimeError, match="modified in place"):
+        saved_y.backward()

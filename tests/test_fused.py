@@ -14,6 +14,7 @@ import pytest
 import primflow as pf
 from primflow.core.primitive import CustomRule, Node, get_primitive
 from primflow.core.state import is_decomposing
+from primflow.backends import get_backend
 from primflow.ops import _fused
 
 F = pf.nn.functional
@@ -52,8 +53,7 @@ CASES = [
     ("rms_norm_w", "rms_norm", lambda x, w: F.rms_norm(x, 3, w),
      [_normal((2, 3), 16), _normal((3,), 17)]),
     ("rms_norm_2d", "rms_norm", lambda x: F.rms_norm(x, [2, 3]), [_normal((2, 2, 3), 18)]),
-    ("gelu", "gelu", lambda x: F.gelu(x), [_normal((2, 3), 19)]),
-    ("gelu_tanh", "gelu", lambda x: F.gelu(x, approximate=True), [_normal((2, 3), 20)]),
+    ("gelu_tanh", "gelu_tanh", lambda x: F.gelu(x, approximate=True), [_normal((2, 3), 20)]),
     ("silu", "silu", lambda x: F.silu(x), [_normal((2, 3), 21, 3.0)]),
     ("softplus", "softplus", lambda x: F.softplus(x), [_normal((2, 3), 22, 3.0)]),
     ("softplus_beta", "softplus", lambda x: F.softplus(x, beta=2.0), [_normal((4,), 23)]),
@@ -74,6 +74,11 @@ CASES = [
      [_distinct((2, 3, 4), 33), np.array([[0, 1, 3], [2, 1, 0]])]),
 ]
 IDS = [c[0] for c in CASES]
+COMPOSITE_PATHS = get_backend().fast_paths["composite"]
+
+
+def test_every_composite_fast_path_is_tested():
+    assert {c[1] for c in CASES} == set(COMPOSITE_PATHS)
 
 
 def _tensors(arrays, requires_grad, dtype="float64"):
@@ -98,14 +103,14 @@ def _weights(shape, seed):
 def kernel_calls(monkeypatch):
     """Counts calls of every fused forward and backward kernel: {"softmax/fwd": n, ...}."""
     calls = {}
-    for name, (fwd, bwd) in list(_fused._kernels.items()):
+    for name, (fwd, bwd) in list(COMPOSITE_PATHS.items()):
         def counted(kernel, key):
             def wrapped(*args, **kwargs):
                 calls[key] = calls.get(key, 0) + 1
                 return kernel(*args, **kwargs)
             return wrapped
 
-        monkeypatch.setitem(_fused._kernels, name,
+        monkeypatch.setitem(COMPOSITE_PATHS, name,
                             (counted(fwd, f"{name}/fwd"), counted(bwd, f"{name}/bwd")))
     return calls
 
@@ -267,7 +272,7 @@ def test_decompose_changes_nothing_until_entered():
 
 
 def test_no_kernel_in_the_backend_decomposes(monkeypatch):
-    monkeypatch.setattr(_fused, "_kernels", {})
+    monkeypatch.setitem(get_backend().fast_paths, "composite", {})
     x = pf.to_tensor(_normal((2, 3), 0), dtype="float64", stop_gradient=False)
     rules = _graph_rules(F.layer_norm(x, 3))
     assert rules and not any(isinstance(r, CustomRule) for r in rules)
@@ -376,8 +381,6 @@ def test_the_fused_node_saves_only_what_it_needs(name, kernel, fn, arrays):
     n = x.size
     if kernel in ("softmax", "log_softmax"):  # only the output itself, shared
         assert len(residuals) == 1 and residuals[0] is y._value
-    elif kernel == "gelu" and "tanh" not in name:  # Phi(x): spares a second erf
-        assert len(residuals) == 1 and residuals[0].size == n
     else:  # reductions only: per row / per reduced slice, never an input-sized array
         assert all(r.size < n for r in residuals), [r.shape for r in residuals]
         rows = y.size if kernel == "logsumexp" else n // x.shape[-1]

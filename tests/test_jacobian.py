@@ -127,8 +127,10 @@ class TestJacobian:
         assert Js.shape == [3] and Js[:].shape == [3]
         np.testing.assert_allclose(Js[:].numpy(), [1.0, 2.0, 3.0])
         Jss = pf.autograd.jacobian(s * s, s)
-        assert Jss.shape == [] and Jss[:].shape == []
-        np.testing.assert_allclose(Jss[:].numpy(), 4.0)
+        assert Jss.shape == [] and Jss[()].shape == []
+        np.testing.assert_allclose(Jss[()].numpy(), 4.0)
+        with pytest.raises(IndexError, match=r"J\[\(\)\]"):  # NumPy and Paddle refuse it
+            Jss[:]
         m = t64(np.arange(6.0).reshape(2, 3))
         Jm = pf.autograd.jacobian(m * 2.0, m)  # multi-dim tensors are flattened
         assert Jm.shape == [6, 6]
@@ -238,3 +240,45 @@ class TestHessian:
         x = t64([1.0, 2.0])
         H = pf.autograd.hessian((x * 3.0).sum(), x)
         np.testing.assert_array_equal(H[:].numpy(), np.zeros((2, 2)))
+
+
+# ---- Paddle's lazy objects: arithmetic, comparisons, attributes; pf.incubate.autograd -------
+
+def test_lazy_jacobian_and_hessian_act_as_their_dense_value():
+    x = t64([1.0, 2.0])
+    H = pf.autograd.hessian((x ** 3).sum(), x)  # diag(6x)
+    dense = np.diag([6.0, 12.0])
+    np.testing.assert_allclose((H + 1.0).numpy(), dense + 1.0)
+    np.testing.assert_allclose((2.0 * H).numpy(), 2.0 * dense)
+    np.testing.assert_allclose((H @ H).numpy(), dense @ dense)
+    np.testing.assert_allclose((-H).numpy(), -dense)
+    np.testing.assert_array_equal((H > 7.0).numpy(), dense > 7.0)
+    np.testing.assert_array_equal((H == H).numpy(), np.ones((2, 2), bool))
+    assert H.dtype == "float64" and not H.stop_gradient and H.shape == [2, 2]
+    np.testing.assert_allclose(np.asarray(H), dense)
+    with pytest.raises(IndexError, match=r"'\.\.\.'"):
+        H[..., 0]
+
+
+def test_incubate_autograd_against_closed_forms():
+    inc = pf.incubate.autograd
+    x = t64([0.5, -1.0], requires_grad=False)
+    y = t64([2.0, 3.0], requires_grad=False)
+    f = lambda a, b: pf.sin(a) * b  # noqa: E731
+    out, (ga, gb) = inc.vjp(f, [x, y], [pf.ones_like(x)])
+    np.testing.assert_allclose(ga.numpy(), np.cos(x.numpy()) * y.numpy())
+    np.testing.assert_allclose(gb.numpy(), np.sin(x.numpy()))
+    _, tangent = inc.jvp(f, [x, y], [pf.ones_like(x), pf.zeros_like(y)])
+    np.testing.assert_allclose(tangent.numpy(), np.cos(x.numpy()) * y.numpy())
+    J = inc.Jacobian(f, [x, y])  # [M, N1 + N2]
+    np.testing.assert_allclose(J[:].numpy(), np.hstack([np.diag(np.cos(x.numpy()) * y.numpy()),
+                                                        np.diag(np.sin(x.numpy()))]))
+    H = inc.Hessian(lambda a: (a ** 4).sum(), x)
+    np.testing.assert_allclose(H[:].numpy(), np.diag(12 * x.numpy() ** 2))
+    Hb = inc.Hessian(lambda a: (a ** 3).sum(axis=1), t64([[1.0, 2.0], [3.0, 4.0]]),
+                     is_batched=True)
+    np.testing.assert_allclose(Hb[:].numpy(), [np.diag([6.0, 12.0]), np.diag([18.0, 24.0])])
+    with pytest.raises(RuntimeError, match="shapes"):
+        inc.vjp(f, [x, y], [pf.ones([3])])
+    with pytest.raises(RuntimeError, match="one value"):
+        inc.Hessian(lambda a: a * a, x)

@@ -76,3 +76,16 @@ def test_hessian_of_sums_is_zero_blocks():
         dense = H[i][j][:]
         assert dense.shape == shape, (i, j)
         np.testing.assert_array_equal(dense.numpy(), np.zeros(shape))
+
+
+def test_grad_of_a_vector_output_without_grad_outputs():
+    # paddle.grad(y, x) on a vector y: Paddle seeds with ones, i.e. d sum(y) / dx
+    x = paddle.linspace(-1.0, 1.0, 5, dtype="float64")
+    x.stop_gradient = False
+    y = paddle.tanh(x) * x
+    (dy,) = paddle.grad(y, x)
+    t = np.tanh(x.numpy())
+    np.testing.assert_allclose(dy.numpy(), (1 - t ** 2) * x.numpy() + t, rtol=1e-14)
+    y = paddle.sin(x)
+    y.backward()  # backward() on a non-scalar: ones as well
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(x.numpy()), rtol=1e-14)

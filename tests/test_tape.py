@@ -195,8 +195,11 @@ class TestNoGrad:
             assert not pf.is_grad_enabled()
         assert pf.is_grad_enabled()
         assert y.stop_gradient and y.is_leaf and y._node is None
-        with pytest.raises(RuntimeError, match="does not require grad"):
+        # Paddle: backward() on a constant does nothing (primflow warns); grad() refuses
+        with pytest.warns(UserWarning, match="does not require grad"):
             y.sum().backward()
+        with pytest.raises(RuntimeError, match="does not require grad"):
+            pf.grad(y.sum(), x)
 
     def test_no_grad_decorator_and_enable_grad(self):
         x = t64([1.0, 2.0])
@@ -303,8 +306,10 @@ class TestHigherOrder:
             np.testing.assert_allclose(out.item(), expected[k], rtol=1e-12)
             if k < 6:
                 (out,) = pf.grad(out, x, create_graph=True)
-        # the 6th derivative no longer depends on x: it is a constant, off the graph
-        assert out.stop_gradient
+        # the 6th derivative no longer depends on x: a constant, off the graph. As in Paddle,
+        # create_graph=True still hands it out with stop_gradient=False
+        assert out.is_leaf and not out.stop_gradient
+        assert pf.grad(out, x, allow_unused=True) == [None]
 
     def test_vector_second_order(self):
         x = t64([0.3, -0.4, 1.1])
@@ -333,3 +338,58 @@ class TestHigherOrder:
         (g * g).sum().backward()
         xv = np.array([1.0, 2.0])
         np.testing.assert_allclose(x.grad.numpy(), 2 * (3 * xv ** 2) * 6 * xv)
+
+
+# ---- Tensor.register_hook / retain_grads / gradient (Paddle) -------------------------------
+
+class TestHooks:
+    def test_hook_on_a_computed_tensor_sees_and_replaces_its_gradient(self):
+        x = t64([1.0, 2.0])
+        y = x * x  # dy/dx = 2x
+        seen = []
+        y.register_hook(lambda g: seen.append(g.numpy()))
+        y.register_hook(lambda g: g * 10.0)  # replaces the gradient flowing on
+        (y * 3.0).sum().backward()
+        np.testing.assert_allclose(seen[0], [3.0, 3.0])
+        np.testing.assert_allclose(x.grad.numpy(), 10.0 * 3.0 * 2.0 * np.array([1.0, 2.0]))
+
+    def test_hook_on_a_leaf_changes_what_accumulates(self):
+        x = t64([1.0, -1.0])
+        handle = x.register_hook(lambda g: g * 0.5)
+        (x * 4.0).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+        (dx,) = pf.grad((x * 4.0).sum(), x)  # grad() honours leaf hooks too
+        np.testing.assert_allclose(dx.numpy(), [2.0, 2.0])
+        handle.remove()
+        x.clear_grad()
+        (x * 4.0).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), [4.0, 4.0])
+
+    def test_hook_in_a_recorded_backward_is_differentiable(self):
+        x = t64([0.5])
+        y = pf.sin(x)
+        handle = y.register_hook(lambda g: g * y)
+        (dx,) = pf.grad(y, x, create_graph=True)
+        np.testing.assert_allclose(dx.numpy(), np.sin(0.5) * np.cos(0.5))
+        handle.remove()  # (else it would scale the gradient at y in the next pass too)
+        (d2x,) = pf.grad(dx, x)  # d/dx of sin(x) cos(x) = cos(2x)
+        np.testing.assert_allclose(d2x.numpy(), np.cos(1.0))
+
+    def test_retain_grads_and_gradient(self):
+        x = t64([1.0, 2.0])
+        y = x * 3.0
+        y.retain_grads()
+        (y * y).sum().backward()
+        np.testing.assert_allclose(y.grad.numpy(), 2 * 3.0 * np.array([1.0, 2.0]))
+        np.testing.assert_allclose(x.gradient(), 18.0 * np.array([1.0, 2.0]))
+        assert t64([1.0]).gradient() is None
+
+    def test_hook_errors(self):
+        x = t64([1.0])
+        with pytest.raises(TypeError, match="callable"):
+            x.register_hook(3)
+        with pytest.raises(RuntimeError, match="does not require grad"):
+            t64([1.0], requires_grad=False).register_hook(lambda g: g)
+        x.register_hook(lambda g: pf.ones([3], dtype="float64"))
+        with pytest.raises(ValueError, match="shape"):
+            (x * 2.0).sum().backward()

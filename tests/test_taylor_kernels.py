@@ -1,5 +1,5 @@
-"""Fused Taylor kernels (backends/numpy_taylor.py, dispatched by prims/_taylor.py:
-kernel_series) against the Taylor rules written in primitives (forced by ``pf.decompose()``):
+"""Fused Taylor kernels (backends/numpy_taylor.py, dispatched by backends/fast_paths.py:
+taylor_series) against the Taylor rules written in primitives (forced by ``pf.decompose()``):
 every kernel'd primitive at orders 1..8, with dense, line, gapped, constant and top-only
 input series, in float32 and float64, over several blocks; several series at once (the
 collapsed operators' directions); that transforms and the tape still get the primitive
@@ -16,11 +16,10 @@ import pytest
 
 import primflow as pf
 from primflow.autodiff.taylor import taylor_series
-from primflow.backends import get_backend, numpy_taylor
-from primflow.prims import _taylor as tl
+from primflow.backends import fast_paths, get_backend, numpy_taylor
 
 A = pf.autograd
-KERNELS = get_backend().taylor_kernels
+KERNELS = get_backend().fast_paths["taylor"]
 
 # primitive name -> (public op, input range where it is smooth)
 OPS = {
@@ -132,9 +131,9 @@ def test_blocks_and_leading_dims(monkeypatch):
         x = _point(name, "float64", rng, (5, 9))
         z = fn(x)
         lead = [pf.to_tensor(rng.standard_normal((2, 3, 5, 9))) for _ in range(3)] + [None]
-        zs = tl.kernel_series(name, x, z, [x] + lead, {})
+        zs = fast_paths.taylor_series(name, x, z, [x] + lead, {})
         w = pf.to_tensor(rng.standard_normal(6))
-        summed = tl.kernel_series(name, x, z, [x] + lead, {}, top_weights=w)
+        summed = fast_paths.taylor_series(name, x, z, [x] + lead, {}, top_weights=w)
         want = np.tensordot(w.numpy(), zs[4].numpy().reshape(6, 5, 9), axes=1)
         np.testing.assert_allclose(summed[4].numpy(), want, rtol=1e-12, atol=1e-13)
         for k in range(1, 4):
@@ -315,18 +314,18 @@ def test_rescale_in_place_only_for_private_blocks():
     assert out[0] is not zs[1] and out[1] is not zs[1]
 
 
-def test_kernel_series_declines_what_it_cannot_run():
+def test_taylor_series_declines_what_it_cannot_run():
     x = pf.to_tensor([0.5, 0.25], dtype="float64")
     z, v = pf.tanh(x), pf.ones_like(x)
-    assert tl.kernel_series("integer_pow", x, z, [x, v], {"y": 2}) is None  # no kernel
-    assert tl.kernel_series("tanh", x, z, [x, None, None], {}) is None  # nothing to do
-    assert tl.kernel_series("tanh", x, z, [x, pf.ones([3])], {}) is None  # shape mismatch
-    assert tl.kernel_series("tanh", x, z, [x, pf.ones([2], dtype="float32")], {}) is None
+    assert fast_paths.taylor_series("integer_pow", x, z, [x, v], {"y": 2}) is None  # no kernel
+    assert fast_paths.taylor_series("tanh", x, z, [x, None, None], {}) is None  # nothing to do
+    assert fast_paths.taylor_series("tanh", x, z, [x, pf.ones([3])], {}) is None  # shape mismatch
+    assert fast_paths.taylor_series("tanh", x, z, [x, pf.ones([2], dtype="float32")], {}) is None
     e = pf.zeros([0], dtype="float64")
-    assert tl.kernel_series("tanh", e, e, [e, e], {}) is None  # empty
+    assert fast_paths.taylor_series("tanh", e, e, [e, e], {}) is None  # empty
     w = pf.to_tensor([1.0, 2.0], dtype="float64", stop_gradient=False)
-    assert tl.kernel_series("tanh", x, z, [x, w], {}) is None  # would need recording
+    assert fast_paths.taylor_series("tanh", x, z, [x, w], {}) is None  # would need recording
     with pf.no_grad():
-        assert tl.kernel_series("tanh", x, z, [x, w], {}) is not None
-    zs = tl.kernel_series("tanh", x, z, [x, v, None], {})
+        assert fast_paths.taylor_series("tanh", x, z, [x, w], {}) is not None
+    zs = fast_paths.taylor_series("tanh", x, z, [x, v, None], {})
     assert zs[0] is z and math.isclose(float(zs[1][0]), 1 - math.tanh(0.5) ** 2)

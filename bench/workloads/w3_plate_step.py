@@ -46,6 +46,9 @@ TITLE = ("one plate PINN training step: N=1,024 interior + 256 boundary points, 
          "tanh float64, biharmonic residual, gradient + Adam(lr=1e-3), ms per step")
 
 N_INT = 1024
+# the jit step at more points (thread scaling: ``python -m bench --only W3 --threads 1,2``)
+N_LARGE = 8192
+JIT_LARGE = f"jit_{N_LARGE}"
 N_BND = 256
 LR = 1e-3
 BETA1, BETA2, EPS = 0.9, 0.999, 1e-8
@@ -59,6 +62,7 @@ CONFIGS = [
     Config("primflow", "nested", "method='nested' (reference)", quick=False),
     Config("primflow", "jit", "pf.jit(pf.value_and_grad(loss_fn, None, params)) + eager Adam"),
     Config("primflow", "jit_adam", "pf.jit of value_and_grad + functional Adam (whole step)"),
+    Config("primflow", JIT_LARGE, f"the jit cell at N = {N_LARGE:,} interior points"),
 ]
 JIT_CONFIGS = ("jit", "jit_adam")
 JIT_TOL = 1e-10  # relative, jit vs eager (loss, gradients / new parameters)
@@ -66,11 +70,11 @@ JIT_TOL = 1e-10  # relative, jit vs eager (loss, gradients / new parameters)
 REF_MS = {"jax_jit": 160.0, "torch": 146.0}  # reference machine (workload notes)
 
 
-def _data():
+def _data(n_int=N_INT):
     """(params, interior [N, 2], boundary [256, 2], f at interior [N]) as NumPy float64."""
     import numpy as np
 
-    xi = w2.interior_points(N_INT)
+    xi = w2.interior_points(n_int)
     rng = np.random.default_rng(w2.SEED + 2)
     per = N_BND // 4
     t = rng.uniform(0.0, 1.0, (4, per))
@@ -85,13 +89,13 @@ def _data():
 # step(): one training step, returns the loss (before the update) as a float-convertible value;
 # initial_grads(): (loss, [gradient norm per parameter]) at the current weights, no update.
 
-def _primflow_setup(method):
+def _primflow_setup(method, n_int=N_INT):
     """(make_net, loss_of): a fresh MLP with the shared weights, and the plate loss of a
     network (biharmonic residual by ``method`` at the interior points, u on the boundary)."""
     import primflow as pf
 
     pf.set_default_dtype("float64")
-    params, xi, xb, f = _data()
+    params, xi, xb, f = _data(n_int)
     Xi, Xb = pf.to_tensor(xi), pf.to_tensor(xb)
     F = pf.to_tensor(f[:, None])
 
@@ -139,7 +143,7 @@ def _primflow(method):
     return build
 
 
-def _primflow_jit(config):
+def _primflow_jit(config, n_int=N_INT):
     """Builders for the jit cells: ``step`` carries ``jitted`` (for the report) and
     ``jit_vs_eager()`` (max relative difference of the jitted results to eager ones)."""
     import numpy as np
@@ -148,7 +152,7 @@ def _primflow_jit(config):
 
     from .. import jit_support
 
-    make_net, loss_of = _primflow_setup("collapsed")
+    make_net, loss_of = _primflow_setup("collapsed", n_int)
 
     if config == "jit":
         def build():
@@ -334,6 +338,8 @@ def _jax():
 def _builder(framework, config):
     if framework == "primflow" and config in JIT_CONFIGS:
         return _primflow_jit(config)
+    if framework == "primflow" and config == JIT_LARGE:
+        return _primflow_jit("jit", N_LARGE)
     if framework == "primflow":
         return _primflow(config)
     if framework == "torch":
@@ -365,7 +371,7 @@ def run(framework: str, config: str, quick: bool) -> dict:
         pin_to_one_core()
     from .. import jit_support
 
-    jit = framework == "primflow" and config in JIT_CONFIGS
+    jit = framework == "primflow" and config in JIT_CONFIGS + (JIT_LARGE,)
     if jit:
         info = jit_support.prepare()
     step, check = make_step(framework, config)
@@ -485,6 +491,12 @@ def _jit_report(results) -> list:
     out += jit_support.check_lines(
         [(c, r("primflow", c)) for c in JIT_CONFIGS],
         "jitted loss and gradients (jit) / step outputs (jit_adam) equal eager", JIT_TOL)
+    large = r("primflow", JIT_LARGE)
+    if large:
+        d = large.get("jit_vs_eager") if rp.ok(large) else None
+        out.append(f"  jit at N = {N_LARGE:,} interior points: {rp.cell(large, '{:.1f}')} ms per "
+                   f"step" + (f" (jitted loss and gradients vs eager: {d:.1e})"
+                              if d is not None else ""))
     verdicts = []
     for c in JIT_CONFIGS:
         res = r("primflow", c)

@@ -34,7 +34,8 @@ def grad(outputs, inputs=None, *args, **kwargs):
             kwargs.setdefault("argnums", inputs)
         return _functional.grad(outputs, *args, **kwargs)
     if inputs is None:
-        raise TypeError("grad(outputs, inputs): inputs is required for the tape form")
+        raise _tape.GradArgumentTypeError(
+            "grad(outputs, inputs): inputs is required for the tape form")
     return _tape.grad(outputs, inputs, *args, **kwargs)
 
 

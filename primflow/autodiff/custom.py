@@ -14,12 +14,12 @@ from __future__ import annotations
 import copy
 import functools
 
-from ..core.primitive import record_custom
+from ..core.primitive import CustomRule, Node, record_custom
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import enable_grad, no_grad, state
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
-from ..ops import as_tensor
+from ..ops.helpers import alias, as_tensor, cast
 from ..ops.creation import zeros_like
 from .forward import JVPTrace, JVPTracer
 from .functional import grad_handle
@@ -297,32 +297,69 @@ def _innermost_jvp_trace(values):
 # ---- PyLayer (Paddle) ----------------------------------------------------------------------
 
 class PyLayerContext:
-    """The ``ctx`` of a PyLayer: keeps tensors for backward and any attributes you set.
+    """The ``ctx`` of a PyLayer: keeps tensors for backward, any attributes you set, and
+    Paddle's flags for outputs (non-differentiable, not in place) and gradients.
 
     Example:
         >>> import primflow as pf
         >>> ctx = pf.autograd.PyLayerContext()
-        >>> ctx.save_for_backward(pf.ones([1])); len(ctx.saved_tensor())
-        1
+        >>> ctx.save_for_backward(pf.ones([2]))
+        >>> [t.shape for t in ctx.saved_tensor()]
+        [[2]]
     """
 
     def __init__(self):
         self._saved = ()
+        self._non_differentiable = set()  # ids of outputs that get no gradient
+        self._not_inplace = set()  # ids of inputs returned as new outputs, not in place
+        self.materialize_grads = True
+        self.grad_in_dtype_consistent = True
 
     def save_for_backward(self, *tensors):
         """Keeps tensors for ``backward`` (read them back with ``ctx.saved_tensor()``)."""
         self._saved = tensors
 
     def saved_tensor(self):
+        """The tensors given to ``save_for_backward``, as a tuple."""
         return self._saved
 
     saved_tensors = property(saved_tensor)
 
+    def mark_non_differentiable(self, *tensors):
+        """Marks outputs of ``forward`` that get no gradient: they come out with
+        ``stop_gradient=True`` and ``backward`` receives zeros (or None) for them."""
+        self._non_differentiable.update(id(t) for t in tensors)
+
+    def mark_not_inplace(self, *tensors):
+        """Marks inputs that ``forward`` returns unchanged as new outputs; without it an
+        input returned as an output counts as modified in place (Paddle's rule)."""
+        self._not_inplace.update(id(t) for t in tensors)
+
+    def set_materialize_grads(self, value: bool):
+        """Whether ``backward`` receives zeros (True, the default) or None for outputs that
+        got no gradient."""
+        self.materialize_grads = bool(value)
+
+    def set_grad_in_dtype_consistent(self, value: bool):
+        """Whether gradients reaching ``backward`` are cast to their output's dtype (True,
+        the default)."""
+        self.grad_in_dtype_consistent = bool(value)
+
+
+class _PyLayerBackwardMissing(NotImplementedError, OSError):
+    """A PyLayer without ``backward`` reached in a backward pass (Paddle raises OSError)."""
+
 
 class PyLayer:
     """Paddle's custom-operator class: subclass with static ``forward(ctx, *args)`` and
-    ``backward(ctx, *output_grads)``, call with ``MyLayer.apply(*args)``. ``forward`` runs
-    without recording; ``backward`` returns one gradient per tensor argument.
+    ``backward(ctx, *output_grads)``, call with ``MyLayer.apply(*args, **kwargs)``.
+
+    ``forward`` runs without recording. Its tensor inputs are every Tensor among the
+    arguments, keyword arguments and the lists, tuples and dicts inside them, in order;
+    ``backward`` receives one gradient per tensor output (non-tensor outputs such as
+    numbers, strings or None are passed through) and returns one gradient (or None) per
+    tensor input. An input returned unchanged counts as modified in place unless marked
+    with ``ctx.mark_not_inplace``.
 
     Example:
         >>> import primflow as pf
@@ -342,30 +379,90 @@ class PyLayer:
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
-        raise TypeError("a PyLayer subclass must define a static forward(ctx, ...)")
+        raise NotImplementedError("a PyLayer subclass must define a static forward(ctx, ...)")
 
     @staticmethod
     def backward(ctx, *grads):
-        raise TypeError("a PyLayer subclass must define a static backward(ctx, *grads)")
+        raise _PyLayerBackwardMissing(
+            "a PyLayer subclass must define a static backward(ctx, *grads) to be "
+            "differentiated")
 
     @classmethod
     def apply(cls, *args, **kwargs):
         name = f"PyLayer({cls.__name__})"
         ctx = PyLayerContext()
-        tensors = [a for a in args if isinstance(a, Tensor)]
+        leaves, _ = tree_flatten((args, kwargs))
+        inputs = [a for a in leaves if isinstance(a, Tensor)]
         with no_grad():
             out = cls.forward(ctx, *args, **kwargs)
-        outs, out_tree = _tensor_outputs(out, name)
-        if not _needs_tape(tensors):
+        items = list(out) if isinstance(out, (tuple, list)) else [out]
+        positions = [i for i, o in enumerate(items) if isinstance(o, Tensor)]
+        if not positions:
+            raise ValueError(f"{name}: forward must return at least one Tensor (alone or in a "
+                             f"tuple/list), got {type(out).__name__}")
+        if not _needs_tape(inputs):
             return out
+        outs = [items[i] for i in positions]
+        by_id = {id(x): x for x in inputs}
+        node_inputs = list(inputs)
+        inplace = []  # (position in outs, input index) of inputs returned in place
+        for k, o in enumerate(outs):
+            if id(o) not in by_id:
+                outs[k] = _detached(o)
+            elif id(o) in ctx._not_inplace:
+                outs[k] = _detached(o)
+            else:
+                if o._node is None and not o.stop_gradient:
+                    raise ValueError(
+                        f"{name}: forward returns its input (shape {o.shape}), a leaf tensor "
+                        f"that requires grad, unchanged: Paddle counts that as an in-place "
+                        f"update, which leaves may not have. Return a copy (x.clone()) or "
+                        f"call ctx.mark_not_inplace(x) in forward")
+                j = next(i for i, x in enumerate(inputs) if x is o)
+                node_inputs[j] = alias(o)  # the node reads the value before the update
+                inplace.append((k, j))
+        out_dtypes = [o.dtype for o in outs]
+        differentiable = [id(items[i]) not in ctx._non_differentiable for i in positions]
 
         def pullback(cotangents):
-            got = cls.backward(ctx, *cotangents)
+            cts = []
+            for g, dt in zip(cotangents, out_dtypes):
+                if g is not None and ctx.grad_in_dtype_consistent and g.dtype != dt:
+                    g = cast(g, dt)
+                cts.append(g)
+            got = cls.backward(ctx, *cts)
             got = list(got) if isinstance(got, (tuple, list)) else [got]
-            return _check_cotangents(name, got, tensors, "backward")
+            if len(got) != len(inputs):
+                raise ValueError(f"{name}: backward returned {len(got)} gradients but forward "
+                                 f"has {len(inputs)} tensor inputs; return one per tensor "
+                                 f"input (None for none)")
+            for i, g in enumerate(got):
+                if g is not None and not isinstance(g, Tensor):
+                    raise ValueError(f"{name}: backward returned a {type(g).__name__} for "
+                                     f"tensor input {i}; return a Tensor or None")
+            # returned as they are (Paddle): the receiving node decides about dtypes
+            return _check_cotangents(name, got, inputs, "backward")
 
-        wrapped = _attach(outs, tensors, name, pullback)
-        return tree_unflatten(out_tree, wrapped)
+        for k, o in enumerate(outs):
+            if not differentiable[k]:
+                o.stop_gradient = True
+                continue
+
+            def vjp(g, _out, *_inputs, k=k):
+                cts = [zeros_like(p) if ctx.materialize_grads else None for p in outs]
+                cts[k] = g
+                return tuple(pullback(cts))
+
+            node = Node(CustomRule(name, vjp), {}, tuple(node_inputs), None)
+            o._node = node
+            o.stop_gradient = False
+        for k, j in inplace:
+            outs[k]._version += 1  # nodes that saved the input before now refuse
+        for i, o in zip(positions, outs):
+            items[i] = o
+        if isinstance(out, Tensor):
+            return items[0]
+        return type(out)(items) if isinstance(out, tuple) else items
 
 
 # ---- checkpoint ----------------------------------------------------------------------------

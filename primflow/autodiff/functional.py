@@ -19,7 +19,7 @@ from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import enable_grad, state
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
-from ..ops import as_tensor
+from ..ops.helpers import as_tensor
 from ..ops.creation import ones_like, zeros_like
 from .tape import _run_backward
 
@@ -168,8 +168,12 @@ def check_argnums(argnums, n_args):
     return tuple(a % n_args for a in nums)
 
 
-def value_and_grad(fun, argnums=0, weights=None, has_aux=False):
-    """Returns a function computing ``(fun(*args), gradient)`` (JAX / MindSpore semantics).
+_UNSET = object()
+
+
+def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position=_UNSET):
+    """Returns a function computing ``(fun(*args), gradient)`` (JAX / MindSpore semantics;
+    MindSpore's keyword ``grad_position`` is accepted for ``argnums``).
 
     ``argnums`` (int or tuple) picks the positional arguments to differentiate. With
     ``weights`` (a list or tuple of tensors that ``fun`` reads, e.g. a network's parameters)
@@ -184,6 +188,8 @@ def value_and_grad(fun, argnums=0, weights=None, has_aux=False):
         >>> float(v), g.numpy()
         (10.0, array([2., 6.], dtype=float32))
     """
+    if grad_position is not _UNSET:
+        argnums = grad_position
     if isinstance(argnums, (list, tuple)) and not argnums:
         argnums = None
 
@@ -227,9 +233,11 @@ def value_and_grad(fun, argnums=0, weights=None, has_aux=False):
     return wrapped
 
 
-def grad(fun, argnums=0, has_aux=False, weights=None):
+def grad(fun, argnums=0, has_aux=False, weights=None, *, grad_position=_UNSET):
     """Returns a function computing the gradient of scalar-valued ``fun`` (JAX semantics;
-    ``has_aux`` gives ``(grads, aux)``).
+    ``has_aux`` gives ``(grads, aux)``). MindSpore's ``ops.grad(fn, grad_position,
+    weights)`` becomes ``pf.grad(fn, grad_position=..., weights=...)`` (keywords: the third
+    positional argument is JAX's ``has_aux``).
 
     Example:
         >>> import primflow as pf
@@ -238,6 +246,8 @@ def grad(fun, argnums=0, has_aux=False, weights=None):
         >>> round(float(pf.grad(pf.grad(pf.tanh))(2.0)), 6)
         -0.136219
     """
+    if grad_position is not _UNSET:
+        argnums = grad_position
     value_and_grad_fn = value_and_grad(fun, argnums=argnums, weights=weights, has_aux=has_aux)
 
     @functools.wraps(fun)

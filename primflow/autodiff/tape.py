@@ -14,6 +14,7 @@ the tape themselves): ``topological_order``, ``apply_vjp`` and ``saved_output``.
 from __future__ import annotations
 
 import copy
+import warnings
 import weakref
 
 from ..core.primitive import Node, NonDifferentiableError
@@ -21,7 +22,24 @@ from ..core.state import set_grad_mode, state
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
 from ..prims import elementwise as ew
+from ..prims import compare as compare_prims
 from ..prims import creation
+from ..prims import shape as shape_prims
+
+
+def _reshape(x, shape):
+    return shape_prims.reshape(x, shape=shape)
+
+
+class GradArgumentTypeError(TypeError, AssertionError):
+    """A wrong argument type for ``grad``/``backward``. Also an AssertionError, which is
+    what Paddle raises for these (its checks are asserts), so Paddle code catching either
+    works."""
+
+
+class GradArgumentValueError(ValueError, AssertionError):
+    """A wrong argument value (e.g. the number of grad_outputs) for ``grad``/``backward``;
+    also an AssertionError, as in Paddle."""
 
 
 def _as_list(x, what):
@@ -30,47 +48,164 @@ def _as_list(x, what):
     if isinstance(x, (list, tuple)):
         for i, t in enumerate(x):
             if not isinstance(t, Tensor):
-                raise TypeError(f"{what}[{i}] must be a Tensor, got {type(t).__name__}")
+                raise GradArgumentTypeError(
+                    f"{what}[{i}] must be a Tensor, got {type(t).__name__}")
         return list(x)
-    raise TypeError(f"{what} must be a Tensor or a list of Tensors, got {type(x).__name__}")
+    raise GradArgumentTypeError(
+        f"{what} must be a Tensor or a list of Tensors, got {type(x).__name__}")
+
+
+# Hooks registered with ``Tensor.register_hook``: on a computed tensor they belong to its
+# node (weakly keyed: they go when the graph goes), on a leaf to the tensor (by id, removed
+# when the tensor is collected). Each is called with the gradient the tensor receives in a
+# backward pass and may return a replacement.
+_node_hooks = weakref.WeakKeyDictionary()
+_leaf_hooks = {}
+
+
+def _register_hook(tensor, hook):
+    if not callable(hook):
+        raise TypeError(f"register_hook expects a callable, got {type(hook).__name__}")
+    if tensor.stop_gradient:
+        raise RuntimeError(
+            f"cannot register a hook on a tensor (shape {tensor.shape}) that does not require "
+            f"grad: no gradient ever reaches it. Set stop_gradient = False first")
+    if tensor._node is not None:
+        hooks = _node_hooks.setdefault(tensor._node, [])
+    else:
+        key = id(tensor)
+        if key not in _leaf_hooks:
+            _leaf_hooks[key] = []
+            weakref.finalize(tensor, _leaf_hooks.pop, key, None)
+        hooks = _leaf_hooks[key]
+    hooks.append(hook)
+    return _HookHandle(hooks, hook)
+
+
+class _HookHandle:
+    """What ``register_hook`` returns: ``handle.remove()`` unregisters the hook."""
+
+    def __init__(self, hooks, hook):
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self):
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+def _run_hooks(hooks, g):
+    for hook in list(hooks):
+        new = hook(g)
+        if new is not None:
+            if not isinstance(new, Tensor) or tuple(new._shape) != tuple(g._shape):
+                raise ValueError(
+                    f"a gradient hook must return None or a Tensor of the gradient's shape "
+                    f"{g.shape}, got {getattr(new, 'shape', type(new).__name__)}")
+            g = new
+    return g
+
+
+def _tensor_register_hook(self, hook):
+    """Registers ``hook(grad) -> Tensor or None`` to run when this tensor's gradient is
+    computed in a backward pass; a returned tensor replaces the gradient. Works on leaves
+    and on computed tensors. Returns a handle whose ``remove()`` unregisters it.
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.to_tensor([1.0, 2.0], stop_gradient=False)
+        >>> y = x * 3.0
+        >>> _ = y.register_hook(lambda g: g * 2.0)
+        >>> y.sum().backward(); x.grad.numpy()
+        array([6., 6.], dtype=float32)
+    """
+    return _register_hook(self, hook)
+
+
+def _tensor_retain_grads(self):
+    """Keeps the gradient of a computed (non-leaf) tensor in its ``.grad`` during
+    ``backward()``, as leaves do (a no-op on leaves).
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.to_tensor([1.0, 2.0], stop_gradient=False)
+        >>> y = x * 3.0
+        >>> y.retain_grads(); y.sum().backward(); y.grad.numpy()
+        array([1., 1.], dtype=float32)
+    """
+    if self._node is None or self.stop_gradient:
+        return
+    target = weakref.ref(self)
+
+    def keep(g):
+        t = target()
+        if t is not None and _backward_mode[0]:
+            t.grad = g if t.grad is None else ew.add(t.grad, g)
+
+    _register_hook(self, keep)
+
+
+def _tensor_gradient(self):
+    """The gradient as a NumPy array, or None (Paddle's ``Tensor.gradient()``).
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.to_tensor([1.0, 2.0], stop_gradient=False)
+        >>> (x * x).sum().backward(); x.gradient()
+        array([2., 4.], dtype=float32)
+    """
+    return None if self.grad is None else self.grad.numpy()
+
+
+_backward_mode = [False]  # whether the running pass is backward() (retain_grads applies)
 
 
 def _ones_like(t):
     return creation.full(shape=tuple(t._shape), value=1, dtype=t.dtype)
 
 
-def _seed_gradients(outputs, grad_outputs):
-    """Pairs each output with the gradient it starts with, checking shapes and grad-ness."""
-    if grad_outputs is None:
-        grad_outputs = [None] * len(outputs)
-    else:
-        grad_outputs = list(grad_outputs) if isinstance(grad_outputs, (list, tuple)) else [
-            grad_outputs]
-    if len(grad_outputs) != len(outputs):
-        raise ValueError(f"got {len(grad_outputs)} grad_outputs for {len(outputs)} outputs; "
-                         f"pass one per output (None for the default)")
+def _seed_gradients(outputs, grad_outputs, skip_constant=False):
+    """Pairs each output with the gradient it starts with (ones where none is given),
+    checking shapes and grad-ness. ``skip_constant`` drops outputs that do not require grad
+    instead of raising (``backward()``, as in Paddle)."""
+    grad_outputs = _check_grad_outputs(outputs, grad_outputs)
     seeds = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
         if out.stop_gradient:
+            if skip_constant:
+                continue
             raise RuntimeError(
                 f"output {i} (shape {out.shape}) does not require grad: no recorded op links it "
                 f"to a tensor with stop_gradient=False. Set x.stop_gradient = False on the "
                 f"inputs before computing it (integer results such as argmax, comparisons and "
                 f"casts to int also cut the graph)")
-        if g is None:
-            if out.size != 1:
-                raise RuntimeError(
-                    f"grad can be created implicitly only for scalar outputs, but output {i} "
-                    f"has shape {out.shape}; pass grad_outputs (e.g. pf.ones_like(y)) or "
-                    f"reduce it first (y.sum())")
+        if g is None:  # Paddle: a missing starting gradient means ones, of any shape
             g = _ones_like(out)
-        elif not isinstance(g, Tensor):
-            raise TypeError(f"grad_outputs[{i}] must be a Tensor or None")
         elif tuple(g._shape) != tuple(out._shape):
-            raise ValueError(f"grad_outputs[{i}] has shape {g.shape} but output {i} has shape "
-                             f"{out.shape}; they must match")
+            if g.size != out.size:
+                raise ValueError(f"grad_outputs[{i}] has shape {g.shape} but output {i} has "
+                                 f"shape {out.shape}; they must match")
+            # same elements, another shape (Paddle passes [1] for a 0-d output): reshape,
+            # recorded, so a gradient with respect to the seed keeps the seed's shape
+            g = _reshape(g, tuple(out._shape))
         seeds.append((out, g))
     return seeds
+
+
+def _check_grad_outputs(outputs, grad_outputs):
+    """``grad_outputs`` as a list with one entry (a Tensor or None) per output."""
+    if grad_outputs is None:
+        return [None] * len(outputs)
+    grad_outputs = list(grad_outputs) if isinstance(grad_outputs, (list, tuple)) else [
+        grad_outputs]
+    if len(grad_outputs) != len(outputs):
+        raise GradArgumentValueError(
+            f"got {len(grad_outputs)} grad_outputs for {len(outputs)} outputs; pass one per "
+            f"output (None for the default, ones)")
+    for i, g in enumerate(grad_outputs):
+        if g is not None and not isinstance(g, Tensor):
+            raise GradArgumentTypeError(
+                f"grad_outputs[{i}] must be a Tensor or None, got {type(g).__name__}")
+    return grad_outputs
 
 
 def topological_order(root_nodes, stop=()):
@@ -118,11 +253,13 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
     None to accumulate into the ``.grad`` of every leaf reached (``Tensor.backward``).
     ``blocked`` holds nodes and leaf ids that gradients must not flow through."""
     node_grads = {}  # Node -> gradient of that node's output
-    leaf_grads = {}  # id(leaf tensor) -> gradient (grad() mode only)
+    leaf_grads = {}  # id(leaf tensor) -> gradient of this pass
+    leaves = {}  # id(leaf tensor) -> the tensor (backward() mode: accumulated into .grad)
     results = {}
     for out, g in seeds:
         if out._node is None:  # the output is itself a leaf
             _accumulate(leaf_grads, id(out), g)
+            leaves[id(out)] = out
         else:
             _accumulate(node_grads, out._node, g)
     order = topological_order([out._node for out, _ in seeds if out._node is not None])
@@ -136,27 +273,48 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
         wanted = needed | set(target_nodes) | wanted_leaves
 
     prev = set_grad_mode(create_graph)
+    prev_mode = _backward_mode[0]
+    _backward_mode[0] = targets is None
     try:
         for node in order:
             g = node_grads.pop(node, None)
             if g is None:
                 continue
+            if _node_hooks:
+                hooks = _node_hooks.get(node)
+                if hooks:
+                    g = _run_hooks(hooks, g)
             if node in target_nodes:
                 _accumulate(results, id(target_nodes[node]), g)
             if needed is not None and node not in needed:
                 continue
-            apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph)
+            apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves)
             if not retain_graph:
                 node.free()
+        if targets is None:  # backward(): the leaves' .grad accumulate this pass's gradient
+            for key, t in leaves.items():
+                g = _leaf_gradient(t, leaf_grads[key])
+                t.grad = g if t.grad is None else ew.add(t.grad, g)
     finally:
         set_grad_mode(prev)
+        _backward_mode[0] = prev_mode
 
     if targets is None:
         return None
     for t in targets:
         if t._node is None and id(t) in leaf_grads:
-            results[id(t)] = leaf_grads[id(t)]
+            results[id(t)] = _leaf_gradient(t, leaf_grads[id(t)])
     return [results.get(id(t)) for t in targets]
+
+
+def _leaf_gradient(t, g):
+    """A leaf's gradient of one pass: its hooks applied, in the leaf's dtype (a custom rule,
+    e.g. a PyLayer backward, may return another dtype)."""
+    if id(t) in _leaf_hooks:
+        g = _run_hooks(_leaf_hooks[id(t)], g)
+    if g.dtype != t.dtype and not isinstance(g, Tracer):
+        g = compare_prims.convert_element_type(g, dtype=t.dtype)
+    return g
 
 
 def _nodes_leading_to_targets(order, wanted_leaves, target_nodes, blocked):
@@ -178,9 +336,10 @@ def _nodes_leading_to_targets(order, wanted_leaves, target_nodes, blocked):
     return needed
 
 
-def apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph):
+def apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves=None):
     """Runs one node's vjp rules and routes the cotangents along its edges. ``wanted`` holds
-    the nodes and leaf ids worth sending gradients to (None: everything, backward mode)."""
+    the nodes and leaf ids worth sending gradients to (None: everything, backward mode,
+    which also records the leaves reached in ``leaves``)."""
     prim = node.prim
     if node.freed:
         raise RuntimeError(
@@ -196,7 +355,9 @@ def apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph):
             raise RuntimeError(
                 f"a tensor of shape {a.shape} saved for the backward of '{prim.name}' was "
                 f"modified in place after it was used (version {versions[i]} -> "
-                f"{a._version}); compute on a copy (x.clone()) instead of changing it in place")
+                f"{a._version}; Paddle's words: received tensor_version:{a._version} != "
+                f"wrapper_version_snapshot:{versions[i]}); compute on a copy (x.clone()) "
+                f"instead of changing it in place")
     rules = prim.vjp
     if rules is None:
         raise NonDifferentiableError(
@@ -225,10 +386,10 @@ def apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph):
         if is_node:
             old = node_grads.get(e)
             node_grads[e] = x_bar if old is None else ew.add(old, x_bar)
-        elif wanted is not None:
-            _accumulate(leaf_grads, id(e), x_bar)
         else:
-            e.grad = x_bar if e.grad is None else ew.add(e.grad, x_bar)
+            _accumulate(leaf_grads, id(e), x_bar)
+            if leaves is not None:
+                leaves[id(e)] = e
 
 
 def saved_output(node, create_graph):
@@ -249,10 +410,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     Args:
         outputs: a Tensor or list of Tensors to differentiate.
         inputs: a Tensor or list of Tensors (leaves or intermediate results).
-        grad_outputs: starting gradients, one per output (None: ones, scalar outputs only).
+        grad_outputs: starting gradients, one per output (None: ones of the output's shape,
+            as in Paddle).
         retain_graph: keep the graph for another backward (defaults to ``create_graph``).
         create_graph: record the backward pass so the result can be differentiated again.
-        allow_unused: return None for inputs the outputs do not depend on instead of raising.
+        allow_unused: return None for inputs the outputs do not depend on instead of raising
+            a ValueError.
         no_grad_vars: tensors treated as constants for this call.
 
     Returns:
@@ -268,6 +431,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     """
     outputs = _as_list(outputs, "outputs")
     inputs_list = _as_list(inputs, "inputs")
+    _check_grad_outputs(outputs, grad_outputs)
+    blocked = set()
+    if no_grad_vars is not None:
+        for t in _as_list(no_grad_vars, "no_grad_vars"):
+            blocked.add(t._node if t._node is not None else id(t))
     for i, x in enumerate(inputs_list):
         if x.stop_gradient:
             raise RuntimeError(
@@ -276,17 +444,24 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 f"using it")
     if retain_graph is None:
         retain_graph = create_graph
-    blocked = set()
-    if no_grad_vars is not None:
-        for t in _as_list(no_grad_vars, "no_grad_vars"):
-            blocked.add(t._node if t._node is not None else id(t))
     seeds = _seed_gradients(outputs, grad_outputs)
     results = _run_backward(seeds, inputs_list, create_graph, retain_graph, blocked)
     for i, r in enumerate(results):
         if r is None and not allow_unused:
-            raise RuntimeError(
+            # ValueError, as Paddle raises for an unused input
+            raise ValueError(
                 f"input {i} (shape {inputs_list[i].shape}) was not used to compute the outputs; "
                 f"pass allow_unused=True to get None for it")
+        if create_graph and r is not None and r.stop_gradient:
+            # Paddle: with create_graph every gradient has stop_gradient=False, also one
+            # that is constant (d x / d x); a new handle, so a seed passed in stays as it was
+            if isinstance(r, Tracer):  # under a transform: a second handle on its value
+                handle = copy.copy(r)
+                handle._node = None
+            else:
+                handle = Tensor._wrap(r._value)
+            handle.stop_gradient = False
+            results[i] = handle
     return results
 
 
@@ -307,7 +482,15 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
         array([2., 4.], dtype=float32)
     """
     tensors = _as_list(tensors, "tensors")
-    seeds = _seed_gradients(tensors, grad_tensors)
+    seeds = _seed_gradients(tensors, grad_tensors, skip_constant=True)
+    if not seeds:
+        # Paddle runs nothing here; say so, since no leaf will receive a gradient
+        warnings.warn(
+            f"backward() on {'a tensor' if len(tensors) == 1 else 'tensors'} that "
+            f"do{'es' if len(tensors) == 1 else ''} not require grad (shape "
+            f"{tensors[0].shape}): nothing to do. No recorded op links it to a tensor with "
+            f"stop_gradient=False", stacklevel=3)
+        return
     _run_backward(seeds, None, create_graph=False, retain_graph=retain_graph)
     for t in tensors:
         if t._node is not None:
@@ -328,5 +511,7 @@ def _tensor_backward(self, grad_tensor=None, retain_graph=False, *, grad=None, g
     backward([self], None if seed is None else [seed], retain_graph)
 
 
-# Tensor.backward (core/tensor.py declares it and looks it up here on first use)
-TENSOR_METHODS = {"backward": _tensor_backward}
+# Tensor's methods implemented here (core/tensor.py declares them and looks them up here
+# on first use)
+TENSOR_METHODS = {"backward": _tensor_backward, "register_hook": _tensor_register_hook,
+                  "retain_grads": _tensor_retain_grads, "gradient": _tensor_gradient}

@@ -13,20 +13,16 @@ from __future__ import annotations
 
 import math
 
-from ..backends import get_backend
+from ..backends import fast_paths
 from ..core.primitive import Aval, NonDifferentiableError
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.tensor import Tensor
 from ..core.trace import Trace, Tracer, new_trace
-from ..ops import as_tensor
+from ..ops.helpers import as_tensor
 from ..ops.creation import zeros_like
 from ..core.state import no_grad
 from ..ops.math import multiply, not_equal as ne
 from ..ops.reduction import any as any_
-
-_backend_is_zero = get_backend().taylor_is_zero
-_backend_rescale = get_backend().taylor_rescale
-
 
 class TaylorTracer(Tracer):
     """A value with its truncated Taylor series ``series = [x0, x1, ..., xK]``."""
@@ -166,19 +162,19 @@ def _derivative_form(series, primals):
     have seen (no fresh memory to write); tracers and the rest are multiplied."""
     out = [[zeros_like(p) if c is None else c for c in s] for s, p in zip(series, primals)]
     scaled, kept = [], list(primals)  # (i, k) to scale; tensors returned as they are
+    rescale = fast_paths.lookup("jet", "rescale", ())
     for i, s in enumerate(out):
         for k, c in enumerate(s, start=1):
-            concrete = not isinstance(c, Tracer) and c.stop_gradient
             if k == 1 or series[i][k - 1] is None:
                 kept.append(c)
-            elif concrete and _backend_rescale is not None:
+            elif rescale is not None and c.stop_gradient and fast_paths.allowed((c,)):
                 scaled.append((i, k))
             else:
                 s[k - 1] = multiply(c, float(math.factorial(k)))
     if scaled:
-        values = _backend_rescale([out[i][k - 1]._value for i, k in scaled],
-                                  [float(math.factorial(k)) for _, k in scaled],
-                                  [c._value for c in kept if not isinstance(c, Tracer)])
+        values = rescale([out[i][k - 1]._value for i, k in scaled],
+                         [float(math.factorial(k)) for _, k in scaled],
+                         [c._value for c in kept if not isinstance(c, Tracer)])
         for (i, k), v in zip(scaled, values):
             out[i][k - 1] = Tensor._wrap(v)
     return out
@@ -194,7 +190,8 @@ def _is_zero(c):
     treated as zero; nor is anything that requires grad (its derivative may be wanted)."""
     if isinstance(c, Tracer) or not c.stop_gradient or not c.dtype.is_floating:
         return False
-    if _backend_is_zero is not None:  # one pass at most, no temporaries
-        return _backend_is_zero(c._value)
+    is_zero = fast_paths.lookup("jet", "is_zero", (c,))
+    if is_zero is not None:  # one pass at most, no temporaries
+        return is_zero(c._value)
     with no_grad():
         return not bool(any_(ne(c, zeros_like(c))))

@@ -16,27 +16,20 @@ class Backend(abc.ABC):
     Attributes:
         name: short name, e.g. ``"numpy"``.
         kernels: dict from primitive name to a callable on native arrays.
-        fused_kernels: optional dict from composite name (``"softmax"``, ``"layer_norm"``,
-            ...) to a ``(forward, backward)`` pair of fused kernels for eager first-order use
-            (see ``numpy_fused.py`` for the calling convention). Empty by default: then
-            every composite runs as its primitive decomposition, which is always correct.
-        taylor_kernels: optional dict from unary primitive name (``"tanh"``, ``"exp"``, ...)
-            to a fused kernel for its Taylor rule in eager mode (see ``numpy_taylor.py``).
-            Empty by default: then every Taylor rule runs as written in primitives.
-        taylor_is_zero: optional ``is_zero(array) -> bool``, whether a native array is
-            identically zero, cheaply (``pf.jet`` skips zero input coefficients). None by
-            default: then jet checks with primitives.
-        taylor_rescale: optional ``rescale(values, factors, others) -> list`` of
-            ``factor * value``, in place for values only the Taylor kernels have seen
-            (``pf.jet``'s conversion to derivative form). None by default: jet multiplies.
+        fast_paths: optional kernels for rules written in primitives, by kind then name
+            (see ``fast_paths.py``): ``"composite"`` maps a composite's name
+            (``"softmax"``, ...) to a ``(forward, backward)`` pair of fused kernels for
+            eager first-order use (``numpy_fused.py``), ``"taylor"`` a unary primitive's
+            name to a fused kernel for its Taylor rule (``numpy_taylor.py``), ``"jet"``
+            ``"is_zero"`` (``is_zero(array) -> bool``: whether an array is identically
+            zero, cheaply) and ``"rescale"`` (``rescale(values, factors, others) -> list``
+            of ``factor * value``, in place for values only the Taylor kernels have seen).
+            Empty by default: then every rule runs as written in primitives.
     """
 
     name = "abstract"
     kernels: dict = {}
-    fused_kernels: dict = {}
-    taylor_kernels: dict = {}
-    taylor_is_zero = None
-    taylor_rescale = None
+    fast_paths: dict = {}
 
     @abc.abstractmethod
     def asarray(self, data, dtype):

@@ -131,6 +131,18 @@ class Communicator(abc.ABC):
     def allreduce(self, array, op="sum"):
         """The elementwise reduction over members of same-shape arrays (a new array)."""
 
+    def allreduce_many(self, arrays, op="sum"):
+        """``allreduce`` of each array, in one collective (a flat bucket)."""
+        if not arrays:
+            return []
+        flat = np.concatenate([np.ravel(a) for a in arrays])
+        total = self.allreduce(flat, op)
+        out, start = [], 0
+        for a in arrays:
+            out.append(total[start:start + a.size].reshape(a.shape))
+            start += a.size
+        return out
+
     @abc.abstractmethod
     def allgather(self, array, axis, sizes):
         """Every member's block concatenated along ``axis`` (``sizes[i]``: block i's extent)."""

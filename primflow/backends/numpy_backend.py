@@ -1,5 +1,12 @@
 """The NumPy backend: one kernel per primitive, allocation and the dtype map.
 
+``KERNELS`` maps each primitive's name to its kernel; a primitive cannot be declared
+without one (``Primitive`` looks it up), and ``backends.install`` refuses a backend that
+lacks one. A new family file in ``prims/`` puts its kernels in its own module
+``backends/numpy_<family>.py`` as a ``KERNELS`` dict, merged into the table below with one
+line in the block at its end. A kernel that is a NumPy ufunc is written by the code
+generator as a ufunc call into a buffer (``compiler/numpy_codegen.py``), so prefer ufuncs.
+
 Kernels take native arrays positionally and the primitive's parameters as keywords. They
 may return read-only views (broadcast, transpose, slice); primflow never writes into a
 kernel's output in place (in-place tensor updates replace the array, copy-on-write).
@@ -15,6 +22,7 @@ from ..core import dtypes
 from . import blas
 from .base import Backend
 from .numpy_fused import FUSED
+from .numpy_numerics import KERNELS as _NUMERICS_KERNELS
 from .numpy_taylor import TAYLOR, is_zero as _taylor_is_zero, rescale as _taylor_rescale
 
 try:  # SciPy's erf is vectorised C; without SciPy fall back to the exact math.erf per element
@@ -30,8 +38,14 @@ _TO_NATIVE = {
     dtypes.int64: np.dtype(np.int64),
     dtypes.float32: np.dtype(np.float32),
     dtypes.float64: np.dtype(np.float64),
+    dtypes.complex64: np.dtype(np.complex64),
+    dtypes.complex128: np.dtype(np.complex128),
 }
 _FROM_NATIVE = {v: k for k, v in _TO_NATIVE.items()}
+# Paddle compatibility (issue 20): storage dtypes
+_TO_NATIVE.update({dtypes.uint8: np.dtype(np.uint8), dtypes.int8: np.dtype(np.int8),
+                   dtypes.int16: np.dtype(np.int16), dtypes.float16: np.dtype(np.float16)})
+_FROM_NATIVE.update({v: k for k, v in _TO_NATIVE.items()})
 
 
 # ---- elementwise kernels that need more than one NumPy call ----------------------------------
@@ -62,6 +76,8 @@ def _integer_pow(x, *, y):
 # ---- structural kernels ------------------------------------------------------------------
 
 def _convert_element_type(x, *, dtype):
+    if x.dtype.kind == "c" and not dtype.is_complex:  # the real part, without NumPy's warning
+        x = x.real
     return x.astype(_TO_NATIVE[dtype])
 
 
@@ -235,16 +251,42 @@ KERNELS = {
     "random_normal": _random_normal,
 }
 
+# ---- kernels of further family files, one line each: KERNELS.update(numpy_<family>.KERNELS)
+# ---- scientific numerics (issue 18): complex parts, FFT, decompositions --------------------
+KERNELS.update(_NUMERICS_KERNELS)
+
+
+def _real_only(kernel, name):
+    """Kernel of a primitive defined on real numbers: NumPy would order complex numbers
+    lexicographically (maximum, comparisons) where a clear error is wanted."""
+
+    def checked(*arrays, **params):
+        a = arrays[0]  # the primitives' inputs share one dtype
+        if a.dtype.kind == "c":
+            raise TypeError(f"{name} is not defined for complex tensors (got {a.dtype}"
+                            f"{list(a.shape)}); apply it to pf.real(x), pf.imag(x) or "
+                            f"pf.abs(x)")
+        return kernel(*arrays, **params)
+
+    checked.__wrapped__ = kernel  # generated code calls the ufunc (traced code is checked)
+    return checked
+
+
+for _name in ("abs", "sign", "erf", "logistic", "floor", "ceil", "round", "maximum",
+              "minimum", "atan2", "lt", "le", "gt", "ge", "reduce_max", "reduce_min", "argmax",
+              "argmin"):
+    KERNELS[_name] = _real_only(KERNELS[_name], _name)
+
 
 class NumpyBackend(Backend):
     """The default backend: NumPy arrays, NumPy ufuncs and BLAS through ``np.matmul``."""
 
     name = "numpy"
     kernels = KERNELS
-    fused_kernels = FUSED  # composites' fused eager kernels (numpy_fused.py)
-    taylor_kernels = TAYLOR  # unary Taylor rules' fused eager kernels (numpy_taylor.py)
-    taylor_is_zero = staticmethod(_taylor_is_zero)
-    taylor_rescale = staticmethod(_taylor_rescale)
+    # eager fast paths of rules (fast_paths.py): composites' fused kernels (numpy_fused.py),
+    # unary Taylor rules' fused kernels and pf.jet's helpers (numpy_taylor.py)
+    fast_paths = {"composite": FUSED, "taylor": TAYLOR,
+                  "jet": {"is_zero": _taylor_is_zero, "rescale": _taylor_rescale}}
 
     def asarray(self, data, dtype=None):
         if dtype is None:
@@ -258,12 +300,13 @@ class NumpyBackend(Backend):
         found = _FROM_NATIVE.get(array.dtype)
         if found is None:
             raise TypeError(
-                f"unsupported dtype {array.dtype}; primflow supports bool, int32, int64, "
-                f"float32 and float64. Convert first, e.g. np.asarray(x, dtype='float32').")
+                f"unsupported dtype {array.dtype}; primflow supports "
+                f"{', '.join(d.name for d in dtypes.ALL_DTYPES)}. Convert first, e.g. "
+                f"np.asarray(x, dtype='float32').")
         return found
 
     def is_floating(self, array):
-        return array.dtype.kind == "f"
+        return array.dtype.kind in "fc"
 
     def native_dtype(self, dtype):
         return _TO_NATIVE[dtype]

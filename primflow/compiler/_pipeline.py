@@ -30,9 +30,10 @@ from ..ir import CONSTANT, IMPURE, Function, Operation, evaluate
 from ..ir.passes import fuse, plan_memory, run_pipeline
 from ..ir.passes.fuse import ELEMENTWISE, REDUCTIONS, TRANSCENDENTAL, VIEWS
 from ..ir.passes.blocking import batch_axes, block_sums_program
+from ..ir.passes.loop_products import hoist_accumulated_products
 from ..ir.passes.recompute import recompute_broadcasts
 from ..ir.printer import format_op, names_of
-from ..ir.regions import CONTROL, GET, optimize_regions
+from ..ir.regions import CONTROL, GET, optimize_regions, prune_results
 from ._control import control_runner
 
 _code_cache = {}  # source text -> code object
@@ -43,8 +44,21 @@ BACKENDS = ("numpy", "numba", "interpret")
 def optimize_program(fn, verify=False, assume_finite=False):
     """A copy of ``fn`` optimized by the default pass pipeline."""
     fn = run_pipeline(fn.copy(), verify=verify, assume_finite=assume_finite)
-    # control flow: each region (loop body, branch) is optimized on its own copy
-    optimize_regions(fn, lambda r: run_pipeline(r, verify=verify, assume_finite=assume_finite))
+    # control flow: results nobody reads leave their regions, and each region (loop body,
+    # branch) is optimized on its own copy
+    optimize_regions(fn, lambda r: _prune_then_optimize(r, verify, assume_finite))
+    if prune_results(fn):
+        optimize_regions(fn, lambda r: _prune_then_optimize(r, verify, assume_finite))
+    if hoist_accumulated_products(fn):  # regions are this program's own copies by now
+        fn = run_pipeline(fn, verify=verify, assume_finite=assume_finite)
+        optimize_regions(fn, lambda r: _prune_then_optimize(r, verify, assume_finite))
+    return fn
+
+
+def _prune_then_optimize(fn, verify, assume_finite):
+    fn = run_pipeline(fn, verify=verify, assume_finite=assume_finite)
+    if prune_results(fn):
+        fn = run_pipeline(fn, verify=verify, assume_finite=assume_finite)
     return fn
 
 
@@ -269,6 +283,8 @@ class ByThreads:
         return self.current(args, keys)
 
     def __getattr__(self, name):  # source, plan, groups, kernels, backend, wait, compiling
+        if name.startswith("_") or name == "current":
+            raise AttributeError(name)  # (copy and pickle probe before __init__ ran)
         return getattr(self.current, name)
 
     def __repr__(self):

@@ -30,6 +30,7 @@ def ufunc_source(prim, nin):
         ('np.tanh', 'np.add', None)
     """
     kernel = _backend.kernels.get(prim)
+    kernel = getattr(kernel, "__wrapped__", kernel)  # a ufunc behind an eager dtype check
     if not isinstance(kernel, np.ufunc) or kernel.nin != nin or kernel.nout != 1:
         return None
     return f"np.{kernel.__name__}" if getattr(np, kernel.__name__, None) is kernel else f"K_{prim}"

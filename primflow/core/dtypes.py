@@ -1,4 +1,7 @@
-"""Data types: the five dtypes primflow supports, promotion rules and the default float dtype.
+"""Data types: the dtypes primflow supports, promotion rules and the default float dtype.
+
+Complex dtypes (complex64, complex128) count as floating (``is_floating``: they carry
+gradients); ``is_complex`` tells them apart and ``is_real`` is true for every other dtype.
 
 DTypes are plain Python objects; the backend maps them to its native types. A DType compares
 equal to its name, so ``x.dtype == "float32"`` and ``x.dtype == pf.float32`` both work.
@@ -20,13 +23,23 @@ class DType:
 
     def __init__(self, name: str, kind: str, itemsize: int, rank: int):
         self.name = name
-        self.kind = kind  # "b" bool, "i" signed integer, "f" floating
+        self.kind = kind  # "b" bool, "i" signed integer, "f" real floating, "c" complex
         self.itemsize = itemsize
         self._rank = rank  # position in the promotion lattice within a kind
 
     @property
     def is_floating(self) -> bool:
-        return self.kind == "f"
+        """Real or complex floating point: the dtypes that carry gradients."""
+        return self.kind == "f" or self.kind == "c"
+
+    @property
+    def is_complex(self) -> bool:
+        return self.kind == "c"
+
+    @property
+    def is_real(self) -> bool:
+        """Not complex (bool, integer or real floating)."""
+        return self.kind != "c"
 
     @property
     def is_integer(self) -> bool:
@@ -62,10 +75,53 @@ int32 = DType("int32", "i", 4, 1)
 int64 = DType("int64", "i", 8, 2)
 float32 = DType("float32", "f", 4, 3)
 float64 = DType("float64", "f", 8, 4)
+complex64 = DType("complex64", "c", 8, 5)
+complex128 = DType("complex128", "c", 16, 6)
 
-ALL_DTYPES = (bool_, int32, int64, float32, float64)
+ALL_DTYPES = (bool_, int32, int64, float32, float64, complex64, complex128)
+
+# Paddle compatibility (issue 20): smaller storage dtypes. They hold data and convert; the
+# ranks place them in the promotion lattice (uint8 < int8 < int16 < int32, float16 <
+# float32). uint8 counts as an integer kind; mixed uint8/int8 promotes to int16.
+uint8 = DType("uint8", "i", 1, 0.25)
+int8 = DType("int8", "i", 1, 0.5)
+int16 = DType("int16", "i", 2, 0.75)
+float16 = DType("float16", "f", 2, 2.5)
+ALL_DTYPES += (uint8, int8, int16, float16)
+
 BY_NAME = {d.name: d for d in ALL_DTYPES}
-BY_NAME.update({"float": float64, "int": int64, "bool_": bool_, "double": float64})
+BY_NAME.update({"float": float64, "int": int64, "bool_": bool_, "double": float64,
+                 "complex": complex128, "cfloat": complex64, "cdouble": complex128})
+
+
+def complex_of(d: DType) -> DType:
+    """The complex dtype with ``d``'s precision (float32 -> complex64, else complex128).
+
+    Example:
+        >>> import primflow as pf
+        >>> from primflow.core.dtypes import complex_of
+        >>> complex_of(pf.float32)
+        primflow.complex64
+    """
+    if d.is_complex:
+        return d
+    return complex64 if d is float32 or d is float16 else complex128
+
+
+def real_of(d: DType) -> DType:
+    """The real dtype of a complex dtype's parts (complex64 -> float32); others unchanged.
+
+    Example:
+        >>> import primflow as pf
+        >>> from primflow.core.dtypes import real_of
+        >>> real_of(pf.complex128)
+        primflow.float64
+    """
+    if d is complex64:
+        return float32
+    if d is complex128:
+        return float64
+    return d
 
 _default_float = float32
 
@@ -92,7 +148,7 @@ def set_default_dtype(dtype) -> None:
     """
     global _default_float
     d = as_dtype(dtype)
-    if not d.is_floating:
+    if d.kind != "f":
         raise TypeError(
             f"set_default_dtype expects a floating dtype (float32 or float64), got {d.name}")
     _default_float = d
@@ -141,11 +197,21 @@ def promote_types(a: DType, b: DType) -> DType:
     """
     if a is b:
         return a
+    if a.is_complex or b.is_complex:  # the complex dtype wide enough for both
+        wide = promote_types(real_of(a) if a.is_complex else a,
+                             real_of(b) if b.is_complex else b)
+        return complex_of(wide if wide.is_floating else float64)
+    if {a, b} == {uint8, int8}:
+        return int16  # NumPy: the smallest signed type holding both ranges
     if a.kind == b.kind or a.is_bool or b.is_bool:
         return a if a._rank >= b._rank else b
-    # one integer, one floating
-    f = a if a.is_floating else b
-    return float64 if f is float32 else f
+    # one integer, one floating: NumPy's result, the smallest float that holds the integer
+    f, i = (a, b) if a.is_floating else (b, a)
+    if f is float16:
+        return float16 if i.itemsize == 1 else float32 if i.itemsize == 2 else float64
+    if f is float32:
+        return float32 if i.itemsize <= 2 else float64
+    return f
 
 
 def result_type_with_scalar(t: DType, scalar) -> DType:
@@ -160,6 +226,8 @@ def result_type_with_scalar(t: DType, scalar) -> DType:
         return int64 if t.is_bool else t
     if isinstance(scalar, float):
         return t if t.is_floating else _default_float
+    if isinstance(scalar, complex):
+        return complex_of(t if t.is_floating else _default_float)
     raise TypeError(f"cannot combine a tensor with a {type(scalar).__name__}")
 
 
@@ -171,4 +239,6 @@ def dtype_of_python(value) -> DType:
         return int64
     if isinstance(value, float):
         return _default_float
+    if isinstance(value, complex):
+        return complex_of(_default_float)
     raise TypeError(f"cannot make a tensor from a {type(value).__name__}")

@@ -4,68 +4,52 @@ A primitive is the only thing a backend runs and the only thing with derivative 
 
 How to declare a primitive
 --------------------------
-A primitive is ONE call to ``Primitive(...)`` in its family file under ``primflow/prims``,
-with every rule passed to the constructor as a named module-level function
-(``_<prim>_<rule>``); nothing is attached to it afterwards. Its kernel comes from the
-active backend's table, looked up by name (``backends/numpy_backend.py``; a new family file
-puts its kernels in its own ``backends/numpy_<family>.py`` whose ``KERNELS`` dict the NumPy
-backend merges), and the declaration fails if the backend has none. Example (an
-``erfc``; ``ELEMENTWISE_TRANSCENDENTAL`` comes from ``prims/families.py``)::
+ONE ``Primitive(...)`` call in its family file under ``primflow/prims``, every rule passed
+as a named module-level function (``_<prim>_<rule>``), nothing attached afterwards; plus
+an OpInfo entry (``primflow/testing/opinfo.py``) that tests every rule. Its kernel is the
+active backend's, by name: a new family file puts its kernels in its own
+``backends/numpy_<family>.py``, merged into the NumPy table; declaring a primitive the
+backend has no kernel for fails. For example (``tl`` is ``prims/_taylor.py``; the whole of
+it, with its OpInfo entry, is in tests/test_primitive_declarations.py)::
 
     def _erfc_jvp(g, out, x):  # d erfc = -2/sqrt(pi) exp(-x^2)
-        return mul(g, mul(full_like(x, -_TWO_OVER_SQRT_PI), exp(neg(mul(x, x)))))
+        return mul(g, mul(full_like(x, -TWO_OVER_SQRT_PI), exp(neg(mul(x, x)))))
 
-    erfc = Primitive("erfc", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer,
-                     jvp=(_erfc_jvp,), taylor=tl.unary_rule(_erfc_series),
-                     doc="1 - erf(x)")
+    erfc = Primitive("erfc", family=ELEMENTWISE_TRANSCENDENTAL,
+                     infer=float_unary_infer("erfc"), jvp=(_erfc_jvp,),
+                     taylor=tl.unary_rule(_erfc_series), doc="1 - erf(x)")
 
-plus an OpInfo entry (``primflow/testing/opinfo.py``) that tests every rule against
-finite differences. What the arguments say:
-
-* ``family`` (a ``Family``, see ``prims/families.py``): the facts passes and code
-  generators read (elementwise? transcendental? a view? a fusible reduction?) and the
-  family's default batching rule. ``ir/passes/fuse.py`` derives its classes from it.
+* ``family`` (``prims/families.py``): the facts the compiler reads (elementwise,
+  transcendental, view, fusible reduction; ``ir/passes/fuse.py`` derives its classes from
+  them) and the family's default batching rule.
 * ``infer(*avals, **params) -> Aval``: output shape and dtype without computing.
-* ``jvp``: one rule per input, ``rule(t, out, *primals, **params) -> out_tangent`` (None for
-  an input without a derivative: integer indices, a predicate), or one callable
-  ``rule(tangents, out, *primals, **params)`` over all tangents (None entries: zero).
+* ``jvp``: one rule per input, ``rule(t, out, *primals, **params)`` (None: no derivative
+  in that input, e.g. integer indices), or one ``rule(tangents, out, *primals, **params)``.
 * ``vjp``: one rule per input, ``rule(g, out, *primals, **params) -> x_bar``, or one
-  callable returning all cotangents (primitives with a variable input count).
-* ``linear=True`` with ``transpose`` (same signature as vjp rules, reading only shapes and
-  the inputs whose transpose entry is None): the primitive is jointly linear in its other
-  inputs, so every second derivative is zero.
-* ``linear_in``: positions in which it is linear while the others stay fixed (``mul`` and
-  ``dot_general`` in both, ``div`` in the numerator); the Hessian accumulation
-  (transforms/second_order.py) skips what ``linear``/``linear_in`` say is zero.
-* ``batch``: the vmap rule ``rule(vals, bdims, **params) -> (out, out_bdim)``;
-  ``taylor``: ``rule(primals, series, out=None, **params) -> (out, out_series)``
-  (prims/_taylor.py). A ``RuleTemplate`` (generic rules such as elementwise batching or a
-  unary Taylor recurrence) is specialised to the primitive when it is declared.
-* ``saves_out``: whether the rules read ``out`` (the tape keeps the output's value);
-  ``saves_inputs``: positions of the inputs whose *values* the vjp rules read (None: all);
-  only those are checked for in-place changes.
-* ``differentiable=False``: a step function or a bool/integer result; asking for a
-  derivative through it raises ``NonDifferentiableError``.
-* ``shard`` (a sharding rule) and ``regions`` (control-flow bodies): stored for the
-  transforms that read them.
+  callable returning all cotangents (variable input counts).
+* ``linear=True`` and ``transpose`` (vjp rules that read only shapes and the inputs whose
+  entry is None): jointly linear, every second derivative zero. ``linear_in``: positions
+  in which it is linear with the others fixed (mul, dot_general; div's numerator). The
+  Hessian (transforms/second_order.py) skips what these say is zero.
+* ``batch``: ``rule(vals, bdims, **params) -> (out, out_bdim)``; ``taylor``:
+  ``rule(primals, series, out=None, **params) -> (out, out_series)``. A ``RuleTemplate``
+  (a generic rule) is specialised to the primitive at its declaration.
+* ``saves_out``: the rules read ``out``; ``saves_inputs``: the inputs whose values the vjp
+  reads (None: all), the ones checked for in-place changes.
+* ``differentiable=False``: steps and bool/integer results (derivatives raise
+  ``NonDifferentiableError``). ``shard`` and ``regions``: a sharding rule and
+  control-flow bodies, for the transforms that read them.
 
-What is derived (as JAX's ``ad.py`` does), so each fact is written once:
+Derived, as JAX's ``ad.py`` does, so each fact is written once: an elementwise
+primitive's Jacobian is diagonal, so its jvp rules are its vjp rules (declare one); a
+linear primitive's vjp is its transpose, its jvp and Taylor rule apply it to the tangents
+or coefficients, ``saves_inputs`` are the inputs its transpose reads; batching defaults to
+the family's; non-differentiable and nullary (creation) primitives get their Taylor rules.
 
-* elementwise primitive: its Jacobian is diagonal, so the jvp rules ARE the vjp rules
-  (declare ``jvp``, or ``transpose`` when linear; the other follows);
-* linear primitive: the vjp is its ``transpose`` and the jvp applies the primitive to the
-  tangents (missing ones as zeros), its Taylor rule applies it to each coefficient,
-  ``saves_inputs`` is the inputs the transpose reads (its None entries);
-* batch: the family's default (elementwise, reductions); taylor: linear (above),
-  non-differentiable (no series for bool/integer results, an error otherwise), nullary
-  (creation: a constant).
-
-All rules are written in primitives, so a rule can be differentiated like anything else:
-derivatives of any order need nothing new.
-
-``bind`` dispatches on what the inputs are: if a transform's tracer is among them, the
-innermost such transform processes the primitive; otherwise the kernel runs eagerly and, if
-recording is on and an input requires grad, a ``Node`` is added to the tape.
+Rules are written in primitives, so they differentiate like anything else: derivatives of
+any order need nothing new. ``bind`` dispatches on the inputs: the innermost transform
+whose tracer is among them processes the primitive; otherwise the kernel runs eagerly and,
+if recording is on and an input requires grad, a ``Node`` is added to the tape.
 """
 
 from __future__ import annotations
@@ -88,23 +72,15 @@ on_install(_use_backend)
 
 
 class Family:
-    """A kind of primitive, with the facts the compiler and the backends read.
-
-    Attributes:
-        name: short name (``"elementwise"``, ``"reduce"``, ...).
-        elementwise: same-shaped inputs and output, element i of the output depends only on
-            element i of the inputs (fusible; its Jacobian is diagonal).
-        transcendental: elementwise and computed by a libm call (exp, tanh, ...): numba
-            without SVML computes these slower than NumPy's vectorised ufuncs.
-        reduction: reduces ``axes`` of one input (fusible with its producers).
-        view: the output is a view of the input's elements in the generated code.
-        nullary: no tensor inputs (creation, random draws): no derivative rules.
-        batch: the default batching rule of the family (a ``RuleTemplate``) or None.
+    """A kind of primitive and the facts the compiler and backends read: ``elementwise``
+    (output element i depends on input elements i; diagonal Jacobian), ``transcendental``
+    (elementwise by a libm call: numba without SVML is slower than NumPy there),
+    ``reduction`` (fusible with its producers), ``view`` (a view in generated code),
+    ``nullary`` (no tensor inputs), and ``batch``, the family's default batching rule.
 
     Example:
-        >>> fam = Family("elementwise", elementwise=True)
-        >>> fam.elementwise, fam.view
-        (True, False)
+        >>> Family("elementwise", transcendental=True).elementwise
+        True
     """
 
     __slots__ = ("name", "elementwise", "transcendental", "reduction", "view", "nullary",
@@ -112,26 +88,20 @@ class Family:
 
     def __init__(self, name, *, elementwise=False, transcendental=False, reduction=False,
                  view=False, nullary=False, batch=None):
-        self.name = name
-        self.elementwise = elementwise or transcendental
-        self.transcendental = transcendental
-        self.reduction = reduction
-        self.view = view
-        self.nullary = nullary
-        self.batch = batch
+        self.name, self.batch = name, batch
+        self.elementwise, self.transcendental = elementwise or transcendental, transcendental
+        self.reduction, self.view, self.nullary = reduction, view, nullary
 
     def __repr__(self):
         return f"Family({self.name})"
 
 
 class RuleTemplate:
-    """A generic rule specialised to a primitive when it is declared: ``make(prim)``
-    returns the rule. Generic rules (elementwise batching, a unary Taylor recurrence) call
-    their own primitive, which does not exist until its declaration runs.
+    """A generic rule (elementwise batching, a unary Taylor recurrence) that calls its own
+    primitive: the declaration passes the primitive to ``make(prim)``, which returns the rule.
 
     Example:
-        >>> template = RuleTemplate(lambda prim: (lambda vals, bdims: (prim.bind(*vals), 0)))
-        >>> callable(template.make)
+        >>> callable(RuleTemplate(lambda prim: prim.bind).make)
         True
     """
 
@@ -212,79 +182,60 @@ class Primitive:
         except KeyError:
             raise ValueError(f"backend {_backend.name!r} has no kernel for primitive {name!r}; "
                              f"add one to its kernel table (backends/numpy_backend.py)") from None
-        self.name = name
-        self.family = family
-        self.infer = infer
-        self.linear = linear
-        self.linear_in = frozenset(linear_in)
-        self.transpose = transpose
-        self.saves_out = saves_out
+        self.name, self.family, self.infer, self.transpose = name, family, infer, transpose
+        self.linear, self.linear_in, self.saves_out = linear, frozenset(linear_in), saves_out
         self.differentiable = differentiable and not family.nullary
-        self.shard = shard
-        self.regions = regions
+        self.shard, self.regions = shard, regions
         self.__doc__ = doc or f"The {name!r} primitive."
+        # the inputs a linear primitive is not linear in (indices, a predicate): None entries
+        static = () if transpose is None or callable(transpose) else tuple(
+            i for i, r in enumerate(transpose) if r is None)
         if family.nullary:  # nothing to differentiate
             jvp = vjp = ()
         elif not differentiable:
-            if jvp is not None or vjp is not None or transpose is not None:
+            if (jvp, vjp, transpose) != (None, None, None):
                 raise ValueError(f"primitive {name!r} is declared not differentiable but "
                                  f"has derivative rules")
         else:
-            jvp, vjp = self._derive_jvp(jvp, vjp, transpose), self._derive_vjp(jvp, vjp,
-                                                                              transpose)
+            # elementwise: a diagonal Jacobian, the same rules both ways (conjugated for
+            # complex values)
+            jvp, vjp = self._derive_jvp(jvp, vjp, transpose, static), vjp or transpose or (
+                tuple(None if r is None else _conjugated_for_complex(r) for r in jvp)
+                if family.elementwise and isinstance(jvp, tuple) else None)
             if jvp is None and vjp is None:
                 raise ValueError(
                     f"primitive {name!r} has no derivative rule: give jvp= (and vjp= "
                     f"where it cannot be derived), or linear=True with transpose=, or "
                     f"differentiable=False")
-        self.jvp = jvp
-        self.vjp = vjp
+        self.jvp, self.vjp = jvp, vjp
         if saves_inputs is None and transpose is not None and vjp is transpose:
-            saves_inputs = (() if callable(transpose) else
-                            tuple(i for i, r in enumerate(transpose) if r is None))
+            saves_inputs = static
         self.saves_inputs = None if saves_inputs is None else frozenset(saves_inputs)
         self.batch = self._made(batch if batch is not None else family.batch)
-        if taylor is None:
-            taylor = self._derive_taylor(differentiable)
+        if taylor is None and family.nullary:
+            taylor = _constant_taylor(self)
+        elif taylor is None and not differentiable:
+            taylor = _nondifferentiable_taylor(self)
+        elif taylor is None and linear:
+            taylor = _linear_taylor(self, static)
         self.taylor = self._made(taylor)
         _registry[name] = self
 
     def _made(self, rule):
         return rule.make(self) if isinstance(rule, RuleTemplate) else rule
 
-    def _derive_jvp(self, jvp, vjp, transpose):
+    def _derive_jvp(self, jvp, vjp, transpose, static):
         if jvp is not None:
             return jvp
-        if transpose is not None:
-            linear_inputs = (None if callable(transpose) else
-                             [i for i, r in enumerate(transpose) if r is not None])
-            if linear_inputs is not None and len(linear_inputs) == 1:
-                return _apply_to_tangent(self, linear_inputs[0], len(transpose))
-            if self.family.elementwise and linear_inputs is not None:
-                return transpose  # diagonal Jacobian per input: the transpose is the jvp
-            return _apply_to_tangents(self, transpose)
-        if self.family.elementwise and isinstance(vjp, tuple):
-            return vjp  # diagonal Jacobian: the same rule both ways
-        return None
-
-    def _derive_vjp(self, jvp, vjp, transpose):
-        if vjp is not None:
-            return vjp
-        if transpose is not None:
-            return transpose
-        if self.family.elementwise and isinstance(jvp, tuple):
-            return jvp  # diagonal Jacobian: the same rule both ways
-        return None
-
-    def _derive_taylor(self, differentiable):
-        if self.family.nullary:
-            return _constant_taylor(self)
-        if not differentiable:
-            return _nondifferentiable_taylor(self)
-        if self.linear:
-            static = (() if callable(self.transpose) else
-                      tuple(i for i, r in enumerate(self.transpose) if r is None))
-            return _linear_taylor(self, static)
+        if isinstance(transpose, tuple) and len(transpose) - len(static) == 1:
+            # linear in one input: the primitive applied to its tangent
+            (i,) = (j for j in range(len(transpose)) if j not in static)
+            return tuple(_apply_to_tangent(self, i) if j == i else None
+                         for j in range(len(transpose)))
+        if self.family.elementwise and isinstance(transpose or vjp, tuple):
+            return transpose or vjp  # diagonal Jacobian: the same rules both ways
+        if transpose is not None:  # jointly linear: applied to all tangents
+            return _apply_to_tangents(self, static)
         return None
 
     def __repr__(self):
@@ -336,28 +287,41 @@ class Primitive:
 
 # ---- derived rules (see the module docstring) ---------------------------------------------
 
+def _conjugated_for_complex(rule):
+    """The vjp of a holomorphic elementwise primitive from its jvp rule ``g * f'(x)``: the
+    same for real values, ``conj(rule(conj(g))) = g * conj(f'(x))`` for complex ones (the
+    adjoint under the real inner product ``Re <u, v>``, PyTorch's gradient convention; see
+    ``prims/complex.py``)."""
+
+    def vjp(g, out, *primals, **params):
+        if g.dtype.is_complex:
+            conj = _registry["conj"]
+            return conj.bind(rule(conj.bind(g), out, *primals, **params))
+        return rule(g, out, *primals, **params)
+
+    vjp.__name__ = getattr(rule, "__name__", "vjp")
+    return vjp
+
+
 def _zeros_like(x):
     """Zeros shaped like ``x``, from the ``full`` primitive (traced like any other)."""
     return _registry["full"].bind(shape=tuple(x._shape), value=0, dtype=x.dtype)
 
 
-def _apply_to_tangent(prim, i, arity):
-    """jvp of a primitive linear in its input ``i`` alone (the others are static: indices,
-    a predicate): the primitive applied to the tangent."""
+def _apply_to_tangent(prim, i):
+    """jvp of a primitive linear in input ``i`` alone: the primitive on the tangent."""
 
     def rule(t, out, *primals, **params):
         args = list(primals)
         args[i] = t
         return prim.bind(*args, **params)
 
-    return tuple(rule if j == i else None for j in range(arity))
+    return rule
 
 
-def _apply_to_tangents(prim, transpose):
+def _apply_to_tangents(prim, static):
     """jvp of a jointly linear primitive: the primitive applied to all tangents at once
-    (zeros for the missing ones; inputs with a None transpose entry stay primal)."""
-    static = () if callable(transpose) else tuple(
-        i for i, r in enumerate(transpose) if r is None)
+    (zeros for missing ones; the ``static`` inputs stay primal)."""
 
     def rule(tangents, out, *primals, **params):
         args = [p if i in static else (t if t is not None else _zeros_like(p))
@@ -511,6 +475,25 @@ def _innermost_trace(args):
             if best is None or t.level > best.level:
                 best = t
     return best
+
+
+def bind_kernels(backend) -> None:
+    """Runs every registered primitive on ``backend``'s kernels (``backends.install`` calls
+    this). Raises ``ValueError`` naming the primitives it has no kernel for, changing nothing.
+
+    Example:
+        >>> from primflow.backends import get_backend
+        >>> bind_kernels(get_backend())  # the active backend has them all
+    """
+    global _backend
+    missing = [name for name in sorted(_registry) if name not in backend.kernels]
+    if missing:
+        raise ValueError(f"backend {backend.name!r} has no kernel for the primitive(s) "
+                         f"{', '.join(repr(n) for n in missing)}; add them to its kernel "
+                         f"table (see backends/numpy_backend.py)")
+    for name, prim in _registry.items():
+        prim.impl = backend.kernels[name]
+    _backend = backend
 
 
 def primitives() -> list:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import weakref
 
 from . import dtypes
 from .backend import on_install
@@ -60,8 +61,11 @@ DEFERRED_METHODS = {
         "matmul", "mm", "dot", "softmax", "log_softmax", "relu",
         # copies and in-place updates
         "clone", "to", "zero_", "fill_", "add_", "subtract_", "multiply_", "scale_", "clip_",
+        # complex numbers
+        "real", "imag", "conj", "angle", "is_complex",
     ),
-    "primflow.autodiff.tape": ("backward",),
+    "primflow.autodiff.tape": ("backward", "register_hook", "retain_grads", "gradient"),
+    "primflow.distributed": ("is_dist",),
 }
 
 
@@ -242,9 +246,12 @@ class Tensor:
 
     def _set_value(self, value):
         """Replaces the values in place (copy-on-write) and bumps the version counter, so a
-        backward that saved the old values notices and raises instead of using new ones."""
+        backward that saved the old values notices and raises instead of using new ones.
+        Views of this tensor, and the tensor it is a view of, follow (``sync_views``)."""
         self._value = value
         self._version += 1
+        if _VIEW_OF or _VIEWS:
+            sync_views(self)
 
     def set_value(self, value):
         """Overwrites the values with ``value`` (same shape), like Paddle's ``set_value``.
@@ -308,6 +315,8 @@ def to_native(data, dtype=None):
         return _backend.asarray(value, dtypes.int64)
     if kind == "b":
         return value
+    if kind == "c":
+        return _backend.asarray(value, dtypes.complex_of(dtypes.default_float()))
     raise TypeError(
         f"cannot make a tensor from {type(data).__name__} data of unsupported dtype "
         f"{getattr(value, 'dtype', kind)}; primflow supports "
@@ -315,3 +324,77 @@ def to_native(data, dtype=None):
         f"them, NumPy arrays or tensors")
 
 
+
+
+# ---- views (Paddle's rule: view-like ops share data with their input) ------------------------
+# A view (the result of reshape, flatten, squeeze, unsqueeze, transpose, ... on a tensor) and
+# the tensor owning the data (its root: views of views are registered on the root) stay in
+# step: after an in-place update of either, the others are recomputed from it. Values are
+# copy-on-write, so this is done explicitly: ``register_view`` records how to get the view's
+# values from the root's (``forward``) and back (``inverse``), both functions of native
+# arrays; every in-place update calls ``sync_views``, which updates the root and its other
+# views and bumps each changed tensor's version (a backward that saved one of them refuses
+# to run, as for any in-place update). Only values follow, as in Paddle: the autograd graph
+# of the other tensors is unchanged. Views under transforms are not tracked.
+_VIEW_OF = {}  # id(view) -> (weakref to the view, root, inverse, steps)
+_VIEWS = {}  # id(root) -> [weakref to the root, [(weakref to a view, forward), ...]]
+
+
+def register_view(root, view, forward, inverse, steps=None):
+    """Records that ``view`` shares data with ``root`` (see above). ``steps`` (hashable,
+    or None) says how the view is made: the caller reads it back with ``view_of`` (to
+    compose a view of this view), and views made by equal steps share one computed value."""
+    key = id(view)
+    _VIEW_OF[key] = (weakref.ref(view, lambda _, k=key: _VIEW_OF.pop(k, None)), root, inverse,
+                     steps)
+    entry = _VIEWS.get(id(root))
+    if entry is None:
+        root_key = id(root)
+        entry = _VIEWS[root_key] = [
+            weakref.ref(root, lambda _, k=root_key: _VIEWS.pop(k, None)), []]
+    views = entry[1]
+    views.append((weakref.ref(view), forward, steps))
+    if len(views) >= 16 and not len(views) & (len(views) - 1):  # at powers of two: drop the
+        views[:] = [v for v in views if v[0]() is not None]  # dead (amortised O(1))
+
+
+def view_of(tensor):
+    """``(root, steps)`` when ``tensor`` is a registered view, else None."""
+    entry = _VIEW_OF.get(id(tensor))
+    if entry is None or entry[0]() is not tensor:
+        return None
+    return entry[1], entry[3]
+
+
+def sync_views(tensor):
+    """After an in-place update of ``tensor``: gives the tensor owning its data and every
+    view of that tensor the matching values (and new versions)."""
+    up = _VIEW_OF.get(id(tensor))
+    if up is not None and up[0]() is tensor:
+        root = up[1]
+        root._value = up[2](tensor._value)
+        root._version += 1
+    elif id(tensor) in _VIEWS:
+        root = tensor
+    else:
+        return
+    down = _VIEWS.get(id(root))
+    if down is None or down[0]() is not root:
+        return
+    alive = []
+    computed = {}  # views made by the same steps share one computed value (arrays are
+    for item in down[1]:  # never written in place, so sharing them is safe)
+        view = item[0]()
+        if view is None:
+            continue
+        alive.append(item)
+        if view is not tensor:
+            key = item[2]
+            value = computed.get(key) if key is not None else None
+            if value is None:
+                value = item[1](root._value)
+                if key is not None:
+                    computed[key] = value
+            view._value = value
+            view._version += 1
+    down[1] = alive

@@ -4,6 +4,12 @@
   ``barrier``, ``new_group``, ``all_reduce`` (``ReduceOp.SUM/MAX/MIN/AVG/PROD``),
   ``all_gather``, ``reduce_scatter``, ``alltoall``, ``broadcast``, ``send``/``recv`` on each
   rank's tensors, differentiable (``collective.py``).
+* Distributed tensors: ``ProcessMesh``, ``Replicate``/``Shard``/``Partial``,
+  ``shard_tensor``, ``reshard``, ``dtensor_from_local``, ``unshard_dtensor``; every op and
+  derivative runs on them (``dtensor.py`` explains the design, ``prims/_sharding.py`` has
+  the rules).
+* Paddle 3's user API: ``shard_layer``, ``shard_optimizer`` (``ShardingStage1``),
+  ``shard_dataloader``, ``to_static``; checkpoints ``save_state_dict``/``load_state_dict``.
 * Start N processes with ``primflow launch -n N script.py`` (or ``python -m
   primflow.distributed.launch``); without a launcher a process is a world of one.
 
@@ -14,14 +20,17 @@ Example:
 """
 
 from ..backends.communicator import CommunicationError
+from .api import (DistModel, ShardDataloader, ShardingStage1, Strategy, shard_dataloader,
+                  shard_layer, shard_optimizer, to_static)
+from .checkpoint import load_state_dict, save_state_dict
 from .collective import (ReduceOp, all_gather, all_reduce, alltoall, broadcast, recv,
                          reduce_scatter, send)
+from .dtensor import (DistTensor, dtensor_from_fn, dtensor_from_local, dtensor_to_local,
+                      is_dist_tensor, reduce_gradients, reshard, shard_tensor,
+                      unshard_dtensor)
 from .env import (Group, barrier, get_rank, get_world_size, init_parallel_env, is_initialized,
                   new_group)
-from .dtensor import (DistTensor, dtensor_from_local, dtensor_to_local, is_dist_tensor,
-                      reshard, shard_tensor, unshard_dtensor)
 from .placement import Partial, Placement, ProcessMesh, ReduceType, Replicate, Shard
-from ..core.tensor import Tensor as _Tensor
 
 
 def _tensor_is_dist(self) -> bool:
@@ -29,14 +38,23 @@ def _tensor_is_dist(self) -> bool:
 
     Example:
         >>> import primflow as pf
-        >>> import primflow.distributed  # noqa: F401
         >>> pf.ones([2]).is_dist()
         False
     """
     return False
 
 
-_Tensor.is_dist = _tensor_is_dist
-from .api import (DistModel, ShardDataloader, ShardingStage1, Strategy, shard_dataloader,
-                  shard_layer, shard_optimizer, to_static)
-from .checkpoint import load_state_dict, save_state_dict
+# Tensor.is_dist (core/tensor.py declares it and looks it up here on first use; DistTensor
+# overrides it)
+TENSOR_METHODS = {"is_dist": _tensor_is_dist}
+
+__all__ = [
+    "CommunicationError", "DistModel", "DistTensor", "Group", "Partial", "Placement",
+    "ProcessMesh", "ReduceOp", "ReduceType", "Replicate", "Shard", "ShardDataloader",
+    "ShardingStage1", "Strategy", "all_gather", "all_reduce", "alltoall", "barrier",
+    "broadcast", "dtensor_from_fn", "dtensor_from_local", "dtensor_to_local", "get_rank",
+    "get_world_size", "init_parallel_env", "is_dist_tensor", "is_initialized",
+    "load_state_dict", "new_group", "recv", "reduce_gradients", "reduce_scatter", "reshard", "save_state_dict",
+    "send", "shard_dataloader", "shard_layer", "shard_optimizer", "shard_tensor",
+    "to_static", "unshard_dtensor",
+]

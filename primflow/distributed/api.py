@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..core.state import no_grad
 from ..core.tensor import Tensor
 from ..ops import astype as cast
-from .dtensor import DistTensor, dtensor_from_local, reshard, shard_tensor
+from .dtensor import DistTensor, dtensor_from_local, reduce_gradients, reshard, shard_tensor
 from .placement import ProcessMesh, Replicate, Shard
 
 
@@ -105,6 +105,7 @@ class _ShardOptimizer:
         if self._calls % self._accumulation:
             return
         inner = self._inner
+        reduce_gradients(inner._parameter_list)  # one bucketed collective
         if self._shard_fn is None:
             return inner.step()
         with no_grad():
@@ -297,6 +298,7 @@ class DistModel:
                 return self._loss_fn(self.network(*inputs), label)
         loss = self._loss_fn(self.network(*inputs), label)
         loss.backward()
+        reduce_gradients(self.network.parameters())
         self._optimizer.step()
         self._optimizer.clear_grad()
         return loss

@@ -11,8 +11,9 @@ collectives of Paddle's reshard table), and the primitive runs on the local bloc
 Because a DistTensor behaves exactly like the single-process tensor of its global value,
 autodiff needs nothing special: the tape records primitives on DistTensors, their rules run
 on DistTensors again (inserting whatever collectives *their* layouts need), and every order
-works. A Replicate parameter used with Shard(0) data gets a Partial gradient, which
-``.grad`` (the leaf's accumulator) reduces to the parameter's own placements. Explicit
+works. A Replicate parameter used with Shard(0) data gets a Partial gradient, which its
+``.grad`` keeps while contributions accumulate; ``reduce_gradients`` reduces all of them in
+one bucketed collective (or the first use of one reduces it). Explicit
 relayouts (``reshard``) are the identity on global values; their adjoint reshards the
 cotangent back.
 
@@ -215,11 +216,14 @@ class DistTensor(Tracer):
 
     @grad.setter
     def grad(self, value):
-        # a leaf's gradient takes the leaf's own layout: the Partial gradient of a
-        # Replicate parameter used on sharded data is reduced here, once
+        # a leaf's gradient takes the leaf's layout, except that a Partial gradient of a
+        # Replicate leaf (a parameter used on sharded data) stays Partial: contributions
+        # then accumulate without communication, and ``dist.reduce_gradients`` (called by
+        # shard_optimizer, to_static and the trainer) reduces all of them in one
+        # collective; any other use reduces it on the way (its value is the gradient)
         if value is not None and not (isinstance(value, DistTensor) and
                                       value._mesh == self._mesh and
-                                      value._specs == self._specs):
+                                      _pending_reduction(value._specs, self._specs)):
             with no_grad():
                 value = reshard(value, self._mesh, self.placements)
         Tracer.grad.__set__(self, value)
@@ -259,6 +263,50 @@ class DistTensor(Tracer):
     __str__ = __repr__
 
 
+def _pending_reduction(grad_specs, leaf_specs):
+    """Whether a gradient laid out by ``grad_specs`` may stay on a leaf laid out by
+    ``leaf_specs``: the same, or linear-partial where the leaf is replicated."""
+    return all(g == s or (s is None and g in ("sum", "avg"))
+               for g, s in zip(grad_specs, leaf_specs))
+
+
+def reduce_gradients(parameters):
+    """Reduces the Partial gradients of distributed ``parameters`` to the parameters' own
+    placements, bucketed: one all_reduce per mesh dim and dtype for all of them (what
+    data-parallel training does after backward). ``shard_optimizer``, ``to_static`` and
+    the trainer call it; a plain optimizer works without it (each gradient is then reduced
+    when the update first needs it).
+
+    Example:
+        >>> import primflow as pf
+        >>> import primflow.distributed as dist
+        >>> mesh = dist.ProcessMesh([0])
+        >>> w = dist.shard_tensor(pf.ones([2]), mesh, [dist.Replicate()], stop_gradient=False)
+        >>> x = dist.shard_tensor(pf.ones([4, 2]), mesh, [dist.Shard(0)])
+        >>> (x * w).sum().backward()
+        >>> w.grad.placements
+        [Partial(reduce_type=kRedSum)]
+        >>> dist.reduce_gradients([w]); w.grad.placements
+        [Replicate()]
+    """
+    buckets = {}
+    for p in parameters:
+        g = p.grad if isinstance(p, DistTensor) else None
+        if not isinstance(g, DistTensor) or g._specs == p._specs:
+            continue
+        dims = tuple((k, s) for k, s in enumerate(g._specs) if s != p._specs[k])
+        if g._local is None or g._mesh != p._mesh:
+            continue
+        buckets.setdefault((p._mesh, dims, g.dtype), []).append(p)
+    for (mesh, dims, _dtype), params in buckets.items():
+        arrays = [p.grad._local._value for p in params]
+        for k, op in dims:
+            arrays = _comm_along(mesh, k).allreduce_many(arrays, op)
+        for p, value in zip(params, arrays):
+            g = DistTensor._make(Tensor._wrap(value), mesh, p._specs, p.grad.aval)
+            Tracer.grad.__set__(p, g)
+
+
 def _describe(x):
     name = f" {x.name!r}" if getattr(x, "name", None) else ""
     return (f"tensor{name} {x.dtype.name}{list(x._shape)} with placements {x.placements} on "
@@ -286,27 +334,51 @@ class DistTrace(Trace):
         ndim = mesh.ndim
         avals = [a.aval if isinstance(a, DistTensor) else Aval(a._shape, a.dtype)
                  for a in args]
-        out_aval = prim.infer(*avals, **params)
         specs = [a._specs if isinstance(a, DistTensor) else (None,) * ndim for a in args]
-        rule = sharding_rule(prim.name)
-        sizes = _effective_shape(mesh)
-        wanted, out_specs = expand(rule, specs, avals, out_aval, sizes, params)
+        plan = _plan(prim, mesh, avals, specs, params)
+        out_aval, wanted, out_specs, local_params, out_shape, rule = plan
         if not _is_member(mesh):
             return DistTensor._make(None, mesh, out_specs, out_aval)
         locals_ = []
         for a, src, dst, av in zip(args, specs, wanted, avals):
             value = a._local._value if isinstance(a, DistTensor) else a._value
             locals_.append(Tensor._wrap(relayout(value, av.shape, mesh, src, dst)))
-        local_params = rule.localize(params, [tuple(t._shape) for t in locals_],
-                                     local_shape(out_aval.shape, out_specs, sizes,
-                                                 _coords(mesh)),
-                                     [sharded_dims(w) for w in wanted])
-        out_shape = local_shape(out_aval.shape, out_specs, sizes, _coords(mesh))
         if rule.empty_fill is not None and any(not t.size for t in locals_):
             out_local = full(shape=out_shape, value=rule.empty_fill, dtype=out_aval.dtype)
         else:
             out_local = prim.bind(*locals_, **local_params)
         return DistTensor._make(out_local, mesh, out_specs, out_aval)
+
+
+_plans = {}
+
+
+def _plan(prim, mesh, avals, specs, params):
+    """What running ``prim`` on these layouts takes: the output's aval and specs, the
+    inputs' wanted specs, the local computation's params and output shape. Depends only on
+    hashable metadata, so it is cached (eager loops repeat the same calls)."""
+    try:
+        key = (prim.name, mesh, tuple(avals), tuple(specs), tuple(sorted(params.items())))
+        hash(key)
+    except TypeError:  # an unhashable parameter: plan without the cache
+        key = None
+    plan = _plans.get(key) if key is not None else None
+    if plan is None:
+        out_aval = prim.infer(*avals, **params)
+        rule = sharding_rule(prim.name)
+        sizes = _effective_shape(mesh)
+        wanted, out_specs = expand(rule, specs, avals, out_aval, sizes, params)
+        coords = _coords(mesh) if _is_member(mesh) else (0,) * mesh.ndim
+        in_shapes = [local_shape(av.shape, w, sizes, coords) for av, w in zip(avals, wanted)]
+        out_shape = local_shape(out_aval.shape, out_specs, sizes, coords)
+        local_params = rule.localize(params, in_shapes, out_shape,
+                                     [sharded_dims(w) for w in wanted])
+        plan = (out_aval, wanted, out_specs, local_params, out_shape, rule)
+        if key is not None:
+            if len(_plans) > 4096:
+                _plans.clear()
+            _plans[key] = plan
+    return plan
 
 
 _the_trace = None
@@ -329,6 +401,9 @@ def _check_placements(placements, mesh, shape, what):
         raise ValueError(f"{what}: {len(placements)} placements {placements} for a "
                          f"{mesh.ndim}-d mesh {mesh}; give one placement per mesh dim")
     specs = tuple(to_spec(p) for p in placements)
+    # Shard(-1): the last dim, as Paddle and torch allow
+    specs = tuple(s + len(shape) if _is_shard(s) and -len(shape) <= s < 0 else s
+                  for s in specs)
     check_layout(shape, specs, what)
     return specs
 
@@ -580,6 +655,20 @@ def dtensor_from_local(local_tensor, mesh, placements, shape=None):
                          f"placements {list(placements)} gives it {list(expected)} "
                          f"(torch.chunk blocks)")
     return _from_local(t, mesh, specs, tuple(shape))
+
+
+def dtensor_from_fn(fn, mesh, placements, *args, **kwargs):
+    """``shard_tensor(fn(*args, **kwargs), mesh, placements)`` (Paddle's
+    ``dtensor_from_fn``).
+
+    Example:
+        >>> import primflow as pf
+        >>> import primflow.distributed as dist
+        >>> x = dist.dtensor_from_fn(pf.ones, dist.ProcessMesh([0]), [dist.Shard(0)], [4])
+        >>> x.shape
+        [4]
+    """
+    return shard_tensor(fn(*args, **kwargs), mesh, placements)
 
 
 def dtensor_to_local(x, mesh=None, placements=None):

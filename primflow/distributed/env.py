@@ -11,8 +11,7 @@ from __future__ import annotations
 import sys
 import traceback
 
-from ..backends.communicator import (MPI_EXTRA_HINT, CommunicationError, LocalCommunicator,
-                                     launched_by_mpi, mpi_communicator)
+from ..backends.communicator import LocalCommunicator, launched_by_mpi, mpi_communicator
 
 _world = None
 
@@ -178,15 +177,3 @@ def _comm_of(group):
         raise TypeError(f"group must be a primflow.distributed.Group (from new_group), got "
                         f"{type(group).__name__}")
     return group.comm
-
-
-def require_mpi(what: str):
-    """Raises a clear error when ``what`` needs more than one process but this is a world
-    of one without MPI."""
-    if world().size == 1:
-        try:
-            import mpi4py  # noqa: F401,PLC0415 - only probing whether it is installed
-        except ImportError:
-            raise CommunicationError(f"{what} needs several processes: {MPI_EXTRA_HINT}, then "
-                                     f"start the script with `primflow launch -n N script.py`"
-                                     ) from None

@@ -59,8 +59,34 @@ class TupleAval(Aval):
         return hash(("tuple",) + self.avals)
 
 
+def all_ops(fn):
+    """Every operation of ``fn`` and, depth first, of the regions inside it.
+
+    Example:
+        >>> import primflow as pf
+        >>> from primflow.ir.regions import all_ops
+        >>> f = pf.jit(lambda x: pf.scan(lambda c, v: (c + v, c), x[0], x)[0])
+        >>> program = f.lower(pf.ones([3])).program
+        >>> [op.prim for op in all_ops(program)][:3]
+        ['slice', 'reshape', 'scan']
+    """
+    for op in fn.ops:
+        yield op
+        for _, region in regions_of(op):
+            yield from all_ops(region)
+
+
 def regions_of(op) -> list:
-    """``[(param name, Function), ...]`` for the regions of a control-flow operation."""
+    """``[(param name, Function), ...]`` for the regions of a control-flow operation.
+
+    Example:
+        >>> import primflow as pf
+        >>> from primflow.ir.regions import regions_of
+        >>> f = pf.jit(lambda x: pf.scan(lambda c, v: (c + v, c), x[0], x)[0])
+        >>> program = f.lower(pf.ones([3])).program
+        >>> [name for op in program.ops for name, _ in regions_of(op)]
+        ['body']
+    """
     if op.prim not in CONTROL:
         return []
     if op.prim == "cond":
@@ -196,3 +222,44 @@ def run_native(op, args, run_region) -> list:
         for y, o in zip(ys, outs[k:]):
             y[t] = o
     return carry + ys
+
+
+def prune_results(fn) -> bool:
+    """Dead-code elimination across regions: results of a ``scan`` (its stacked ys) or a
+    ``cond`` that no ``get`` reads are removed from the operation and its regions, so the
+    regions stop computing them (a reverse scan recorded for higher derivatives that
+    nobody takes, say, keeps no residuals). Run DCE first (unused gets gone) and again
+    inside the regions after. Returns whether anything changed."""
+    from ._program import Value
+
+    changed = False
+    readers = {}
+    for op in fn.ops:
+        if op.prim == GET:
+            readers.setdefault(op.inputs[0], []).append(op)
+    for op in fn.ops:
+        if op.prim not in ("scan", "cond"):
+            continue
+        gets = readers.get(op.out, [])
+        used = {g.params["index"] for g in gets}
+        avals = op.out.aval.avals
+        first = op.params["n_carry"] if op.prim == "scan" else 0
+        keep = [i for i in range(len(avals)) if i < first or i in used]
+        if len(keep) == len(avals):
+            continue
+        changed = True
+        new_index = {old: new for new, old in enumerate(keep)}
+        body_keep = keep  # scan results and body outputs correspond one to one
+        regions = []
+        for _, region in regions_of(op):
+            region = region.copy()
+            region.outputs = [region.outputs[i] for i in body_keep]
+            regions.append(region)
+        op.params = with_regions(op, regions)
+        new_out = Value(TupleAval([avals[i] for i in keep]), op)
+        old_out, op.out = op.out, new_out
+        for g in gets:
+            g.inputs = [new_out]
+            g.params = dict(g.params, index=new_index[g.params["index"]])
+        del old_out
+    return changed

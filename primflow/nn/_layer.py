@@ -19,7 +19,7 @@ from collections import OrderedDict
 from ..core import dtypes
 from ..core.state import no_grad
 from ..core.tensor import Tensor
-from ..ops import cast
+from ..ops.helpers import cast
 from ..ops.creation import to_tensor
 from . import initializer as _init
 

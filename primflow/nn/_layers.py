@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..ops import activation as F
 from ..ops import math as _math
-from ..ops import as_tensor
+from ..ops.helpers import as_tensor
 from ..ops.linalg import linear
 from ..ops.manipulation import flatten
 from . import initializer as _init

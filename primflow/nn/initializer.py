@@ -27,7 +27,7 @@ from ..core.state import no_grad
 from ..core.tensor import Tensor
 from ..ops import creation
 from ..ops import math as _ops_math
-from ..ops import as_tensor, cast
+from ..ops.helpers import as_tensor, cast
 
 __all__ = ["Assign", "Constant", "Initializer", "KaimingNormal", "KaimingUniform", "Normal",
            "TruncatedNormal", "Uniform", "XavierNormal", "XavierUniform", "calculate_gain"]

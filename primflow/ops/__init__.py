@@ -24,6 +24,12 @@ from .math import (abs, add, astype, atan2, ceil, clip, cos, cosh, divide, equal
                    sin, sinh, sqrt, square, subtract, tan, tanh, where)
 from .reduction import (all, any, argmax, argmin, cumsum, logsumexp, max, mean, min, norm,
                         prod, std, sum, var)
+# scientific numerics (issue 18): complex numbers, FFT
+from .complex_ops import (angle, as_complex, as_real, complex, conj, imag, is_complex, polar,
+                          real)
+from . import fft
+# Paddle compatibility (issue 20): copies and casts that always give a new tensor
+from .copying import assign, cast, clone
 from .aliases import create as _create_aliases
 
 _create_aliases(globals())  # cat, clamp, swish, ...: one table, see aliases.py
@@ -33,8 +39,7 @@ _create_aliases(globals())  # cat, clamp, swish, ...: one table, see aliases.py
 __all__ = sorted(name for name, value in globals().items()
                  if not name.startswith("_") and callable(value))
 
-# Internal API for the layers above (autodiff, transforms, nn, optimizer): conversions ops
-# use themselves, and the hook through which autodiff gives fused composites their
-# recorded backward. Not part of ``__all__``.
+# Internal API for the layers above: the hook through which autodiff gives fused composites
+# their recorded backward (the conversions ops use themselves are ``ops.helpers``). Not part
+# of ``__all__``.
 from ._fused import set_decomposed_vjp  # noqa: E402
-from ._helpers import as_tensor, cast, exact_reshape  # noqa: E402

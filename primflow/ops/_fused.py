@@ -3,14 +3,13 @@
 A composite (softmax, layer_norm, cross_entropy, ...) is *defined* by its decomposition into
 primitives: that is what transforms trace, what higher derivatives differentiate and what
 ``pf.decompose()`` forces. In eager mode the backend may also offer a fused pair of kernels
-for it (``Backend.fused_kernels[name] = (forward, backward)``, see
+for it (``Backend.fast_paths["composite"][name] = (forward, backward)``, see
 ``backends/numpy_fused.py``): one kernel for the forward pass and one for the first-order
 backward pass, saving only what that backward needs. ``call`` picks between them:
 
-* the decomposition runs when ``pf.decompose()`` is on, when an input is a transform's
-  tracer (vmap, jvp, jet and jit need primitive rules), inside ``pf.jit`` tracing (a
-  staging trace records even the primitives on plain tensors), when the backend has no
-  kernel for the composite, and for 0-d or empty inputs;
+* the decomposition runs where the one fast-path predicate (``backends/fast_paths.py``)
+  says no (``pf.decompose()`` on, an input a transform's tracer, ``pf.jit`` tracing),
+  when the backend has no kernel for the composite, and for 0-d or empty inputs;
 * otherwise the forward kernel runs, and if the tape records (an input requires grad) one
   ``CustomRule`` node is recorded over the inputs. Its backward runs the fused backward
   kernel when the backward pass is not itself recorded. When it is (``create_graph=True``,
@@ -27,13 +26,11 @@ simply decompose.
 
 from __future__ import annotations
 
-from ..backends import get_backend
+from ..backends import fast_paths
 from ..core.primitive import record_custom
 from ..core.state import state
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
-
-_kernels = get_backend().fused_kernels
 
 # The hook: ``decomposed_vjp(fn, inputs, needs, g) -> list`` returns, for the function
 # ``fn(*inputs)`` (a composite's decomposition, with ``None`` for absent inputs), the
@@ -53,21 +50,11 @@ def call(name, decomposed, inputs, **params):
     """``decomposed(*inputs, **params)``, or the same computed by the backend's fused
     kernels for ``name`` when that is allowed (see the module docstring). ``inputs`` are
     tensors or ``None`` (an absent optional input); ``params`` are static."""
-    if state.decompose:
-        return decomposed(*inputs, **params)
-    for trace in state.trace_stack:  # a staging trace (jit) records every primitive
-        if getattr(trace, "stages_creation", False):
-            return decomposed(*inputs, **params)
-    kernel = _kernels.get(name)
+    kernel = fast_paths.lookup("composite", name, inputs, records_itself=True)
     if kernel is None:
         return decomposed(*inputs, **params)
-    tensors = []
-    for a in inputs:
-        if a is not None:
-            if isinstance(a, Tracer) or not a._value.size:
-                return decomposed(*inputs, **params)
-            tensors.append(a)
-    if not inputs[0]._value.ndim:
+    tensors = [a for a in inputs if a is not None]
+    if not inputs[0]._value.ndim or not all(a._value.size for a in tensors):
         return decomposed(*inputs, **params)
     needs = tuple(a is not None and not a.stop_gradient and a.dtype.is_floating
                   for a in inputs)

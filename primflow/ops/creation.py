@@ -8,7 +8,7 @@ from .. import prims
 from ..core import dtypes
 from ..core.random import next_key
 from ..core.tensor import Tensor
-from ._helpers import as_tensor, binary_operands, cast, shape_arg
+from .helpers import as_tensor, binary_operands, cast, shape_arg
 
 
 def _float_dtype(dtype):

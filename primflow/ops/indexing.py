@@ -12,9 +12,9 @@ from __future__ import annotations
 from .. import prims
 from ..core import dtypes
 from ..core.state import state
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, sync_views
 from ..core.trace import Tracer, outside_update_error
-from ._helpers import alias, as_tensor, broadcast_shapes, broadcast_to, cast
+from .helpers import alias, as_tensor, broadcast_shapes, broadcast_to, cast
 from .manipulation import _check_index_range, flip, moveaxis, reshape
 
 
@@ -209,6 +209,7 @@ def setitem(x, key, value) -> None:
         x._node = new._node
         x.stop_gradient = False
     x._version += 1
+    sync_views(x)  # views of x and the tensor x is a view of follow
 
 
 def _rebind(x, new, what):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
-from ._helpers import as_tensor, broadcast_shapes, broadcast_to, cast
+from .helpers import as_tensor, broadcast_shapes, broadcast_to, cast
 from .manipulation import reshape, transpose
 from .math import add
 
@@ -152,3 +152,10 @@ def linear(x, weight, bias=None) -> Tensor:
     if bias is not None:
         out = add(out, bias)
     return out
+
+
+# ---- solves, decompositions, norms (issue 18): pf.linalg is this module ----------------------
+from .decompositions import (cholesky, cholesky_solve, cond, det, eigh, eigvalsh,  # noqa: E402
+                             inv, lstsq, lu, lu_solve, lu_unpack, matrix_exp, matrix_norm,
+                             matrix_power, norm, pinv, qr, slogdet, solve, svd, svdvals,
+                             triangular_solve, vector_norm)

@@ -1,5 +1,17 @@
 """Shape manipulation: reshape, transpose, squeeze, concat, stack, split, flip, gather...
-all written over the shape and index primitives."""
+all written over the shape and index primitives.
+
+Aliasing rule (Paddle's): the view-like ops ``reshape``/``view``, ``flatten``,
+``squeeze``, ``unsqueeze``, ``transpose``, ``t``/``.T`` and ``moveaxis`` return a new
+Tensor that shares data with its input, also when nothing changes (``reshape(x,
+x.shape)``, ``flatten`` of a 1-d tensor): an in-place update of either (``y[0] = 1``,
+``y.add_(1)``, ``x.set_value(...)``) shows in the other. As in Paddle only values are
+shared, not the autograd graph; versions follow, so a backward that saved the other tensor
+refuses to run. Every other op returns a new tensor that shares nothing (``expand``,
+``flip``, ``concat``, ``astype``/``cast``, ``clone``...). Inside transforms (jit, vmap,
+grad of a function) views are not tracked: updates there are functional. Unlike Paddle,
+``detach()`` and indexing results (``x[0]``) do not share data.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +19,9 @@ import math as _math
 
 from .. import prims
 from ..core import dtypes
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, register_view, view_of
 from ..core.trace import Tracer
-from ._helpers import as_tensor, broadcast_shapes, broadcast_to, cast, normalize_axis, shape_arg
+from .helpers import as_tensor, broadcast_shapes, broadcast_to, cast, normalize_axis, shape_arg
 
 
 def reshape(x, shape) -> Tensor:
@@ -39,9 +51,52 @@ def reshape(x, shape) -> Tensor:
     if _math.prod(shape) != x.size:
         raise ValueError(f"cannot reshape a tensor of shape {x.shape} ({x.size} elements) into "
                          f"{shape} ({_math.prod(shape)} elements)")
-    if tuple(shape) == tuple(x._shape):
-        return x
-    return prims.reshape(x, shape=tuple(shape))
+    out = prims.reshape(x, shape=tuple(shape))  # a new tensor even for the same shape
+    _share(x, out, ("reshape", tuple(shape)))
+    return out
+
+
+def _new_handle(x):
+    """``x``'s values as a new tensor in the graph that shares nothing with ``x``."""
+    return prims.reshape(x, shape=tuple(x._shape))
+
+
+def _share(x, out, step):
+    """Registers ``out`` as a view of the tensor owning ``x``'s data (the aliasing rule
+    above). ``step`` is ``("reshape", shape)`` or ``("transpose", perm)`` applied to ``x``;
+    the steps from the root are kept short: consecutive reshapes merge into the last one,
+    consecutive transposes into one permutation."""
+    if isinstance(x, Tracer) or isinstance(out, Tracer):
+        return
+    parent = view_of(x)
+    root, steps = (x, []) if parent is None else (parent[0], list(parent[1]))
+    kind, arg = step
+    in_shape = tuple(x._shape)
+    if steps and steps[-1][0] == kind == "reshape":
+        steps = steps[:-1] + [("reshape", arg, steps[-1][2])]
+    elif steps and steps[-1][0] == kind == "transpose":
+        first = steps[-1][1]
+        steps = steps[:-1] + [("transpose", tuple(first[i] for i in arg), steps[-1][2])]
+    else:
+        steps = steps + [(kind, arg, in_shape)]
+
+    # (the primitives' kernels on native values: nothing here is recorded or traced)
+    def forward(value):
+        for kind_, arg_, _ in steps:
+            value = (prims.reshape.impl(value, shape=arg_) if kind_ == "reshape"
+                     else prims.transpose.impl(value, perm=arg_))
+        return value
+
+    def inverse(value):
+        for kind_, arg_, in_shape_ in reversed(steps):
+            if kind_ == "reshape":
+                value = prims.reshape.impl(value, shape=in_shape_)
+            else:
+                value = prims.transpose.impl(value, perm=tuple(
+                    sorted(range(len(arg_)), key=lambda i: arg_[i])))
+        return value
+
+    register_view(root, out, forward, inverse, tuple(steps))
 
 
 
@@ -81,8 +136,10 @@ def transpose(x, perm) -> Tensor:
         raise ValueError(f"transpose: perm {list(perm)} is not a permutation of "
                          f"range({x.ndim}) for shape {x.shape}")
     if perm == tuple(range(x.ndim)):
-        return x
-    return prims.transpose(x, perm=perm)
+        return reshape(x, x.shape)  # a view: the identity permutation moves nothing
+    out = prims.transpose(x, perm=perm)
+    _share(x, out, ("transpose", perm))
+    return out
 
 
 def t(x) -> Tensor:
@@ -96,7 +153,7 @@ def t(x) -> Tensor:
     x = as_tensor(x)
     if x.ndim > 2:
         raise ValueError(f"t() expects at most 2 dims, got shape {x.shape}; use transpose")
-    return x if x.ndim < 2 else transpose(x, [1, 0])
+    return reshape(x, x.shape) if x.ndim < 2 else transpose(x, [1, 0])
 
 
 def moveaxis(x, source, destination) -> Tensor:
@@ -164,7 +221,8 @@ def expand(x, shape) -> Tensor:
     shape = list(shape_arg([s if s != -1 else 1 for s in shape]) if -1 not in shape else shape)
     lead = len(shape) - x.ndim
     shape = [x._shape[i - lead] if s == -1 else s for i, s in enumerate(shape)]
-    return broadcast_to(x, shape)
+    out = broadcast_to(x, shape)
+    return _new_handle(x) if out is x else out
 
 
 def broadcast_tensors(inputs) -> list:
@@ -207,7 +265,7 @@ def concat(x, axis=0) -> Tensor:
                              f"tensor 0 has {tensors[0].shape}; all dims except {axis} must "
                              f"match")
     if len(tensors) == 1:
-        return tensors[0]
+        return _new_handle(tensors[0])
     return prims.concatenate(*tensors, axis=axis)
 
 
@@ -348,14 +406,14 @@ def flip(x, axis) -> Tensor:
         >>> pf.flip(pf.to_tensor([1.0, 2.0, 3.0]), 0).numpy()
         array([3., 2., 1.], dtype=float32)
     """
-    x = as_tensor(x)
+    x = x_in = as_tensor(x)
     for a in normalize_axis(axis, x.ndim):
         n = x._shape[a]
         rev = prims.sub(prims.full(shape=(n,), value=n - 1, dtype=dtypes.int64),
                         prims.iota(shape=(n,), dtype=dtypes.int64, dimension=0))
         moved = moveaxis(x, a, 0)
         x = moveaxis(prims.gather(moved, prims.reshape(rev, shape=(n, 1))), 0, a)
-    return x
+    return x if x is not x_in else _new_handle(x)
 
 
 def tile(x, repeat_times) -> Tensor:
@@ -371,14 +429,15 @@ def tile(x, repeat_times) -> Tensor:
     reps = list(repeat_times)
     if len(reps) < x.ndim:
         reps = [1] * (x.ndim - len(reps)) + reps
-    x = reshape(x, [1] * (len(reps) - x.ndim) + x.shape)
+    # (prims.reshape, not reshape: the result is a copy, never a view of x)
+    x = prims.reshape(x, shape=tuple([1] * (len(reps) - x.ndim) + x.shape))
     # interleave a new size-r dim before each dim, broadcast, then merge the pairs
     expanded_shape, target = [], []
     for r, d in zip(reps, x._shape):
         expanded_shape += [1, d]
         target += [r, d]
-    y = broadcast_to(reshape(x, expanded_shape), target)
-    return reshape(y, [r * d for r, d in zip(reps, x._shape)])
+    y = broadcast_to(prims.reshape(x, shape=tuple(expanded_shape)), target)
+    return prims.reshape(y, shape=tuple(r * d for r, d in zip(reps, x._shape)))
 
 
 def tril(x, diagonal=0) -> Tensor:

@@ -9,7 +9,7 @@ import math as _math
 from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
-from ._helpers import (as_tensor, binary_operands, broadcast_shapes, broadcast_to, cast,
+from .helpers import (as_tensor, binary_operands, broadcast_shapes, broadcast_to, cast,
                        float_operand, full)
 
 
@@ -206,14 +206,28 @@ def neg(x) -> Tensor:
 
 
 def abs(x) -> Tensor:  # noqa: A001 - public name
-    """``|x|`` (gradient 0 at 0).
+    """``|x|`` (gradient 0 at 0; the modulus of complex x, with gradient ``g z / |z|``).
 
     Example:
         >>> import primflow as pf
         >>> pf.abs(pf.to_tensor([-1.0, 2.0])).numpy()
         array([1., 2.], dtype=float32)
     """
-    return prims.abs(as_tensor(x))
+    x = as_tensor(x)
+    if x.dtype.is_complex:
+        return _complex_abs(x)
+    return prims.abs(x)
+
+
+def _complex_abs(z):
+    # sqrt(re^2 + im^2) with a 0 gradient at z == 0 (where sqrt's derivative is infinite):
+    # the zero entries take sqrt(1) in a branch that select then drops
+    re, im = prims.real(z), prims.imag(z)
+    squared = prims.add(prims.mul(re, re), prims.mul(im, im))
+    zero = full(squared._shape, 0.0, squared.dtype)
+    at_zero = prims.eq(squared, zero)
+    safe = prims.select(at_zero, full(squared._shape, 1.0, squared.dtype), squared)
+    return prims.select(at_zero, zero, prims.sqrt(safe))
 
 
 def sign(x) -> Tensor:
@@ -453,6 +467,8 @@ def isfinite(x) -> Tensor:
     x = as_tensor(x)
     if not x.dtype.is_floating:
         return full(x._shape, True, dtypes.bool_)
+    if x.dtype.is_complex:
+        return prims.logical_and(isfinite(prims.real(x)), isfinite(prims.imag(x)))
     big = full(x._shape, float("inf"), x.dtype)
     return prims.logical_and(prims.eq(x, x), prims.lt(prims.abs(x), big))
 
@@ -468,18 +484,21 @@ def isinf(x) -> Tensor:
     x = as_tensor(x)
     if not x.dtype.is_floating:
         return full(x._shape, False, dtypes.bool_)
+    if x.dtype.is_complex:
+        return prims.logical_or(isinf(prims.real(x)), isinf(prims.imag(x)))
     return prims.eq(prims.abs(x), full(x._shape, float("inf"), x.dtype))
 
 
 def astype(x, dtype) -> Tensor:
-    """``x`` converted to ``dtype``.
+    """``x`` converted to ``dtype``; a new tensor even when the dtype is the same (the
+    aliasing rule of ops/manipulation.py).
 
     Example:
         >>> import primflow as pf
         >>> pf.astype(pf.to_tensor([1.5, 2.5]), 'int64').numpy()
         array([1, 2])
     """
-    return cast(as_tensor(x), dtype)
+    return prims.convert_element_type(as_tensor(x), dtype=dtypes.as_dtype(dtype))
 
 
 def scale(x, scale=1.0, bias=0.0, bias_after_scale=True) -> Tensor:

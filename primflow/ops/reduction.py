@@ -10,7 +10,7 @@ from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
 from . import _fused
-from ._helpers import as_tensor, cast, float_operand, full, normalize_axis
+from .helpers import as_tensor, cast, float_operand, full, normalize_axis
 
 
 def _keep(out, x_shape, axes, keepdim):

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from .. import prims
 from ..core.state import state
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, sync_views
 from ..core.trace import Tracer
 from . import activation, creation, indexing, linalg, manipulation, math, reduction
-from ._helpers import alias, as_tensor, cast
+from . import complex_ops
+from .helpers import alias, as_tensor, cast
 
 
 def _reflected(op):
@@ -49,6 +50,7 @@ def _inplace(self, new, what):
         self._node = new._node
         self.stop_gradient = False
     self._version += 1
+    sync_views(self)  # views of self and the tensor self is a view of follow
     return self
 
 
@@ -167,6 +169,9 @@ _METHODS = {
     "add_": _inplace_method(math.add), "subtract_": _inplace_method(math.subtract),
     "multiply_": _inplace_method(math.multiply), "scale_": _inplace_method(math.scale),
     "clip_": _inplace_method(math.clip),
+    # complex numbers (issue 18)
+    "real": complex_ops.real, "imag": complex_ops.imag, "conj": complex_ops.conj,
+    "angle": complex_ops.angle, "is_complex": complex_ops.is_complex,
 }
 
 

@@ -15,7 +15,7 @@ from ..core.state import enable_grad, no_grad
 from ..core.tensor import Tensor
 from ..ops import math as _math
 from ..ops import reduction as _red
-from ..ops import cast
+from ..ops.helpers import cast
 from ..ops.creation import zeros_like
 from ..ops.manipulation import concat, reshape
 from ._optimizer import Optimizer
@@ -92,6 +92,19 @@ def strong_wolfe(obj, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9
                          f"{gtd}")
     d_norm = _max_abs(d)
     f0, gtd0 = f, gtd
+    # Near a minimum the loss changes by less than its rounding error (a change of g^2 when
+    # the gradient is g), so the Armijo test on f alone is noise. Like Hager & Zhang's
+    # approximate Wolfe conditions (CG_DESCENT, 2005), a step whose loss is within
+    # f_noise of f0 also counts as sufficiently decreasing when the slope shows it:
+    # g(t).d <= (2 c1 - 1) g.d is the Armijo condition of the quadratic model through
+    # the two slopes, exact on quadratics and computed from gradients only.
+    f_noise = 1e-6 * abs(f0) + 1e-300
+
+    def decreases(t_, f_, gtd_):
+        if f_ <= f0 + c1 * t_ * gtd0:
+            return True
+        return abs(f_ - f0) <= f_noise and gtd_ <= (2.0 * c1 - 1.0) * gtd0
+
     prev = (0.0, f, g, gtd)
     f_new, g_new = obj(x, t, d)
     n_evals = 1
@@ -99,7 +112,7 @@ def strong_wolfe(obj, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9
     bracket = None
     while True:
         cur = (t, f_new, g_new, gtd_new)
-        if f_new > f0 + c1 * t * gtd0 or (n_evals > 1 and f_new >= prev[1]):
+        if not decreases(t, f_new, gtd_new) or (n_evals > 1 and f_new >= prev[1]):
             bracket = (prev, cur)  # lo = prev (lower f), hi = cur
             break
         if abs(gtd_new) <= -c2 * gtd0:
@@ -131,7 +144,7 @@ def strong_wolfe(obj, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9
         n_evals += 1
         gtd_new = _dot(g_new, d)
         cur = (t, f_new, g_new, gtd_new)
-        if f_new > f0 + c1 * t * gtd0 or f_new >= lo[1]:
+        if not decreases(t, f_new, gtd_new) or (f_new >= lo[1] and lo[0] != 0.0):
             hi = cur
         else:
             if abs(gtd_new) <= -c2 * gtd0:
@@ -263,7 +276,11 @@ class LBFGS(Optimizer):
                     y = _math.subtract(g, prev_g)
                     s = _math.multiply(d, t)
                     ys = _dot(y, s)
-                    if ys > 1e-10:  # keep only pairs with positive curvature
+                    # keep only pairs with positive curvature. The test is relative (the
+                    # cosine of s and y): an absolute threshold (PyTorch's ys > 1e-10)
+                    # drops every pair once steps are small, and convergence near the
+                    # minimum falls back to a linear rate
+                    if ys > 1e-10 * math.sqrt(_dot(s, s) * _dot(y, y)):
                         if len(dirs) == self.history_size:
                             dirs.pop(0), steps.pop(0), rhos.pop(0)
                         dirs.append(y)
@@ -276,8 +293,17 @@ class LBFGS(Optimizer):
                 t = (min(1.0, 1.0 / float(_red.sum(_math.abs(g)))) * lr
                      if st["n_iter"] == 1 else lr)
                 gtd = _dot(g, d)
-                if gtd > -self.tolerance_change:
-                    break  # not a descent direction any more
+                if not gtd < 0.0:
+                    # The curvature pairs no longer give a descent direction: restart
+                    # from steepest descent. (Comparing g.d with tolerance_change instead,
+                    # as PyTorch does, stops every later step() short of the minimum:
+                    # g.d is ~|g|^2, which falls below any fixed tolerance long before
+                    # the gradient does.)
+                    d = _math.neg(g)
+                    dirs, steps, rhos, h_diag = [], [], [], 1.0
+                    gtd = _dot(g, d)
+                    if not gtd < 0.0:
+                        break  # the gradient is zero
 
                 if self.line_search_fn == "strong_wolfe":
                     x0 = self._flat_params()

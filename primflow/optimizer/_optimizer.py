@@ -14,7 +14,7 @@ from ..core.state import enable_grad, no_grad
 from ..autodiff import tape
 from ..core.tensor import Tensor
 from ..ops import math as _math
-from ..ops import cast
+from ..ops.helpers import cast
 from ..ops.creation import to_tensor
 from .lr import LRScheduler
 

@@ -15,8 +15,11 @@ from .reduce import argmax, argmin, cumsum, reduce_max, reduce_min, reduce_sum
 from .shape import broadcast_in_dim, concatenate, pad, reshape, slice, transpose
 from .index import gather, scatter_add
 from .linalg import dot_general
+# scientific numerics (issue 18): complex parts and FFT
+from .complex import complex, conj, imag, real
+from .fft import fft
+from .decompositions import (cholesky, eigh, lu, lu_permutation, lu_pivots, qr, slogdet,
+                             solve, svd, triangular_solve)
 
-# Internal API for the transforms (not primitives): vmap's batch-axis moves and the check
-# that lets jet run a backend's fused Taylor kernel.
+# Internal API for the transforms (not primitives): vmap's batch-axis moves.
 from ._batching import move_axis, with_batch_front  # noqa: E402
-from ._taylor import kernel_series as taylor_kernel_series  # noqa: E402

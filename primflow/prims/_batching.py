@@ -8,7 +8,9 @@ batched. Most rules move the batch dim to the front and shift the params by one.
 
 from __future__ import annotations
 
-from ..core.primitive import RuleTemplate
+# the shape primitives are looked up by name: shape.py imports this module (through
+# families.py), so it cannot be imported here
+from ..core.primitive import RuleTemplate, get_primitive
 
 
 def move_to_front(x, bdim):
@@ -16,7 +18,7 @@ def move_to_front(x, bdim):
     if bdim == 0:
         return x
     perm = (bdim,) + tuple(d for d in range(len(x._shape)) if d != bdim)
-    return sh.transpose(x, perm=perm)
+    return get_primitive("transpose").bind(x, perm=perm)
 
 
 def move_axis(x, src, dst):
@@ -25,7 +27,7 @@ def move_axis(x, src, dst):
         return x
     order = [d for d in range(len(x._shape)) if d != src]
     order.insert(dst, src)
-    return sh.transpose(x, perm=tuple(order))
+    return get_primitive("transpose").bind(x, perm=tuple(order))
 
 
 def batch_size(vals, bdims):
@@ -39,8 +41,8 @@ def with_batch_front(x, bdim, size):
     """``x`` with the batch at dim 0: moved there, or broadcast when ``x`` is unbatched."""
     if bdim is None:
         shape = (size,) + tuple(x._shape)
-        return sh.broadcast_in_dim(x, shape=shape,
-                                   broadcast_dimensions=tuple(range(1, len(shape))))
+        return get_primitive("broadcast_in_dim").bind(
+            x, shape=shape, broadcast_dimensions=tuple(range(1, len(shape))))
     return move_to_front(x, bdim)
 
 
@@ -84,14 +86,3 @@ axis_batch = RuleTemplate(_make_axis_batch)
 def shift_axes(axes):
     return tuple(a + 1 for a in axes)
 
-
-class _ShapePrims:
-    """The shape primitives, looked up when a rule runs: shape.py imports this module
-    (through families.py), so it cannot be imported here at import time."""
-
-    def __getattr__(self, name):
-        from . import shape  # noqa: PLC0415 - import cycle, see the class docstring
-        return getattr(shape, name)
-
-
-sh = _ShapePrims()

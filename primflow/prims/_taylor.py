@@ -14,23 +14,18 @@ cost O(K^2) per element; every one is linear in the top input coefficient, which
 the collapsed Taylor mode in ``autodiff/taylor.py`` relies on.
 
 In eager mode the backend may also offer a fused kernel for a unary rule
-(``Backend.taylor_kernels[name]``, see ``backends/numpy_taylor.py``): the same recurrence in
-cache-sized blocks with preallocated buffers, several times faster at high orders.
-``kernel_series`` decides when it may run; the rule written in primitives defines the
-semantics and runs whenever something would see its primitives.
+(``Backend.fast_paths["taylor"]``, see ``backends/numpy_taylor.py``): the same recurrence
+in cache-sized blocks with preallocated buffers, several times faster at high orders.
+``backends/fast_paths.py: taylor_series`` decides when it may run; the rule written in
+primitives defines the semantics and runs whenever something would see its primitives.
 """
 
 from __future__ import annotations
 
 import math
 
-from ..backends import get_backend
+from ..backends import fast_paths
 from ..core.primitive import RuleTemplate
-from ..core.state import state
-from ..core.tensor import Tensor
-from ..core.trace import Tracer
-
-_backend = get_backend()
 
 
 # ---- zero-aware arithmetic on coefficients -------------------------------------------------
@@ -131,13 +126,13 @@ bilinear_rule = RuleTemplate(_make_bilinear)
 def unary_rule(recurrence):
     """Taylor rule of a unary primitive from ``recurrence(xs, z0, x0, **params) -> zs`` (a
     list from index 0); the primitive computes the primal. The backend's fused kernel for
-    the primitive replaces the recurrence where ``kernel_series`` allows it."""
+    the primitive replaces the recurrence where ``fast_paths.taylor_series`` allows it."""
 
     def make(prim):
         def rule(primals, series, out=None, **params):
             (x0,), (xs,) = primals, series
             z0 = prim.bind(x0, **params) if out is None else out
-            fast = kernel_series(prim.name, x0, z0, xs, params)
+            fast = fast_paths.taylor_series(prim.name, x0, z0, xs, params)
             if fast is not None:
                 return z0, fast
             return z0, recurrence(xs, z0, x0, **params)
@@ -145,54 +140,6 @@ def unary_rule(recurrence):
         return rule
 
     return RuleTemplate(make)
-
-
-def kernel_series(name, x0, z0, xs, params, top_weights=None):
-    """The series ``[z0, z1, ..., zK]`` of the unary primitive ``name`` computed by the
-    backend's fused Taylor kernel, or None where the rule in primitives must run instead.
-
-    The kernel computes the same values, but no primitive sees them: no tracer, tape or
-    staging trace could record them. So it runs only on concrete tensors, with nothing to
-    record (``state.grad_enabled`` off or every input ``stop_gradient``), outside
-    ``pf.jit`` tracing and ``pf.decompose()``. Coefficients of shape ``(*lead, *x0.shape)``
-    (several series at once, as collapsed Taylor mode passes them) are allowed here,
-    where the rule in primitives needs them vmapped; with ``top_weights`` (a tensor of
-    the lead dims' size) the top coefficient comes back summed over them with these
-    weights, ``sum_r w[r] zK[r]`` of x0's shape.
-
-    Example:
-        >>> import primflow as pf
-        >>> x = pf.to_tensor([0.5], dtype="float64")
-        >>> zs = kernel_series("tanh", x, pf.tanh(x), [x, pf.ones_like(x), None], {})
-        >>> [round(float(z[0]), 6) for z in zs[1:]]  # tanh', tanh''/2
-        [0.786448, -0.363431]
-    """
-    kernel = _backend.taylor_kernels.get(name)
-    if kernel is None or state.decompose:
-        return None
-    if state.trace_stack and any(getattr(t, "stages_creation", False)
-                                 for t in state.trace_stack):
-        return None
-    present = [c for c in xs[1:] if c is not None]
-    if not present or isinstance(x0, Tracer) or isinstance(z0, Tracer):
-        return None
-    dtype, shape, recording = x0.dtype, present[0]._shape, state.grad_enabled
-    if not dtype.is_floating or not x0.size or z0.dtype is not dtype or (
-            recording and not (x0.stop_gradient and z0.stop_gradient)):
-        return None
-    if tuple(shape[len(shape) - x0.ndim:]) != tuple(x0._shape):
-        return None
-    for c in present:
-        if (isinstance(c, Tracer) or c._shape != shape or c.dtype is not dtype
-                or (recording and not c.stop_gradient)):
-            return None
-    if top_weights is not None and (isinstance(top_weights, Tracer) or (
-            top_weights.size * x0.size != present[0].size) or top_weights.dtype is not dtype
-            or (recording and not top_weights.stop_gradient)):
-        return None
-    values = kernel(x0._value, z0._value, [None if c is None else c._value for c in xs[1:]],
-                    None if top_weights is None else top_weights._value, **params)
-    return [z0] + [None if v is None else Tensor._wrap(v) for v in values]
 
 
 # ---- recurrences (each returns the full normalised series, zs[0] = z0) ---------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..core import dtypes
 from ..core.primitive import Aval, PrimitiveError
 from . import creation
 
@@ -44,10 +43,3 @@ def binary_infer(name, out_dtype=None):
         return Aval(x.shape, out_dtype or x.dtype)
 
     return infer
-
-
-def normalize_axes(axes, ndim):
-    return tuple(sorted(a % ndim if ndim else a for a in axes))
-
-
-BOOL = dtypes.bool_

@@ -10,11 +10,15 @@ from __future__ import annotations
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from ._util import binary_infer, zeros_like
+from .complex import reject_complex
 from .families import COMPARE
 
 
 def _compare(name):
-    return Primitive(name, family=COMPARE, infer=binary_infer(name, out_dtype=dtypes.bool_),
+    infer = binary_infer(name, out_dtype=dtypes.bool_)
+    if name not in ("eq", "ne"):  # complex numbers are not ordered
+        infer = reject_complex(name, infer)
+    return Primitive(name, family=COMPARE, infer=infer,
                      differentiable=False, doc=f"elementwise {name} -> bool")
 
 

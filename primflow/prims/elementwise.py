@@ -14,6 +14,7 @@ import math
 from ..core.primitive import Primitive, RuleTemplate
 from . import _taylor as tl, compare
 from ._util import binary_infer, float_unary_infer, full_like, same_aval, zeros_like
+from .complex import reject_complex
 from .families import ELEMENTWISE_BINARY, ELEMENTWISE_TRANSCENDENTAL, ELEMENTWISE_UNARY
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -150,7 +151,8 @@ def _abs_series(xs, z0, x0):
     return [z0] + tl.select_series(compare.ge(x0, zeros_like(x0)), xs, negated)[1:]
 
 
-abs = Primitive("abs", family=ELEMENTWISE_UNARY, infer=same_aval,  # noqa: A001 - prim name
+_abs_infer = reject_complex("abs", same_aval)  # real numbers only
+abs = Primitive("abs", family=ELEMENTWISE_UNARY, infer=_abs_infer,  # noqa: A001 - prim name
                 jvp=(_abs_jvp,), taylor=tl.unary_rule(_abs_series), doc="|x|")
 
 
@@ -171,7 +173,8 @@ def _erf_series(xs, z0, x0):
     return zs
 
 
-erf = Primitive("erf", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer("erf"),
+_erf_infer = reject_complex("erf", float_unary_infer("erf"))  # real numbers only
+erf = Primitive("erf", family=ELEMENTWISE_TRANSCENDENTAL, infer=_erf_infer,
                 jvp=(_erf_jvp,), taylor=tl.unary_rule(_erf_series), doc="error function")
 
 
@@ -183,22 +186,27 @@ def _logistic_w(zs, m):  # logistic' = s - s^2
     return tl.sub(zs[m], tl.square_coefficient(zs, m))
 
 
+_logistic_infer = reject_complex("logistic", float_unary_infer("logistic"))  # real numbers only
 logistic = Primitive("logistic", family=ELEMENTWISE_TRANSCENDENTAL,
-                     infer=float_unary_infer("logistic"), jvp=(_logistic_jvp,), saves_out=True,
+                     infer=_logistic_infer, jvp=(_logistic_jvp,), saves_out=True,
                      taylor=tl.unary_rule(lambda xs, z0, x0: tl.derivative_product_series(
                          xs, z0, _logistic_w)), doc="1 / (1 + exp(-x))")
 
 # Step functions: the derivative is zero almost everywhere and undefined at the jumps. A
 # silent zero gradient is a classic bug in training code, so asking for one raises
 # NonDifferentiableError; detach the input to state that a zero gradient is intended.
-sign = Primitive("sign", family=ELEMENTWISE_UNARY, infer=same_aval, differentiable=False,
+_sign_infer = reject_complex("sign", same_aval)  # real numbers only
+sign = Primitive("sign", family=ELEMENTWISE_UNARY, infer=_sign_infer, differentiable=False,
                  doc="-1, 0 or 1 (not differentiable)")
-floor = Primitive("floor", family=ELEMENTWISE_UNARY, infer=float_unary_infer("floor"),
+_floor_infer = reject_complex("floor", float_unary_infer("floor"))  # real numbers only
+floor = Primitive("floor", family=ELEMENTWISE_UNARY, infer=_floor_infer,
                   differentiable=False, doc="round down (not differentiable)")
-ceil = Primitive("ceil", family=ELEMENTWISE_UNARY, infer=float_unary_infer("ceil"),
+_ceil_infer = reject_complex("ceil", float_unary_infer("ceil"))  # real numbers only
+ceil = Primitive("ceil", family=ELEMENTWISE_UNARY, infer=_ceil_infer,
                  differentiable=False, doc="round up (not differentiable)")
+_round_infer = reject_complex("round", float_unary_infer("round"))  # real numbers only
 round = Primitive("round", family=ELEMENTWISE_UNARY,  # noqa: A001 - primitive name
-                  infer=float_unary_infer("round"), differentiable=False,
+                  infer=_round_infer, differentiable=False,
                   doc="round half to even (not differentiable)")
 
 
@@ -365,10 +373,12 @@ def _extremum_taylor(winner):
     return RuleTemplate(make)
 
 
-maximum = Primitive("maximum", family=ELEMENTWISE_BINARY, infer=binary_infer("maximum"),
+_maximum_infer = reject_complex("maximum", binary_infer("maximum"))  # real numbers only
+maximum = Primitive("maximum", family=ELEMENTWISE_BINARY, infer=_maximum_infer,
                     jvp=(_maximum_x_jvp, _maximum_y_jvp), taylor=_extremum_taylor(compare.gt),
                     doc="elementwise maximum")
-minimum = Primitive("minimum", family=ELEMENTWISE_BINARY, infer=binary_infer("minimum"),
+_minimum_infer = reject_complex("minimum", binary_infer("minimum"))  # real numbers only
+minimum = Primitive("minimum", family=ELEMENTWISE_BINARY, infer=_minimum_infer,
                     jvp=(_minimum_x_jvp, _minimum_y_jvp), taylor=_extremum_taylor(compare.lt),
                     doc="elementwise minimum")
 
@@ -402,6 +412,7 @@ def _atan2_taylor(primals, series, out=None):
     return out, [out] + [tl.scale(h[k - 1], 1.0 / k) for k in range(1, order + 1)]
 
 
-atan2 = Primitive("atan2", family=ELEMENTWISE_TRANSCENDENTAL, infer=binary_infer("atan2"),
+_atan2_infer = reject_complex("atan2", binary_infer("atan2"))  # real numbers only
+atan2 = Primitive("atan2", family=ELEMENTWISE_TRANSCENDENTAL, infer=_atan2_infer,
                   jvp=(_atan2_x_jvp, _atan2_y_jvp), taylor=_atan2_taylor,
                   doc="the angle of the point (y, x)")

@@ -43,3 +43,11 @@ DOT = Family("dot")
 CREATION = Family("creation", nullary=True)
 # random draws, pure functions of a key
 RANDOM = Family("random", nullary=True)
+# ---- scientific numerics (issue 18) ----
+# complex parts (real, imag, conj, complex): elementwise batching, kernels of their own (not
+# fused by generated code)
+COMPLEX = Family("complex", batch=elementwise_batch)
+# discrete Fourier transforms over static axes
+FFT = Family("fft")
+# matrix decompositions and solves (LAPACK kernels) over the last two dims
+DECOMPOSITION = Family("decomposition")

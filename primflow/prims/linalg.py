@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from . import _batching as bt, _taylor as tl, shape as sh
+from .complex import holomorphic_vjp
 from .families import DOT
 
 
@@ -106,6 +107,7 @@ def _dot_general_y_jvp(g, out, x, y, **params):
 dot_general = Primitive(
     "dot_general", family=DOT, infer=_dot_general_infer, batch=_dot_general_batch,
     jvp=(_dot_general_x_jvp, _dot_general_y_jvp),
-    vjp=(_dot_general_x_vjp, _dot_general_y_vjp), linear_in=(0, 1),
+    vjp=(holomorphic_vjp(_dot_general_x_vjp), holomorphic_vjp(_dot_general_y_vjp)),
+    linear_in=(0, 1),
     taylor=tl.bilinear_rule,  # Cauchy product of the coefficients
     doc="generalised matrix product with contracting and batch dims")

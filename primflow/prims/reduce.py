@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive, RuleTemplate
 from . import compare, elementwise as ew, shape as sh
+from .complex import reject_complex
 from .families import AXIS, REDUCE
 
 
@@ -63,10 +64,12 @@ def _make_extremum_taylor(prim):
     return rule
 
 
-reduce_max = Primitive("reduce_max", family=REDUCE, infer=_reduce_infer, jvp=(_extremum_jvp,),
+_reduce_max_infer = reject_complex("reduce_max", _reduce_infer)  # real numbers only
+reduce_max = Primitive("reduce_max", family=REDUCE, infer=_reduce_max_infer, jvp=(_extremum_jvp,),
                        vjp=(_extremum_vjp,), saves_out=True,
                        taylor=RuleTemplate(_make_extremum_taylor), doc="maximum over `axes`")
-reduce_min = Primitive("reduce_min", family=REDUCE, infer=_reduce_infer, jvp=(_extremum_jvp,),
+_reduce_min_infer = reject_complex("reduce_min", _reduce_infer)  # real numbers only
+reduce_min = Primitive("reduce_min", family=REDUCE, infer=_reduce_min_infer, jvp=(_extremum_jvp,),
                        vjp=(_extremum_vjp,), saves_out=True,
                        taylor=RuleTemplate(_make_extremum_taylor), doc="minimum over `axes`")
 
@@ -77,9 +80,11 @@ def _arg_infer(x, *, axis, index_dtype):
     return Aval(tuple(d for i, d in enumerate(x.shape) if i != axis), index_dtype)
 
 
-argmax = Primitive("argmax", family=AXIS, infer=_arg_infer, differentiable=False,
+_argmax_infer = reject_complex("argmax", _arg_infer)  # real numbers only
+argmax = Primitive("argmax", family=AXIS, infer=_argmax_infer, differentiable=False,
                    doc="index of the maximum along `axis` (integer result)")
-argmin = Primitive("argmin", family=AXIS, infer=_arg_infer, differentiable=False,
+_argmin_infer = reject_complex("argmin", _arg_infer)  # real numbers only
+argmin = Primitive("argmin", family=AXIS, infer=_argmin_infer, differentiable=False,
                    doc="index of the minimum along `axis` (integer result)")
 
 

@@ -74,8 +74,8 @@ def _replicated(n):
 
 def elementwise(partial_mode=None, positions=None):
     """Rule of elementwise primitives (equal shapes). ``partial_mode`` says when a partial
-    input gives a partial output: ``"additive"`` (add, sub, select's branches: every
-    position in ``positions`` partial with the same linear kind, the others replicated),
+    input gives a partial output: ``"additive"`` (add, sub, select's branches: partial
+    inputs of one linear kind at ``positions``; replicated ones there become partial),
     ``"single"`` (mul, div, neg, casts: exactly one partial input, at a position in
     ``positions``, the others replicated), None (not linear: partial inputs are reduced)."""
 
@@ -93,8 +93,11 @@ def elementwise(partial_mode=None, positions=None):
             kinds = {specs[i] for i in partial}
             if len(kinds) == 1 and kinds <= set(LINEAR_PARTIALS):
                 kind = kinds.pop()
-                if mode == "additive" and set(partial) == set(usable):
-                    return [kind if i in partial else None for i in range(n)], kind
+                if mode == "additive" and set(partial) <= set(usable):
+                    # replicated operands become partial for free (kept on one rank, zeros
+                    # elsewhere): P + R stays P, and the reduction waits until a consumer
+                    # needs the value (backward passes add many such cotangents)
+                    return [kind if i in usable else None for i in range(n)], kind
                 if mode == "single" and len(partial) == 1 and partial[0] in usable:
                     return [kind if i in partial else None for i in range(n)], kind
         if shard is None:
@@ -353,6 +356,29 @@ _ADDITIVE = elementwise("additive")
 _SINGLE = elementwise("single", positions=(0,))
 _PRODUCT = elementwise("single")  # mul: linear in either factor while the other is fixed
 
+# ---- scientific numerics (issue 18) ----
+
+def _fft_propagate(specs, avals, out_aval, size, *, kind, axes, n_last, norm):
+    # linear: partial sums pass through; a transformed dim must be whole on every rank
+    spec = specs[0]
+    if isinstance(spec, int) and spec in axes:
+        spec = None
+    return [spec], spec
+
+
+def _batched_matrices(core):
+    """Decompositions and solves: only the leading (batch) dims may be sharded, the same
+    one for every input (the last ``core`` dims are the matrices); nonlinear, so partial
+    inputs are reduced first."""
+
+    def propagate(specs, avals, out_aval, size, **params):
+        batch_dims = len(avals[0].shape) - core
+        spec = next((s for s in specs if isinstance(s, int) and s < batch_dims), None)
+        return [spec] * len(specs), spec
+
+    return ShardingRule(propagate, name=f"batched matrices ({core} core dims)")
+
+
 SHARDING_RULES = {
     # elementwise arithmetic
     "add": _ADDITIVE, "sub": _ADDITIVE, "neg": _SINGLE, "mul": _PRODUCT, "div": _SINGLE,
@@ -383,6 +409,12 @@ SHARDING_RULES = {
     # creation (no tensor inputs: always replicated)
     **{name: ShardingRule(_creation_propagate, name="creation")
        for name in ("full", "iota", "random_uniform", "random_normal")},
+    # complex parts, FFT, decompositions (issue 18)
+    "complex": _ADDITIVE, "real": _SINGLE, "imag": _SINGLE, "conj": _SINGLE,
+    "fft": ShardingRule(_fft_propagate, name="fft"),
+    **{name: _batched_matrices(2) for name in (
+        "solve", "triangular_solve", "cholesky", "slogdet", "eigh", "lu", "qr", "svd")},
+    "lu_pivots": _batched_matrices(1), "lu_permutation": _batched_matrices(1),
 }
 
 

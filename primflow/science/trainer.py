@@ -314,6 +314,8 @@ class Trainer:
             terms = self.loss_terms(net, batch)
             loss = self.total_loss(terms)
             loss.backward()
+            if self.distributed:
+                dist.reduce_gradients(params)  # the gradients' sums over ranks, bucketed
             return loss, terms
         if self._step_fn is None:
             def objective(b):

@@ -115,6 +115,7 @@ class OpInfo:
     covers: tuple = ()  # public op names this entry stands for
     stats: Callable | None = None  # kind == "random": (out, **kwargs) -> None or raise
     notes: str = ""
+    jet_order: int | None = None  # caps the Taylor tests' orders (costly: decompositions)
 
     def samples(self, rng=None):
         rng = np.random.default_rng(_seed_of(self.name)) if rng is None else rng
@@ -1103,6 +1104,19 @@ OP_DB += [
            covers=("cross_entropy",)),
 ]
 
+# Paddle compatibility (issue 20): copies and casts that always give a new tensor
+OP_DB += [
+    OpInfo("cast", lambda x, dtype: pf.cast(x, dtype), lambda x, dtype: x.astype(dtype),
+           with_params([((2, 3), {"dtype": "int64"}), ((4,), {"dtype": "bool"}),
+                        ((), {"dtype": "int32"})]),
+           domain=(-3.0, 3.0), kind="nograd", prims=("convert_element_type",),
+           covers=("cast",)),
+    OpInfo("clone", lambda x: pf.clone(x), lambda x: x, unary(),
+           prims=("convert_element_type",), covers=("clone",)),
+    OpInfo("assign", lambda x: pf.assign(x), lambda x: x, unary(),
+           prims=("convert_element_type",), covers=("assign",)),
+]
+
 
 # ---- control flow (issue 16): derivatives through cond/switch/while_loop/fori_loop/scan ----
 
@@ -1181,6 +1195,368 @@ OP_DB += [
            order_samples=1, prims=("cos",),
            notes="bounded (max_steps): reverse-differentiable under pf.jit too"),
 ]
+
+
+# ---- scientific numerics (issue 18): complex numbers and FFT ---------------------------------
+# Complex ops are checked through a real embedding: the entry takes the real and imaginary
+# parts as two float64 inputs and returns pf.as_real of the result (parts in a last dim of
+# 2), so every finite difference moves along real and imaginary directions and the dot-
+# product test uses the real inner product Re<u, v> under which the vjp rules are adjoints.
+
+def _to_complex(re, im):
+    return pf.complex(re, im)
+
+
+def _np_parts(z):
+    z = np.asarray(z)
+    return np.stack([z.real, z.imag], axis=-1) if np.iscomplexobj(z) else z
+
+
+def _parts(t):
+    return pf.as_real(t) if t.dtype.is_complex else t
+
+
+def _complex_in_out(op):
+    return lambda re, im, **kw: _parts(op(_to_complex(re, im), **kw))
+
+
+def _np_complex_in_out(ref):
+    return lambda re, im, **kw: _np_parts(ref(re + 1j * im, **kw))
+
+
+def _complex_pair(shape_params, lo=-1.5, hi=1.5, im_lo=None, im_hi=None):
+    """Samples (re, im) of one complex input, with per-sample kwargs."""
+
+    def gen(info, rng):
+        return [SampleInput((rng.uniform(lo, hi, s), rng.uniform(
+            lo if im_lo is None else im_lo, hi if im_hi is None else im_hi, s)), dict(kw),
+            desc=f"{s} {kw}") for s, kw in shape_params]
+
+    return gen
+
+
+_C_SHAPES = [((2, 3), {}), ((), {})]
+
+
+def _complex_unary_entry(name, op, ref, prims=(), covers=(), lo=-1.5, hi=1.5, **kw):
+    return OpInfo(f"complex_{name}", _complex_in_out(op), _np_complex_in_out(ref),
+                  _complex_pair(_C_SHAPES, lo, hi), prims=prims, covers=covers,
+                  order_samples=1, **kw)
+
+
+def _complex_binary(op):
+    return lambda a, b, c, d: _parts(op(_to_complex(a, b), _to_complex(c, d)))
+
+
+def _np_complex_binary(ref):
+    return lambda a, b, c, d: _np_parts(ref(a + 1j * b, c + 1j * d))
+
+
+def _complex_quad(shapes, lo=-1.5, hi=1.5):
+    def gen(info, rng):
+        return [SampleInput(tuple(rng.uniform(lo, hi, s) for s in (x, x, y, y)),
+                            desc=f"{x} x {y}") for x, y in shapes]
+
+    return gen
+
+
+_FFT_SIZES = [((2, 5), {}), ((6,), {"norm": "ortho"}), ((3, 4), {"norm": "forward",
+                                                                 "axis": 0})]
+_FFT2_SIZES = [((2, 3, 4), {}), ((4, 3), {"norm": "ortho", "s": (3, 5)}),
+               ((2, 3, 2), {"axes": (0, 2), "norm": "forward"})]
+
+_SCIENCE_DB = [
+    OpInfo("complex", lambda re, im: pf.as_real(pf.complex(re, im)),
+           lambda re, im: _np_parts(re + 1j * im),
+           fixed(_s(lambda i, r: (i.make(r, (2, 3)), i.make(r, (2, 3)))),
+                 _s(lambda i, r: (i.make(r, (3, 1)), i.make(r, (4,))), desc="broadcast")),
+           prims=("complex", "real", "imag"), covers=("complex", "as_real", "is_complex"),
+           notes="is_complex is checked in tests/test_numerics.py"),
+    OpInfo("as_complex", lambda x: pf.as_real(pf.as_complex(x)), lambda x: x,
+           unary((2, 3, 2), (2,)), prims=("complex",), covers=("as_complex",)),
+    _complex_unary_entry("real", pf.real, np.real, ("real",), ("real",)),
+    _complex_unary_entry("imag", pf.imag, np.imag, ("imag",), ("imag",)),
+    _complex_unary_entry("conj", pf.conj, np.conj, ("conj",), ("conj",)),
+    _complex_unary_entry("abs", pf.abs, np.abs, ("real", "imag", "sqrt")),
+    _complex_unary_entry("angle", pf.angle, np.angle, ("atan2",), ("angle",), lo=0.3, hi=1.5,
+                         notes="kept off the branch cut (negative real axis)"),
+    OpInfo("polar", lambda r, t: pf.as_real(pf.polar(r, t)),
+           lambda r, t: _np_parts(r * np.exp(1j * t)),
+           fixed(_s(lambda i, r: (r.uniform(0.5, 2, (2, 3)), r.uniform(-3, 3, (2, 3))))),
+           prims=("complex", "sin", "cos"), covers=("polar",)),
+    _complex_unary_entry("neg", pf.neg, np.negative, ("neg",)),
+    _complex_unary_entry("exp", pf.exp, np.exp, ("exp",)),
+    _complex_unary_entry("log", pf.log, np.log, ("log",), lo=0.3, hi=1.5),
+    _complex_unary_entry("sqrt", pf.sqrt, np.sqrt, ("sqrt",), lo=0.3, hi=1.5),
+    _complex_unary_entry("rsqrt", pf.rsqrt, lambda z: 1 / np.sqrt(z), ("rsqrt",), lo=0.3,
+                         hi=1.5),
+    _complex_unary_entry("sin", pf.sin, np.sin, ("sin",)),
+    _complex_unary_entry("cos", pf.cos, np.cos, ("cos",)),
+    _complex_unary_entry("tanh", pf.tanh, np.tanh, ("tanh",), lo=-0.7, hi=0.7),
+    _complex_unary_entry("log1p", pf.log1p, np.log1p, ("log1p",), lo=0.1, hi=1.0),
+    _complex_unary_entry("expm1", pf.expm1, np.expm1, ("expm1",)),
+    _complex_unary_entry("square", pf.square, np.square, ("integer_pow",)),
+    OpInfo("complex_integer_pow", _complex_in_out(lambda z: pf.pow(z, 3)),
+           _np_complex_in_out(lambda z: z ** 3), _complex_pair(_C_SHAPES),
+           prims=("integer_pow",), order_samples=1),
+    OpInfo("complex_mul", _complex_binary(pf.multiply), _np_complex_binary(np.multiply),
+           _complex_quad([((2, 3), (2, 3)), ((3, 1), (4,))]), prims=("mul",),
+           order_samples=1),
+    OpInfo("complex_add_sub", _complex_binary(lambda a, b: a + b - a * 0.5),
+           _np_complex_binary(lambda a, b: a + b - a * 0.5),
+           _complex_quad([((2, 3), (2, 3))]), prims=("add", "sub"), order_samples=1),
+    OpInfo("complex_div", _complex_binary(pf.divide), _np_complex_binary(np.divide),
+           _complex_quad([((2, 3), (2, 3))], lo=0.5, hi=1.5), prims=("div",),
+           order_samples=1),
+    OpInfo("complex_pow", _complex_binary(pf.pow), _np_complex_binary(np.power),
+           _complex_quad([((2, 3), (2, 3))], lo=0.5, hi=1.5), prims=("pow",),
+           order_samples=1),
+    OpInfo("complex_matmul", _complex_binary(pf.matmul), _np_complex_binary(np.matmul),
+           _complex_quad([((2, 3), (3, 2)), ((2, 2, 3), (3,))]), prims=("dot_general",),
+           order_samples=1),
+    OpInfo("complex_sum_reshape", _complex_in_out(lambda z: (z.reshape([-1]) * 2.0).sum()),
+           _np_complex_in_out(lambda z: (z.reshape(-1) * 2.0).sum()),
+           _complex_pair(_C_SHAPES), prims=("reduce_sum",), order_samples=1),
+    OpInfo("complex_cast", lambda x: pf.as_real(x.astype("complex128") * (1 + 2j)),
+           lambda x: _np_parts(x * (1 + 2j)), unary((2, 3)),
+           prims=("convert_element_type",)),
+    # ---- FFT: one primitive, all public transforms ----
+    OpInfo("fft", _complex_in_out(pf.fft.fft), _np_complex_in_out(np.fft.fft),
+           _complex_pair(_FFT_SIZES + [((5,), {"n": 7})]), prims=("fft",), order_samples=1),
+    OpInfo("ifft", _complex_in_out(pf.fft.ifft), _np_complex_in_out(np.fft.ifft),
+           _complex_pair(_FFT_SIZES + [((6,), {"n": 4})]), prims=("fft",), order_samples=1),
+    OpInfo("rfft", lambda x, **kw: pf.as_real(pf.fft.rfft(x, **kw)),
+           lambda x, **kw: _np_parts(np.fft.rfft(x, **kw)),
+           with_params(_FFT_SIZES + [((5,), {"n": 8}), ((7,), {})]), prims=("fft",),
+           order_samples=1),
+    OpInfo("irfft", _complex_in_out(pf.fft.irfft), _np_complex_in_out(np.fft.irfft),
+           _complex_pair([((2, 4), {}), ((4,), {"n": 7, "norm": "ortho"}),
+                          ((3, 4), {"axis": 0, "norm": "forward"}), ((3,), {"n": 8})]),
+           prims=("fft",), order_samples=1),
+    OpInfo("hfft", _complex_in_out(pf.fft.hfft), _np_complex_in_out(np.fft.hfft),
+           _complex_pair([((2, 4), {}), ((4,), {"n": 7, "norm": "ortho"})]),
+           prims=("fft", "conj"), order_samples=1),
+    OpInfo("ihfft", lambda x, **kw: pf.as_real(pf.fft.ihfft(x, **kw)),
+           lambda x, **kw: _np_parts(np.fft.ihfft(x, **kw)),
+           with_params([((2, 5), {}), ((6,), {"norm": "forward"})]), prims=("fft", "conj"),
+           order_samples=1),
+    OpInfo("fft2", _complex_in_out(pf.fft.fft2), _np_complex_in_out(np.fft.fft2),
+           _complex_pair(_FFT2_SIZES), prims=("fft",), order_samples=1),
+    OpInfo("ifft2", _complex_in_out(pf.fft.ifft2), _np_complex_in_out(np.fft.ifft2),
+           _complex_pair(_FFT2_SIZES[:2]), prims=("fft",), order_samples=1),
+    OpInfo("fftn", _complex_in_out(pf.fft.fftn), _np_complex_in_out(np.fft.fftn),
+           _complex_pair([((2, 3, 2), {}), ((2, 3), {"axes": (1,), "s": (5,)})]),
+           prims=("fft",), order_samples=1),
+    OpInfo("ifftn", _complex_in_out(pf.fft.ifftn), _np_complex_in_out(np.fft.ifftn),
+           _complex_pair([((2, 3, 2), {"norm": "ortho"})]), prims=("fft",), order_samples=1),
+    OpInfo("rfft2", lambda x, **kw: pf.as_real(pf.fft.rfft2(x, **kw)),
+           lambda x, **kw: _np_parts(np.fft.rfft2(x, **kw)),
+           with_params(_FFT2_SIZES), prims=("fft",), order_samples=1),
+    OpInfo("rfftn", lambda x, **kw: pf.as_real(pf.fft.rfftn(x, **kw)),
+           lambda x, **kw: _np_parts(np.fft.rfftn(x, **kw)),
+           with_params([((2, 3, 4), {}), ((3, 5), {"axes": (0,)})]), prims=("fft",),
+           order_samples=1),
+    OpInfo("irfft2", _complex_in_out(pf.fft.irfft2), _np_complex_in_out(np.fft.irfft2),
+           _complex_pair([((2, 3, 3), {}), ((3, 4), {"s": (3, 5), "norm": "ortho"})]),
+           prims=("fft",), order_samples=1),
+    OpInfo("irfftn", _complex_in_out(pf.fft.irfftn), _np_complex_in_out(np.fft.irfftn),
+           _complex_pair([((2, 3, 3), {"norm": "forward"}), ((4, 2), {"axes": (0,)})]),
+           prims=("fft",), order_samples=1),
+    OpInfo("fftshift", lambda x, **kw: pf.fft.fftshift(x, **kw), np.fft.fftshift,
+           with_params([((2, 5), {}), ((4, 3), {"axes": 0}), ((5,), {"axes": (-1,)})]),
+           prims=("slice", "concatenate"), order_samples=1),
+    OpInfo("ifftshift", lambda x, **kw: pf.fft.ifftshift(x, **kw), np.fft.ifftshift,
+           with_params([((2, 5), {}), ((4, 3), {"axes": (1,)})]),
+           prims=("slice", "concatenate"), order_samples=1),
+    OpInfo("fftfreq", lambda n, d=1.0: pf.fft.fftfreq(n, d, dtype="float64"), np.fft.fftfreq,
+           fixed(lambda i, r: SampleInput((5,), {"d": 0.3}), lambda i, r: SampleInput((4,))),
+           kind="creation"),
+    OpInfo("rfftfreq", lambda n, d=1.0: pf.fft.rfftfreq(n, d, dtype="float64"),
+           np.fft.rfftfreq,
+           fixed(lambda i, r: SampleInput((5,), {"d": 0.3}), lambda i, r: SampleInput((4,))),
+           kind="creation"),
+]
+OP_DB.extend(_SCIENCE_DB)
+
+# ---- linear algebra (issue 18) ----
+# Symmetric positive-definite inputs are built inside the op (a a^T + n I), so finite
+# differences move along symmetric directions; general matrices get + 3 I (well
+# conditioned). Outputs that are unique only up to signs (SVD of wide matrices) are checked
+# through sign-free combinations.
+from scipy import linalg as _scipy_linalg  # noqa: E402
+
+LA = pf.linalg
+
+
+def _pf_spd(a):
+    return a @ a.mT + 3.0 * pf.eye(a.shape[-1], dtype=a.dtype)
+
+
+def _np_spd(a):
+    return a @ np.swapaxes(a, -1, -2) + 3.0 * np.eye(a.shape[-1])
+
+
+def _pf_shift(a):
+    return a + 3.0 * pf.eye(a.shape[-1], dtype=a.dtype)
+
+
+def _np_shift(a):
+    return a + 3.0 * np.eye(a.shape[-1])
+
+
+def _mats(*shapes, kw=None):
+    """One sample per tuple of shapes (all inputs random in [-1, 1])."""
+
+    def gen(info, rng):
+        return [SampleInput(tuple(rng.uniform(-1.0, 1.0, s) for s in group), dict(kw or {}),
+                            desc=str(group)) for group in shapes]
+
+    return gen
+
+
+def _mats_kw(*groups):
+    def gen(info, rng):
+        return [SampleInput(tuple(rng.uniform(-1.0, 1.0, s) for s in shapes), dict(kw),
+                            desc=f"{shapes} {kw}") for shapes, kw in groups]
+
+    return gen
+
+
+def _np_tri(a, b, upper=True, transpose=False, unitriangular=False):
+    a = np.triu(a) if upper else np.tril(a)
+    if unitriangular:
+        a = a - np.diag(np.diag(a)) + np.eye(a.shape[-1])
+    return np.linalg.solve(a.T if transpose else a, b)
+
+
+def _np_lu(a):
+    factors, piv = _scipy_linalg.lu_factor(a)
+    return factors, (piv + 1).astype(np.int32)
+
+
+def _np_lstsq(a, b):
+    sol, res, rank, sv = np.linalg.lstsq(a, b, rcond=None)
+    return sol, res, np.int64(rank), sv
+
+
+def _np_matrix_norm(a, p="fro"):
+    return np.linalg.norm(a, ord=p, axis=(-2, -1))
+
+
+def _svd_sign_free(a):
+    u, s, vh = LA.svd(a)
+    return u @ vh, s
+
+
+def _np_svd_sign_free(a):
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    return u @ vh, s
+
+
+# decompositions: orders 1-4 on the primitives' own entries, 1-2 on composites; the jet test
+# (nested jvp to order 6 by default) is capped at order 3: each order costs ~5x the last
+_LA_CORE = dict(order_samples=1, max_order=4, jet_order=3)
+_LA_MID = dict(order_samples=1, max_order=3, jet_order=2)
+_LA_ORDER = dict(order_samples=1, max_order=2, jet_order=1)
+
+_LINALG_DB = [
+    OpInfo("linalg.solve", lambda a, b, **kw: LA.solve(_pf_shift(a), b, **kw),
+           lambda a, b, left=True: np.linalg.solve(_np_shift(a), b) if left else np.swapaxes(
+               np.linalg.solve(np.swapaxes(_np_shift(a), -1, -2), np.swapaxes(b, -1, -2)),
+               -1, -2),
+           _mats_kw((((2, 2), (2, 2)), {}), (((2, 3, 3), (3, 1)), {}),
+                    (((2, 2), (3, 2)), {"left": False})),
+           prims=("solve",), **_LA_CORE),
+    OpInfo("linalg.solve_vector", lambda a, b: LA.solve(_pf_shift(a), b),
+           lambda a, b: np.linalg.solve(_np_shift(a), b[..., None])[..., 0] if a.ndim > 2
+           else np.linalg.solve(_np_shift(a), b), _mats(((3, 3), (3,)), ((2, 3, 3), (3,))),
+           prims=("solve",), **_LA_ORDER),
+    OpInfo("linalg.inv", lambda a: LA.inv(_pf_shift(a)), lambda a: np.linalg.inv(_np_shift(a)),
+           _mats(((3, 3),), ((2, 2, 2),)), prims=("solve",), **_LA_ORDER),
+    OpInfo("linalg.det", lambda a: LA.det(a), np.linalg.det, _mats(((3, 3),), ((2, 2, 2),)),
+           prims=("slogdet",), **_LA_ORDER),
+    OpInfo("linalg.slogdet", lambda a: LA.slogdet(a),
+           lambda a: np.stack(np.linalg.slogdet(a)), _mats(((2, 2),), ((2, 3, 3),)),
+           prims=("slogdet",), **_LA_MID),
+    OpInfo("linalg.cholesky", lambda a, **kw: LA.cholesky(_pf_spd(a), **kw),
+           lambda a, upper=False: np.swapaxes(np.linalg.cholesky(_np_spd(a)), -1, -2) if upper
+           else np.linalg.cholesky(_np_spd(a)),
+           _mats_kw((((2, 2),), {}), (((2, 3, 3),), {"upper": True})),
+           prims=("cholesky",), **_LA_CORE),
+    OpInfo("linalg.cholesky_solve",
+           lambda b, a, **kw: LA.cholesky_solve(b, LA.cholesky(_pf_spd(a), **kw), **kw),
+           lambda b, a, upper=False: np.linalg.solve(_np_spd(a), b),
+           _mats_kw((((3, 2), (3, 3)), {}), (((2, 3, 1), (3, 3)), {"upper": True})),
+           prims=("cholesky", "triangular_solve"), **_LA_ORDER),
+    OpInfo("linalg.triangular_solve",
+           lambda a, b, **kw: LA.triangular_solve(_pf_shift(a), b, **kw),
+           lambda a, b, **kw: _np_tri(_np_shift(a), b, **kw),
+           _mats_kw((((2, 2), (2, 2)), {}), (((3, 3), (3, 1)), {"upper": False}),
+                    (((3, 3), (3, 2)), {"transpose": True, "unitriangular": True})),
+           prims=("triangular_solve",), **_LA_MID),
+    OpInfo("linalg.eigh", lambda a: LA.eigh(a + a.mT),
+           lambda a: np.linalg.eigh(a + np.swapaxes(a, -1, -2)),
+           _mats(((2, 2),), ((2, 3, 3),)), prims=("eigh",), **_LA_CORE),
+    OpInfo("linalg.eigvalsh", lambda a, **kw: LA.eigvalsh(a + a.mT, **kw),
+           lambda a, UPLO="L": np.linalg.eigvalsh(a + np.swapaxes(a, -1, -2)),
+           _mats_kw((((3, 3),), {}), (((3, 3),), {"UPLO": "U"})), prims=("eigh",),
+           **_LA_ORDER),
+    OpInfo("linalg.lu", lambda a: LA.lu(_pf_shift(a)), lambda a: _np_lu(_np_shift(a)),
+           _mats(((2, 2),), ((4, 4),)), prims=("lu", "lu_pivots"), **_LA_MID),
+    OpInfo("linalg.lu_unpack", lambda a: LA.lu_unpack(*LA.lu(a)),
+           lambda a: _scipy_linalg.lu(a), _mats(((3, 3),)),
+           prims=("lu", "lu_pivots", "lu_permutation"), **_LA_ORDER),
+    OpInfo("linalg.lu_solve", lambda a, b, **kw: LA.lu_solve(b, *LA.lu(_pf_shift(a)), **kw),
+           lambda a, b, trans="N": np.linalg.solve(
+               _np_shift(a) if trans == "N" else _np_shift(a).T, b),
+           _mats_kw((((3, 3), (3, 2)), {}), (((3, 3), (3, 1)), {"trans": "T"})),
+           prims=("lu", "lu_permutation", "triangular_solve"), **_LA_ORDER),
+    OpInfo("linalg.qr", lambda a, **kw: LA.qr(a, **kw),
+           lambda a, mode="reduced": np.linalg.qr(a, mode=mode),
+           _mats_kw((((3, 2),), {}), (((2, 3, 3),), {}), (((2, 4),), {}),
+                    (((4, 2),), {"mode": "r"})), prims=("qr",), **_LA_MID),
+    OpInfo("linalg.svd", lambda a: LA.svd(a), lambda a: np.linalg.svd(a, full_matrices=False),
+           _mats(((3, 2),), ((2, 3, 3),)), prims=("svd",), **_LA_MID),
+    OpInfo("linalg.svd_wide", _svd_sign_free, _np_svd_sign_free, _mats(((2, 4),)),
+           prims=("svd",), **_LA_ORDER),
+    OpInfo("linalg.svdvals", lambda a: LA.svdvals(a), lambda a: np.linalg.svd(a, compute_uv=False),
+           _mats(((3, 2),), ((2, 3),)), prims=("svd",), **_LA_ORDER),
+    OpInfo("linalg.pinv", lambda a: LA.pinv(a), np.linalg.pinv, _mats(((3, 2),), ((2, 3),)),
+           prims=("svd",), **_LA_ORDER),
+    OpInfo("linalg.lstsq", lambda a, b: LA.lstsq(a, b), _np_lstsq,
+           _mats(((4, 2), (4, 2)), ((3, 3), (3, 1))), prims=("svd",), order_samples=1,
+           max_order=2),
+    OpInfo("linalg.matrix_power", lambda a, **kw: LA.matrix_power(_pf_shift(a), **kw),
+           lambda a, n: np.linalg.matrix_power(_np_shift(a), n),
+           _mats_kw((((3, 3),), {"n": 3}), (((2, 2, 2),), {"n": -2}), (((2, 2),), {"n": 0})),
+           prims=("dot_general",), **_LA_ORDER),
+    OpInfo("linalg.matrix_exp", lambda a: LA.matrix_exp(a),
+           lambda a: np.stack([_scipy_linalg.expm(m) for m in a.reshape(-1, *a.shape[-2:])]
+                              ).reshape(a.shape),
+           fixed(_s(lambda i, r: (r.uniform(-1, 1, (3, 3)),)),
+                 _s(lambda i, r: (r.uniform(-3, 3, (2, 2, 2)),), desc="squarings")),
+           prims=("solve",), **_LA_ORDER),
+    OpInfo("linalg.vector_norm", lambda x, **kw: LA.vector_norm(x, **kw),
+           lambda x, p=2.0, axis=None, keepdim=False: np.linalg.norm(
+               x.ravel() if axis is None else x, ord=p, axis=axis, keepdims=keepdim)
+           if axis is not None or not keepdim else None,
+           _mats_kw((((2, 3),), {}), (((2, 3),), {"p": 3, "axis": 1}),
+                    (((2, 3),), {"p": float("inf"), "axis": 0}), (((4,),), {"p": -1})),
+           **_LA_ORDER),
+    OpInfo("linalg.matrix_norm", lambda a, **kw: LA.matrix_norm(a, **kw), _np_matrix_norm,
+           _mats_kw((((2, 3),), {}), (((3, 2),), {"p": "nuc"}), (((2, 3, 3),), {"p": 1}),
+                    (((3, 3),), {"p": float("inf")}), (((3, 2),), {"p": 2}),
+                    (((3, 3),), {"p": -2})), **_LA_ORDER),
+    OpInfo("linalg.norm", lambda a, **kw: LA.norm(a, **kw),
+           lambda a, p=None, axis=None: np.linalg.norm(a, ord=p, axis=axis),
+           _mats_kw((((2, 3),), {}), (((3, 2),), {"p": "nuc"}), (((3,),), {"p": 1})),
+           **_LA_ORDER),
+    OpInfo("linalg.cond", lambda a, **kw: LA.cond(_pf_shift(a), **kw),
+           lambda a, p=None: np.linalg.cond(_np_shift(a), p=p),
+           _mats_kw((((3, 3),), {}), (((3, 3),), {"p": "fro"}), (((2, 2, 2),), {"p": -2})),
+           prims=("svd",), **_LA_ORDER),
+]
+OP_DB.extend(_LINALG_DB)
 
 
 def _apart(info, rng, shape, gap=0.2):

@@ -127,6 +127,13 @@ class runtime:  # noqa: N801 - a namespace the generated code reads as __pf_rt
         return fori_loop(lo, hi, lambda i, s: tuple(body_fn(i, *s)), init)
 
     @staticmethod
+    def call(fn):
+        """``fn`` with its control flow converted when it is a plain Python function of
+        the user's (not primflow's, the standard library's or an installed package's)
+        that has some; else ``fn`` itself. Converted once per function."""
+        return _converted_callee(fn)
+
+    @staticmethod
     def and_(a, b_thunk):
         if _traced(a):
             return logical_and(a, b_thunk())
@@ -150,6 +157,52 @@ class runtime:  # noqa: N801 - a namespace the generated code reads as __pf_rt
         return not a
 
 
+_callees = {}  # id(function) -> (function, its converted version or itself)
+
+
+def _converted_callee(fn):
+    import types
+
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if not isinstance(target, types.FunctionType):
+        return fn
+    entry = _callees.get(id(target))
+    if entry is None or entry[0] is not target:
+        new = target
+        # closures are left alone: the conversion would freeze their variables' values
+        # (functions nested in converted code are converted with it already)
+        if not target.__closure__ and _user_code(target.__code__.co_filename):
+            try:
+                converted, count = convert(target)
+                new = converted if count else target
+            except Unconvertible:
+                pass
+        entry = _callees[id(target)] = (target, new)
+    new = entry[1]
+    if new is target:
+        return fn
+    return types.MethodType(new, fn.__self__) if isinstance(fn, types.MethodType) else new
+
+
+def _user_code(filename) -> bool:
+    """Whether a function defined in ``filename`` is the user's code (converted when
+    called from converted code): not primflow's, not an installed package's, not the
+    standard library's."""
+    import os
+    import sys
+    import sysconfig
+
+    if filename.startswith("<"):
+        return False
+    path = os.path.realpath(filename)
+    here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    if path.startswith(here + os.sep) or "site-packages" in path or "dist-packages" in path:
+        return False
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+    return not path.startswith(stdlib + os.sep) and not path.startswith(
+        os.path.realpath(sys.base_prefix) + os.sep + "lib")
+
+
 def _check_defined(values, what):
     values = tuple(values)
     for v in values:
@@ -161,7 +214,7 @@ def _check_defined(values, what):
 
 def _as_carry(values):
     """Loop-carried Python numbers become tensors (a traced loop carries tensors)."""
-    from ..ops import as_tensor
+    from ..ops.helpers import as_tensor
 
     out = []
     for v in values:
@@ -267,10 +320,6 @@ _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "
                        "set_value", "backward"})
 
 
-def _has(stmts, kinds) -> bool:
-    return any(isinstance(n, kinds) for n in _walk_local(stmts))
-
-
 def _jumps_out(stmts) -> bool:
     """A return, or a break/continue not inside a nested loop."""
     for node in _walk_local(stmts):
@@ -366,6 +415,9 @@ class _Converter:
     def function(self, fn):
         fn.body = self.returns(fn.body) if self._needs_return_lowering(fn.body) else fn.body
         fn.body = self.block(fn.body, frozenset())
+        calls = _CallsConverted()
+        calls.visit(fn)
+        self.converted += calls.wrapped
         return fn
 
     # -- early return: `if c: return a` ... `return b` becomes if/else assigning __pf_ret
@@ -587,6 +639,33 @@ class _Converter:
         if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
             return _call(_rt("not_"), self.test(expr.operand))
         return expr
+
+
+class _CallsConverted(ast.NodeTransformer):
+    """``helper(x)`` becomes ``__pf_rt.call(helper)(x)``: functions the converted code
+    calls have their control flow converted too (Paddle's convert_call)."""
+
+    def __init__(self):
+        self.wrapped = 0
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in _NOT_CONVERTED:
+            return node
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and (
+                func.value.id == RUNTIME):
+            return node
+        if not isinstance(func, (ast.Name, ast.Attribute)):
+            return node
+        node.func = ast.copy_location(_call(_rt("call"), func), func)
+        self.wrapped += 1
+        return node
+
+
+_NOT_CONVERTED = frozenset({"range", "len", "print", "isinstance", "super", "float", "int",
+                            "bool", "list", "tuple", "dict", "zip", "enumerate", "min",
+                            "max", "abs", "sum", "locals", "globals", "vars", "type"})
 
 
 # ---- from a function to its converted version ---------------------------------------------------

@@ -33,13 +33,12 @@ from ..core import dtypes
 from ..core.primitive import Aval, record_custom
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import enable_grad, state
-from ..core.tensor import Tensor
 from ..core.trace import Tracer, new_trace
 from ..ir import Builder, Function, evaluate_bound
 from ..ir.interpreter import set_control_rule
 from ..ir.regions import TupleAval, result_avals
-from ..ops import as_tensor
-from ..ops.creation import zeros, zeros_like
+from ..ops.helpers import as_tensor
+from ..ops.creation import zeros_like
 from ..ops.manipulation import stack
 from ..ops.math import equal, where
 from .jit import JitTrace, JitTracer
@@ -92,10 +91,6 @@ def _staging():
 def _leaves(tree):
     leaves, treedef = tree_flatten(tree)
     return [as_tensor(x) for x in leaves], treedef
-
-
-def _types(leaves):
-    return [f"{x.dtype.name}{list(x._shape)}" for x in leaves]
 
 
 def _check_same(what, tree_a, leaves_a, name_a, tree_b, leaves_b, name_b, hint=""):
@@ -250,11 +245,7 @@ def _attach(results, operands, name, backward):
 
 def _region_fn(region):
     """A Python function running ``region`` on a list of values (binding its operations)."""
-    return lambda values: apply_region_op_list(region, values)
-
-
-def apply_region_op_list(region, values):
-    return evaluate_bound(region, list(values))
+    return lambda values: evaluate_bound(region, list(values))
 
 
 def _float_positions(values):
@@ -363,24 +354,80 @@ def _cond_vjp(branches, operands, results, cts):
     return full
 
 
-def _region_vjp(region, values, positions, cotangents):
+def _region_vjp(region, values, positions, cotangents, saved=None):
     """Cotangents of ``region``'s inputs at ``positions`` for output cotangents
     (``values`` are region or outside values; computed with the tape, under the staging
-    trace when there is one)."""
+    trace when there is one). ``saved`` maps operation indices of ``region`` to their
+    values saved by the forward pass: those are not computed again (see ``_replay``)."""
     trace = _staging()
     if isinstance(trace, RegionTrace):  # differentiate with respect to this region's values
         values = [v if isinstance(v, JitTracer) and v._trace is trace else trace.capture(v)
                   for v in values]
 
+    slot_of = []  # output -> its position among the distinct output tensors
+
     def f(*diff):
         full = list(values)
         for i, d in zip(positions, diff):
             full[i] = d
-        return evaluate_bound(region, full)
+        outs = _replay(region, full, saved) if saved else evaluate_bound(region, full)
+        # a tensor returned twice (a carry that is also saved) is one output whose
+        # cotangent is the sum of both
+        distinct, index = [], {}
+        for o in outs:
+            if id(o) not in index:
+                index[id(o)] = len(distinct)
+                distinct.append(o)
+            slot_of.append(index[id(o)])
+        return distinct
 
     with enable_grad():
         outs, pullback = _vjp(f, *[values[i] for i in positions])
-        return list(pullback(list(cotangents)))
+        summed = [None] * len(outs)
+        for slot, ct in zip(slot_of, cotangents):
+            summed[slot] = ct if summed[slot] is None else summed[slot] + ct
+        return list(pullback(summed))
+
+
+def _replay(region, args, saved):
+    """``evaluate_bound`` of ``region`` in which the operations in ``saved`` (index ->
+    value the forward pass computed) are not run again: their saved values are recorded on
+    the tape as their results, so reverse mode reads them instead of recomputing."""
+    from ..core.primitive import Node, get_primitive
+
+    env = dict(zip(region.inputs, args))
+    ops = region.ops
+    for index, op in enumerate(ops):
+        if index not in saved:
+            part = Function(region.name, [], [op], [op.out], region.consts)
+            for v in op.inputs:
+                part.inputs.append(v)
+            env[op.out] = evaluate_bound(part, [env[v] for v in op.inputs])[0]
+            continue
+        ins = [env[v] for v in op.inputs]
+        out = saved[index].detach()  # a handle of its own: the tape node goes on it
+        if state.grad_enabled and any(not a.stop_gradient for a in ins):
+            out._node = Node(get_primitive(op.prim), op.params, ins, out)
+            out.stop_gradient = False
+        env[op.out] = out
+    return [env[v] for v in region.outputs]
+
+
+def _worth_saving(body, n_step_inputs):
+    """Indices of the body's operations whose results the reverse pass should read from
+    the forward pass rather than recompute: matrix products and transcendental functions
+    of the step's values (the carry and the slices; loop-invariant ones are not stacked)."""
+    from ..ir.passes.fuse import TRANSCENDENTAL
+
+    per_step = set(body.inputs[:n_step_inputs])
+    out = []
+    for index, op in enumerate(body.ops):
+        if any(v in per_step for v in op.inputs):
+            per_step.add(op.out)
+            if op.out.aval.dtype.is_floating and (op.prim == "dot_general"
+                                                  or op.prim in TRANSCENDENTAL):
+                out.append(index)
+    return out
 
 
 def _while_vjp_error(cts):
@@ -393,41 +440,47 @@ def _while_vjp_error(cts):
 
 
 def _scan_staged_with_grad(params, operands, run):
-    """A staged scan that keeps each step's carry (the residuals) as extra results, with a
-    tape node whose backward is a reverse scan of the body's vjp."""
-    body, k, m, n = params["body"], params["n_carry"], params["n_xs"], params["length"]
-    res_body = body.copy()
-    res_body.outputs = res_body.outputs + res_body.inputs[:k]
+    """A staged scan that also returns, stacked over the steps, each step's carry and the
+    results of its costly operations (the residuals), with a tape node whose backward is a
+    reverse scan of the body's vjp reading them (``_scan_vjp``)."""
+    body, k, m = params["body"], params["n_carry"], params["n_xs"]
+    # the saved intermediates are replayed on the tape; under jvp/vmap rules (foreign
+    # operands) the step is recomputed instead
+    saved = _worth_saving(body, k + m) if run is _stage_results else []
+    res_body = body.copy()  # same operation order: indices carry over
+    res_body.outputs = (res_body.outputs + res_body.inputs[:k]
+                        + [res_body.ops[i].out for i in saved])
     res_params = dict(params, body=res_body)
     staged = run("scan", res_params, operands)
-    n_out = len(staged) - k
+    n_out = len(body.outputs)
 
     # the residuals are results too (second and higher derivatives flow through them):
-    # their cotangents join the carry's, as the residual body returns its carry input
+    # their cotangents enter the reverse scan like those of the other ys
     def backward(cts):
-        return _scan_vjp(res_params, operands, staged, cts)
+        return _scan_vjp(res_params, operands, staged, cts, n_out, saved)
 
     attached = _attach(staged, operands, "scan", backward)
     staged[:] = attached
     return attached[:n_out]
 
 
-def _scan_vjp(params, operands, results, cts):
-    """Operand cotangents of a scan whose body returns its carry input as its last results
-    (``results`` ends with those residuals, stacked) for the results' cotangents ``cts``."""
+def _scan_vjp(params, operands, results, cts, n_out, saved):
+    """Operand cotangents of a scan whose body (``params``) returns, after its ``n_out``
+    results, its carry input and the results of its operations ``saved`` (indices), for
+    the cotangents ``cts`` of all its results."""
     body, k, m, n = params["body"], params["n_carry"], params["n_xs"], params["length"]
-    residuals = results[len(results) - k:]
+    carries = results[n_out:n_out + k]
+    intermediates = results[n_out + k:]
     carry0, xs, consts = operands[:k], operands[k:k + m], operands[k + m:]
     cts = [zeros_like(r) if c is None else c for r, c in zip(results, cts)]
     g_carry, g_ys = cts[:k], cts[k:]
     fc = _float_positions(carry0)
     fx = [i for i in _float_positions(xs)]
     fk = _float_positions(consts)
-    n_y = len(body.outputs) - k
 
     def bwd_step(bcarry, bx):
         gc, gk = bcarry
-        x_t, c_t, gy_t = bx
+        x_t, c_t, s_t, gy_t = bx
         values = list(c_t) + list(x_t) + list(consts)
         positions = ([i for i in fc] + [k + i for i in fx] + [k + m + i for i in fk])
         out_cts = []
@@ -435,7 +488,7 @@ def _scan_vjp(params, operands, results, cts):
         for j in range(k):
             out_cts.append(gc_full[j] if j in gc_full else zeros_like(c_t[j]))
         out_cts += list(gy_t)
-        grads = _region_vjp(body, values, positions, out_cts)
+        grads = _region_vjp(body, values, positions, out_cts, dict(zip(saved, s_t)))
         dc = grads[:len(fc)]
         dx = grads[len(fc):len(fc) + len(fx)]
         dk = grads[len(fc) + len(fx):]
@@ -443,8 +496,8 @@ def _scan_vjp(params, operands, results, cts):
 
     gk0 = [zeros_like(consts[i]) for i in fk]
     (dc0, dk), dxs = scan(bwd_step, ([g_carry[i] for i in fc], gk0),
-                          (list(xs), list(residuals), list(g_ys[:n_y])), length=n,
-                          reverse=not params["reverse"])
+                          (list(xs), list(carries), list(intermediates), list(g_ys)),
+                          length=n, reverse=not params["reverse"])
     full = [None] * len(operands)
     for i, g in zip(fc, dc0):
         full[i] = g
@@ -563,21 +616,18 @@ def _batch_rule(trace, kind, params, operands):
     k = params["n_carry"]
     carry = [with_batch_front(v, b, size) for v, b in zip(vals[:k], axes[:k])]
 
-    def batched(region, fixed_in, fixed_axes):
-        """The vmapped region on (batched carry, then ``fixed_in`` with ``fixed_axes``)."""
+    def lanes(region, consts, const_axes):
+        """``region`` vmapped over the batched carry (and the constants' own axes)."""
         def run(*args):
             return evaluate_bound(region, list(args))
 
-        return lambda c, extra=(): vmap(run, in_axes=tuple([0] * len(c)) + tuple(
-            fixed_axes) + tuple(extra_axes_of(extra)))(*c, *fixed_in, *extra)
-
-    def extra_axes_of(extra):
-        return [0] * len(extra)
+        in_axes = tuple([0] * k) + tuple(const_axes)
+        return lambda c: vmap(run, in_axes=in_axes)(*c, *consts)
 
     if kind == "while":
         consts, c_axes = vals[k:], axes[k:]
-        lane_cond = batched(params["cond"], consts, c_axes)
-        lane_body = batched(params["body"], consts, c_axes)
+        lane_cond = lanes(params["cond"], consts, c_axes)
+        lane_body = lanes(params["body"], consts, c_axes)
 
         def cond_fn(c):
             return any_(lane_cond(list(c))[0])
@@ -721,10 +771,10 @@ def _branch(index, branches, operands, what, names):
                 lambda ins, b=b: b(*tree_unflatten(op_tree, ins)), avals, f"branch{j}")
             traced.append((fn, caps))
             trees.append(tree)
-        first = [_aval_tensor(v) for v in traced[0][0].outputs]
+        first = [_AvalView(v.aval) for v in traced[0][0].outputs]
         for j in range(1, len(branches)):
             _check_same(what, trees[0], first, names[0], trees[j],
-                        [_aval_tensor(v) for v in traced[j][0].outputs], names[j])
+                        [_AvalView(v.aval) for v in traced[j][0].outputs], names[j])
         regions, captures = _unify(traced, len(op_leaves))
         if not _foreign(captures):
             idx = index.astype("int32") if index.dtype is not dtypes.int32 else index
@@ -749,10 +799,6 @@ class _AvalView:
     def __init__(self, aval):
         self._shape = tuple(aval.shape)
         self.dtype = aval.dtype
-
-
-def _aval_tensor(v):
-    return _AvalView(v.aval)
 
 
 def while_loop(cond_fun, body_fun, init_val, max_steps=None):

@@ -27,13 +27,13 @@ from fractions import Fraction
 from .. import prims
 from ..autodiff.tape import grad as tape_grad
 from ..autodiff.taylor import TaylorTrace, taylor_series
+from ..backends import fast_paths
 from ..core.primitive import Aval
 from ..core.random import next_key
 from ..core.trace import Tracer, new_trace
 from ..ops import creation, manipulation
-from ..ops import as_tensor
+from ..ops.helpers import as_tensor
 from ..ops.math import add, multiply
-from ..prims import taylor_kernel_series
 from .vmap import vmap
 
 METHODS = ("collapsed", "taylor", "nested", "stochastic")
@@ -91,8 +91,8 @@ class CollapsedTaylorTrace(TaylorTrace):
         if len(primals) == 1 and lowers[0] is not None:
             # a unary primitive with a fused Taylor kernel takes the R directions at once,
             # and sums the top coefficient over them as it goes
-            fast = taylor_kernel_series(prim.name, primals[0], out,
-                                        [primals[0], *lowers[0], None], params, self.weights)
+            fast = fast_paths.taylor_series(prim.name, primals[0], out,
+                                    [primals[0], *lowers[0], None], params, self.weights)
             if fast is not None:
                 return fast[1:K], fast[K]
         present = [[i for i, c in enumerate(lo) if c is not None] if lo is not None else []

@@ -10,7 +10,7 @@ import functools
 from ..autodiff.forward import jvp
 from ..autodiff.functional import check_argnums, vjp
 from ..core.pytree import tree_flatten, tree_unflatten
-from ..ops import as_tensor, exact_reshape
+from ..ops.helpers import as_tensor, exact_reshape
 from ..ops.creation import eye, zeros_like
 from .second_order import hessian_by_adjoints
 from .vmap import vmap

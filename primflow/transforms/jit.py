@@ -18,8 +18,14 @@ run the compiled program.
   with the tape on (as ``pf.checkpoint`` does), so every order of derivative is available.
 * Called inside another transform (vmap, jvp, Taylor mode, or another jit's trace), ``f``
   is simply traced by that transform (inlined).
-* Python control flow on traced values cannot be recorded: ``bool()``, ``float()``,
-  ``.item()`` or ``.numpy()`` of a traced value raise ``TracerConversionError``.
+* Python control flow on traced values: ``bool()``, ``float()``, ``.item()``,
+  ``.numpy()`` or ``print`` of a traced value raise ``TracerConversionError`` while
+  tracing. ``pf.jit`` then converts the function's ``if``/``while``/``for i in range(n)``
+  statements to ``pf.cond``/``pf.while_loop``/``pf.fori_loop`` (``ast_convert.py``) and
+  traces again; what still needs concrete values breaks the graph (``graph_break.py``:
+  that statement runs eagerly between compiled pieces, with a ``GraphBreakWarning``), or
+  raises with ``full_graph=True``. ``pf.cond``/``pf.scan``/... are staged as operations
+  with regions (``control.py``).
 
 What a jitted function may take and return (bad input gives an error naming the argument
 or output and the fix):
@@ -60,6 +66,7 @@ from ..core.state import state
 from ..core.tensor import Tensor
 from ..core.trace import Trace, Tracer, new_trace, outside_update_error
 from ..ir import IMPURE, Builder, evaluate_bound, normalize_params
+from ..ir.regions import all_ops
 
 __all__ = ["RETRACE_WARNING_THRESHOLD", "JitTrace", "JitTracer", "Jitted", "Lowered",
            "RetraceWarning", "TracerConversionError", "jit", "to_static"]
@@ -358,6 +365,7 @@ class Jitted:
         # the graph (transforms/graph_break.py) unless full_graph
         self.full_graph = full_graph
         self._converted = False
+        self._converted_count = 0  # statements and calls the AST conversion rewrote
         self._no_convert = False  # a piece of a broken function: its owner splits it
         self._broken = None
 
@@ -521,6 +529,7 @@ class Jitted:
         if not count:
             return False
         self.fun = converted
+        self._converted_count = count
         self.clear_cache()
         return True
 
@@ -624,6 +633,35 @@ class Jitted:
                             "tracers")
         return Lowered(entry)
 
+    def explain(self, *args, **kwargs) -> str:
+        """How this function compiles for these arguments: how many graphs (compiled
+        programs), each graph break with its file:line and reason, and whether its Python
+        control flow was converted.
+
+        Example:
+            >>> import primflow as pf
+            >>> def f(x):
+            ...     if x.sum() > 0:
+            ...         x = x * 2
+            ...     return x
+            >>> print(pf.jit(f).explain(pf.ones([2])))
+            1 graph, no graph break (Python control flow converted to cond/while/scan)
+        """
+        self.lower(*args, **kwargs)
+        converted = (" (Python control flow converted to cond/while/scan)"
+                     if self._converted_count else "")
+        broken = self._broken
+        if broken is None:
+            return "1 graph, no graph break" + converted
+        if not hasattr(broken, "pieces"):
+            return "0 graphs: the function cannot be compiled or split; it runs eagerly"
+        graphs = sum(not p.eager for p in broken.pieces)
+        breaks = [p for p in broken.pieces if p.eager]
+        lines = [f"{graphs} graph{'s' if graphs != 1 else ''}, {len(breaks)} graph "
+                 f"break{'s' if len(breaks) != 1 else ''}:"]
+        lines += [f"  {p.where}: {p.reason}" for p in breaks]
+        return "\n".join(lines)
+
     def cache_info(self) -> dict:
         """``{"traces": ..., "hits": ..., "entries": ...}``."""
         return {"traces": self.traces, "hits": self.hits, "entries": len(self._cache)}
@@ -710,7 +748,8 @@ class Jitted:
         # pf.seed ran inside (even to the state the generator was already in): replay
         reseeded = _random.reseed_count() != epoch_before
         drawn = frozenset() if reseeded else _keys_drawn(random_before, random_after)
-        n_draws = sum(op.prim in IMPURE and op.params["key"] in drawn for op in fn.ops)
+        # draws inside control-flow regions count too (each run of a region draws afresh)
+        n_draws = sum(op.prim in IMPURE and op.params["key"] in drawn for op in all_ops(fn))
         reseeded = reseeded or random_after[1] != random_before[1] + n_draws
         captures = [entry[0] for entry in trace.captured.values()]
         traced = fn.copy()

@@ -44,7 +44,8 @@ from ..core.state import decompose, enable_grad, set_grad_mode, state
 from ..core.tensor import Tensor
 from ..ops import math as ew
 from ..ops import manipulation
-from ..ops import as_tensor, exact_reshape
+from ..ops.helpers import as_tensor, exact_reshape
+from ..ops.complex_ops import conj, real
 from ..ops.creation import eye, ones_like, zeros
 from ..ops.linalg import matmul
 from .vmap import vmap
@@ -238,11 +239,13 @@ def _curvature(node, ts, g):
     """The node's term of the Hessian, [d, d]: ``sum_ij J_i^T d2<g, p>/du_i du_j J_j``."""
     prim, params, inputs = node.prim, node.params, node.inputs
     idx = [i for i, t in enumerate(ts) if t is not None]
-    if prim.family.elementwise and len(inputs) == 1:
+    if any(x.dtype.is_complex for x in inputs):
+        pass  # the shortcuts below are written for real values: take the general form
+    elif prim.family.elementwise and len(inputs) == 1:
         u = inputs[0]
         weights = ew.multiply(g, _second_derivative(prim, u, params))
         return _contract(ew.multiply(ts[0], weights), ts[0])
-    if prim.name == "mul" and len(idx) == 2:  # d2<g, a b> pairs J_a with g J_b, both ways
+    elif prim.name == "mul" and len(idx) == 2:  # d2<g, a b> pairs J_a with g J_b, both ways
         half = _contract(ts[0], ew.multiply(ts[1], g))
         return ew.add(half, manipulation.transpose(half, [1, 0]))
 
@@ -282,8 +285,12 @@ def _second_derivative(prim, u, params):
 
 
 def _contract(a, b):
-    """``sum over the value's elements of a[i, ...] * b[j, ...]``: a [d, d] matrix."""
+    """``sum over the value's elements of a[i, ...] * b[j, ...]``: a [d, d] matrix (for
+    complex values the real inner product ``Re(conj(a) b)`` of the gradient convention)."""
     d, m = a._shape[0], math.prod(a._shape[1:])
+    if a.dtype.is_complex:
+        return real(matmul(exact_reshape(conj(a), [d, m]), exact_reshape(b, [d, m]),
+                           transpose_y=True))
     return matmul(exact_reshape(a, [d, m]), exact_reshape(b, [d, m]),
                   transpose_y=True)
 

@@ -18,6 +18,8 @@ def test_bad_placements_are_named():
         dist.shard_tensor(pf.ones([4]), MESH, [dist.Shard(0), dist.Replicate()])
     with pytest.raises(ValueError, match=r"Shard\(1\) on mesh dim 0 is out of range"):
         dist.shard_tensor(pf.ones([4]), MESH, [dist.Shard(1)])
+    assert dist.shard_tensor(pf.ones([4, 2]), MESH, [dist.Shard(-1)]).placements == [
+        dist.Shard(1)]
     with pytest.raises(TypeError, match="placements must be"):
         dist.shard_tensor(pf.ones([4]), MESH, ["shard"])
     m2 = dist.ProcessMesh([[0]], dim_names=["a", "b"])

@@ -87,7 +87,7 @@ def test_traced_programs_round_trip_and_match_eager(make):
     ("def f(%0: float32[2]):\n    %1: float32[2] = constant(index=3)\n    return %1\n",
      "not given"),
     ("%1: float32[2] = exp(%0)\n", "'def NAME"),
-    ("def f(%0: complex64[2]):\n    return %0\n", "expected a dtype"),
+    ("def f(%0: float8[2]):\n    return %0\n", "expected a dtype"),
 ])
 def test_parse_errors_name_the_problem(text, message):
     with pytest.raises(ParseError, match=message):

@@ -168,3 +168,94 @@ def test_lbfgs_errors():
         pf.optimizer.LBFGS(parameters=[x], line_search_fn="armijo")
     with pytest.raises(ValueError, match="parameters"):
         pf.optimizer.LBFGS()
+
+
+# ---- convergence to the exact minimum (issue 20: LBFGS stalled 3e-5 short of it) -----------
+
+def _quadratic_problem(n, condition, seed):
+    """A random SPD matrix with the given condition number, and b: min 0.5 x'Ax - b'x."""
+    rng = np.random.default_rng(seed)
+    q, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    a = q @ np.diag(np.linspace(1.0, condition, n)) @ q.T
+    return a, rng.normal(size=n)
+
+
+def _run_lbfgs(fn, x0, steps, line_search_fn="strong_wolfe", max_iter=20):
+    x = pf.to_tensor(x0, dtype="float64", stop_gradient=False)
+    opt = pf.optimizer.LBFGS(learning_rate=1.0, max_iter=max_iter, tolerance_grad=1e-12,
+                             parameters=[x], line_search_fn=line_search_fn)
+    closure = _closure_for(opt, x, fn)
+    for _ in range(steps):
+        opt.step(closure)
+    return x, opt
+
+
+@pytest.mark.parametrize("line_search_fn", ["strong_wolfe", None])
+@pytest.mark.parametrize("n,condition,seed", [(3, 3.5, 0), (3, 3.5, 1), (5, 10.0, 2),
+                                              (8, 50.0, 3)])
+def test_lbfgs_reaches_the_exact_minimum_of_quadratics(n, condition, seed, line_search_fn):
+    a, b = _quadratic_problem(n, condition, seed)
+    at, bt = pf.to_tensor(a), pf.to_tensor(b)
+
+    def loss(x):
+        return 0.5 * (x * pf.matmul(at, x)).sum() - (bt * x).sum()
+
+    x, opt = _run_lbfgs(loss, np.zeros(n), steps=8, line_search_fn=line_search_fn)
+    grad = a @ x.numpy() - b
+    assert np.abs(grad).max() <= 1e-10, np.abs(grad).max()
+    np.testing.assert_allclose(x.numpy(), np.linalg.solve(a, b), rtol=1e-9, atol=1e-10)
+    assert opt.state_dict()["state"]["n_iter"] <= 4 * n + 8
+
+
+def test_every_step_call_moves_until_the_gradient_is_zero():
+    """The reported case: a 3-variable quadratic, condition 3.5, default tolerances except
+    tolerance_grad. Each step(closure) past the first used to evaluate without moving."""
+    a, b = _quadratic_problem(3, 3.5, 0)
+    at, bt = pf.to_tensor(a), pf.to_tensor(b)
+    x = pf.to_tensor(np.zeros(3), dtype="float64", stop_gradient=False)
+    opt = pf.optimizer.LBFGS(parameters=[x], tolerance_grad=1e-12,
+                             line_search_fn="strong_wolfe")
+    closure = _closure_for(opt, x, lambda v: 0.5 * (v * pf.matmul(at, v)).sum()
+                           - (bt * v).sum())
+    norms = []
+    for _ in range(6):
+        opt.step(closure)
+        norms.append(np.abs(a @ x.numpy() - b).max())
+        if norms[-1] <= 1e-10:
+            break
+    assert norms[-1] <= 1e-10, norms
+    assert all(later < earlier for earlier, later in zip(norms, norms[1:])), norms
+
+
+def test_lbfgs_rosenbrock_matches_scipy():
+    scipy_optimize = pytest.importorskip("scipy.optimize")
+    x0 = np.array([-1.2, 1.0])
+    x, opt = _run_lbfgs(_rosenbrock, x0, steps=10, max_iter=100)
+    reference = scipy_optimize.minimize(scipy_optimize.rosen, x0, jac=scipy_optimize.rosen_der,
+                                        method="BFGS", options={"gtol": 1e-11})
+    g = scipy_optimize.rosen_der(x.numpy())
+    assert np.abs(g).max() <= 1e-10, g
+    np.testing.assert_allclose(x.numpy(), [1.0, 1.0], atol=1e-10)  # the known minimum
+    np.testing.assert_allclose(x.numpy(), reference.x, atol=1e-6)
+    assert opt.state_dict()["state"]["n_iter"] <= 100
+
+
+def test_lbfgs_agrees_with_torch_when_installed():
+    torch = pytest.importorskip("torch")
+    a, b = _quadratic_problem(3, 3.5, 0)
+    xt = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+    at, bt = torch.tensor(a), torch.tensor(b)
+    opt_t = torch.optim.LBFGS([xt], tolerance_grad=1e-12, line_search_fn="strong_wolfe")
+
+    def closure_t():
+        opt_t.zero_grad()
+        loss = 0.5 * xt @ at @ xt - bt @ xt
+        loss.backward()
+        return loss
+
+    for _ in range(4):
+        opt_t.step(closure_t)
+    pa, pb = pf.to_tensor(a), pf.to_tensor(b)
+    x, _ = _run_lbfgs(lambda v: 0.5 * (v * pf.matmul(pa, v)).sum() - (pb * v).sum(),
+                      np.zeros(3), steps=4)
+    np.testing.assert_allclose(x.numpy(), xt.detach().numpy(), atol=1e-8)

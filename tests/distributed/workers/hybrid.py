@@ -54,6 +54,25 @@ for step in range(4):
     ref_opt.step()
     ref_opt.clear_grad()
     ref.append(float(loss.numpy()))
+# cross-mesh reshards of other shapes and placements (the general path: replicate on the
+# source mesh, send, slice on arrival), values and gradients
+Z = rng.standard_normal((5, 4))
+flat = dist.ProcessMesh([0, 1, 2, 3] if n == 4 else [0])
+last = dist.ProcessMesh([3] if n == 4 else [0])
+z0 = dist.shard_tensor(paddle.to_tensor(Z), mesh0, [dist.Shard(1), dist.Shard(0)],
+                       stop_gradient=False)
+for target, placements in ((mesh1, [dist.Shard(0), dist.Partial()]),
+                           (flat, [dist.Shard(1)]), (last, [dist.Replicate()]),
+                           (mesh1, [dist.Replicate(), dist.Replicate()])):
+    moved = dist.reshard(z0, target, placements)
+    if dist.get_rank() in target.process_ids:
+        assert np.allclose(moved.numpy(), Z), (target, placements)
+    weight = dist.shard_tensor(paddle.to_tensor(np.arange(20.0).reshape(5, 4)), target,
+                               [dist.Replicate()] * target.ndim)
+    g, = paddle.grad((moved * weight).sum(), z0)
+    if dist.get_rank() in mesh0.process_ids:
+        assert g.placements == z0.placements
+        assert np.allclose(g.numpy(), np.arange(20.0).reshape(5, 4)), (target, g.numpy())
 if dist.get_rank() in mesh1.process_ids:
     if not np.allclose(losses, ref, rtol=1e-10):
         print("hybrid losses differ:", losses, ref)

@@ -63,12 +63,29 @@ CASES += [
                                                "batch": ((0,), (0,))}),
     ("dot_general", (A, B), {"contracting": ((0,), (0,)), "batch": ((), ())}),
 ]
+# complex parts, FFT and decompositions (issue 18): batched matrices [2, 3, 3]
+Z = A + 1j * B
+M = u(2, 3, 3) + 3 * np.eye(3)
+SPD = M @ np.swapaxes(M, -1, -2)
+CASES += [
+    ("complex", (A, B), {}), ("real", (Z,), {}), ("imag", (Z,), {}), ("conj", (Z,), {}),
+    ("fft", (A,), {"kind": "rfft", "axes": (1,), "n_last": None, "norm": "backward"}),
+    ("fft", (Z,), {"kind": "fft", "axes": (0,), "n_last": None, "norm": "ortho"}),
+    ("fft", (Z[:, :2],), {"kind": "irfft", "axes": (1,), "n_last": 3, "norm": "forward"}),
+    ("solve", (M, u(2, 3, 2)), {}),
+    ("triangular_solve", (M, u(2, 3, 2)), {"lower": True, "transpose": False,
+                                           "unit_diagonal": False}),
+    ("cholesky", (SPD,), {}), ("slogdet", (M,), {}), ("eigh", (SPD,), {}), ("lu", (M,), {}),
+    ("qr", (u(2, 3, 2),), {}), ("svd", (u(2, 3, 2),), {}),
+    ("lu_pivots", (np.array([[2, 0, 1], [0, 1, 2]]),), {}),
+    ("lu_permutation", (np.array([[3, 3, 3], [1, 2, 3]]),), {}),
+]
 
 
 def layouts(arr, mesh):
     """Placement lists to try for an input (Partial only for floats)."""
     ndim = arr.ndim
-    floating = arr.dtype.kind == "f"
+    floating = arr.dtype.kind in "fc"
     one = [R()] + [S(d) for d in range(ndim)] + ([P()] if floating else [])
     if mesh.ndim == 1:
         return [[p] for p in one]
@@ -94,7 +111,7 @@ def run(mesh, max_combos):
     failures, checked = [], 0
     for name, args, params in CASES:
         prim = getattr(prims, name)
-        diff = [a.dtype.kind == "f" and name not in NONDIFF for a in args]
+        diff = [a.dtype.kind in "fc" and name not in NONDIFF for a in args]
         plain = [as_tensor(a, d) for a, d in zip(args, diff)]
         ref = prim(*plain, **params)
         want_grad = ref.dtype.is_floating and any(diff) and not ref.stop_gradient

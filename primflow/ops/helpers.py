@@ -52,7 +52,7 @@ def broadcast_shapes(*shapes) -> tuple:
     """NumPy broadcasting of several shapes; a clear error names them when they clash.
 
     Example:
-        >>> from primflow.ops._helpers import broadcast_shapes
+        >>> from primflow.ops.helpers import broadcast_shapes
         >>> broadcast_shapes((3, 1), (4,))
         (3, 4)
     """
@@ -86,7 +86,7 @@ def broadcast_to(x: Tensor, shape) -> Tensor:
                                   broadcast_dimensions=tuple(range(lead, len(shape))))
 
 
-_SCALARS = (int, float, bool)
+_SCALARS = (int, float, bool, complex)
 
 
 _constants = {}

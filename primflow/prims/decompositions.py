@@ -1,0 +1,781 @@
+"""Matrix decompositions and solves: ``solve``, ``triangular_solve``, ``cholesky``,
+``slogdet``, ``eigh`` and ``lu``. Kernels are LAPACK (through NumPy, or SciPy where NumPy
+has no batched routine); every rule is written in primitives, so derivatives of any order
+need nothing new (solve's rules use solve, cholesky's use triangular_solve, eigh's use
+eigh's outputs...).
+
+All act on the last two dims and batch over the leading ones (equal between operands: the
+public ops in ``primflow.ops.decompositions`` broadcast first). Real floating dtypes only.
+
+Outputs with several parts are packed into one tensor (the public ops slice them apart, so
+the cotangents of unused parts are exact zeros):
+
+* ``slogdet(a) -> [..., 2]``: ``(sign, log|det a|)``,
+* ``eigh(a) -> [..., n, n + 1]``: the eigenvectors (columns) then the eigenvalues
+  (ascending) as the last column,
+* ``lu(a) -> [..., n, n + 1]``: LAPACK's packed ``L \\ U`` (L unit lower) then the row
+  permutation ``perm`` (as floats) with ``a[perm] = L @ U``.
+
+Symmetric inputs (``cholesky``, ``eigh``) are read from their lower triangle, and their
+derivative rules treat perturbations as symmetric (a perturbation ``da`` acts as
+``(da + da^T) / 2``; the cotangent returned is symmetric, as in PyTorch).
+
+Taylor rules are exact recurrences: with ``x(t) = sum_k x_k t^k``, a solve satisfies
+``sum_j a_j x_{k-j} = b_k`` and gives ``x_k = a_0^{-1} (b_k - sum_{j>=1} a_j x_{k-j})``; a
+factorisation ``a = f(t) g(t)`` gives the order-k factors from the known lower ones by the
+same linear map as its jvp.
+
+Example:
+    >>> import primflow as pf
+    >>> from primflow import prims
+    >>> a = pf.to_tensor([[4.0, 2.0], [2.0, 3.0]], dtype="float64")
+    >>> prims.cholesky(a).numpy()
+    array([[2.        , 0.        ],
+           [1.        , 1.41421356]])
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from ..core.primitive import Aval, Primitive, PrimitiveError
+from ..core.trace import Tracer
+from . import _batching as bt, _matrix as mx, _taylor as tl, compare as cmp, creation
+from . import elementwise as ew, reduce as rd, shape as sh
+from .families import DECOMPOSITION as _F
+
+
+def _check_matrix(name, a, square=True):
+    if a.dtype.kind != "f":
+        raise PrimitiveError(f"{name}: expects a real floating matrix, got {a.dtype.name}"
+                             f"{list(a.shape)}")
+    if len(a.shape) < 2 or (square and a.shape[-1] != a.shape[-2]):
+        raise PrimitiveError(f"{name}: expects {'square ' if square else ''}matrices in the "
+                             f"last two dims, got shape {list(a.shape)}")
+
+
+def _check_rhs(name, a, b):
+    if b.dtype is not a.dtype:
+        raise PrimitiveError(f"{name}: dtypes {a.dtype.name} and {b.dtype.name} differ")
+    if len(b.shape) != len(a.shape) or b.shape[:-2] != a.shape[:-2] or (
+            b.shape[-2] != a.shape[-1]):
+        raise PrimitiveError(f"{name}: right-hand side of shape {list(b.shape)} does not "
+                             f"match matrices of shape {list(a.shape)}")
+
+
+def _batch_all_front(prim):
+    def rule(vals, bdims, **params):
+        return prim.bind(*bt.all_front(vals, bdims), **params), 0
+
+    return rule
+
+
+def _sum_products(pairs):
+    total = None
+    for a, b in pairs:
+        total = tl.add(total, mx.mm(a, b))
+    return total
+
+
+# ---- solve ---------------------------------------------------------------------------------
+
+def _solve_infer(a, b):
+    _check_matrix("solve", a)
+    _check_rhs("solve", a, b)
+    return Aval(b.shape, b.dtype)
+
+
+def _solve_a_jvp(g, out, a, b):
+    return ew.neg(solve(a, mx.mm(g, out)))
+
+
+def _solve_b_jvp(g, out, a, b):
+    return solve(a, g)
+
+
+def _solve_vjp(g, out, a, b):
+    # one transposed solve serves both cotangents (b_bar, then a_bar = -b_bar x^T)
+    b_bar = solve(mx.mT(a), g)
+    return ew.neg(mx.mm(b_bar, mx.mT(out))), b_bar
+
+
+def _solve_batch(vals, bdims):
+    return solve(*bt.all_front(vals, bdims)), 0
+
+
+def _solve_taylor(primals, series, out=None):
+    a0, b0 = primals
+    order = tl.order_of(series)
+    out = solve(a0, b0) if out is None else out
+    a_s = tl.full_series(series[0], a0, order)
+    b_s = tl.full_series(series[1], b0, order)
+    xs = [out]
+    for k in range(1, order + 1):
+        rhs = tl.sub(b_s[k], _sum_products((a_s[j], xs[k - j]) for j in range(1, k + 1)
+                                           if a_s[j] is not None and xs[k - j] is not None))
+        xs.append(None if rhs is None else solve(a0, rhs))
+    return out, xs
+
+
+solve = Primitive("solve", family=_F, infer=_solve_infer, jvp=(_solve_a_jvp, _solve_b_jvp),
+                  vjp=_solve_vjp, batch=_solve_batch, taylor=_solve_taylor,
+                  saves_out=True, linear_in=(1,),
+                  doc="x with a @ x = b (LU with partial pivoting)")
+
+
+# ---- triangular_solve ----------------------------------------------------------------------
+
+def _tri_infer(a, b, *, lower, transpose, unit_diagonal):
+    _check_matrix("triangular_solve", a)
+    _check_rhs("triangular_solve", a, b)
+    return Aval(b.shape, b.dtype)
+
+
+def _tri_part(a, lower, unit_diagonal):
+    """The entries the kernel reads: one triangle, without the diagonal if it is unit."""
+    if lower:
+        return mx.tril(a, -1 if unit_diagonal else 0)
+    return mx.triu(a, 1 if unit_diagonal else 0)
+
+
+def _tri_op(a, transpose):
+    return mx.mT(a) if transpose else a
+
+
+def _tri_a_jvp(g, out, a, b, **p):
+    da = _tri_op(_tri_part(g, p["lower"], p["unit_diagonal"]), p["transpose"])
+    return ew.neg(triangular_solve(a, mx.mm(da, out), **p))
+
+
+def _tri_b_jvp(g, out, a, b, **p):
+    return triangular_solve(a, g, **p)
+
+
+def _tri_b_bar(g, a, p):
+    return triangular_solve(a, g, lower=p["lower"], transpose=not p["transpose"],
+                            unit_diagonal=p["unit_diagonal"])
+
+
+def _tri_vjp(g, out, a, b, **p):
+    b_bar = _tri_b_bar(g, a, p)
+    # d(op(a)) receives -b_bar x^T; map it back through op and the triangle mask
+    grad_op = ew.neg(mx.mm(b_bar, mx.mT(out)))
+    return _tri_part(_tri_op(grad_op, p["transpose"]), p["lower"], p["unit_diagonal"]), b_bar
+
+
+def _tri_batch(vals, bdims, **p):
+    return triangular_solve(*bt.all_front(vals, bdims), **p), 0
+
+
+def _tri_taylor(primals, series, out=None, **p):
+    a0, b0 = primals
+    order = tl.order_of(series)
+    out = triangular_solve(a0, b0, **p) if out is None else out
+    a_s = tl.full_series(series[0], a0, order)
+    b_s = tl.full_series(series[1], b0, order)
+    xs = [out]
+    for k in range(1, order + 1):
+        rhs = tl.sub(b_s[k], _sum_products(
+            (_tri_op(_tri_part(a_s[j], p["lower"], p["unit_diagonal"]), p["transpose"]),
+             xs[k - j]) for j in range(1, k + 1)
+            if a_s[j] is not None and xs[k - j] is not None))
+        xs.append(None if rhs is None else triangular_solve(a0, rhs, **p))
+    return out, xs
+
+
+triangular_solve = Primitive(
+    "triangular_solve", family=_F, infer=_tri_infer, jvp=(_tri_a_jvp, _tri_b_jvp),
+    vjp=_tri_vjp, batch=_tri_batch, taylor=_tri_taylor, saves_out=True,
+    linear_in=(1,), doc="x with op(a) @ x = b for triangular a (op: identity or transpose)")
+
+
+# ---- cholesky ------------------------------------------------------------------------------
+
+def _cholesky_infer(a):
+    _check_matrix("cholesky", a)
+    return Aval(a.shape, a.dtype)
+
+
+def _lower_solve(l, b, transpose=False):
+    return triangular_solve(l, b, lower=True, transpose=transpose, unit_diagonal=False)
+
+
+def _cholesky_step(l0, c):
+    """The L_k solving ``l0 L_k^T + L_k l0^T = c`` with L_k lower: ``l0 phi(l0^-1 c l0^-T)``."""
+    inner = mx.mT(_lower_solve(l0, mx.mT(_lower_solve(l0, c))))
+    return mx.mm(l0, mx.phi(inner))
+
+
+def _cholesky_jvp(g, out, a):
+    return _cholesky_step(out, mx.sym(g))
+
+
+def _cholesky_vjp(g, out, a):
+    # a_bar = sym(L^-T phi(L^T g) L^-1)
+    p = mx.phi(mx.mm(mx.mT(out), g))
+    left = _lower_solve(out, p, transpose=True)  # L^-T p
+    return mx.sym(mx.mT(_lower_solve(out, mx.mT(left), transpose=True)))
+
+
+def _cholesky_batch(vals, bdims):
+    return cholesky(bt.move_to_front(vals[0], bdims[0])), 0
+
+
+def _cholesky_taylor(primals, series, out=None):
+    (a0,), (a_s,) = primals, series
+    order = len(a_s) - 1
+    l0 = cholesky(a0) if out is None else out
+    ls = [l0]
+    for k in range(1, order + 1):
+        c = tl.sub(None if a_s[k] is None else mx.sym(a_s[k]), _sum_products(
+            (ls[j], mx.mT(ls[k - j])) for j in range(1, k)
+            if ls[j] is not None and ls[k - j] is not None))
+        ls.append(None if c is None else _cholesky_step(l0, c))
+    return l0, ls
+
+
+cholesky = Primitive("cholesky", family=_F, infer=_cholesky_infer, jvp=(_cholesky_jvp,),
+                     vjp=(_cholesky_vjp,), batch=_cholesky_batch, taylor=_cholesky_taylor,
+                     saves_out=True, saves_inputs=(),
+                     doc="lower-triangular L with a = L @ L^T (a symmetric positive definite)")
+
+
+# ---- slogdet -------------------------------------------------------------------------------
+
+def _slogdet_infer(a):
+    _check_matrix("slogdet", a)
+    return Aval(tuple(a.shape[:-2]) + (2,), a.dtype)
+
+
+def _pack_logdet(logdet):
+    """``[..., 2]`` with zero sign and ``logdet`` (derivatives of the packed output)."""
+    zero = creation.full(shape=tuple(logdet._shape), value=0, dtype=logdet.dtype)
+    shape = tuple(logdet._shape) + (1,)
+    return sh.concatenate(sh.reshape(zero, shape=shape), sh.reshape(logdet, shape=shape),
+                          axis=len(shape) - 1)
+
+
+def _logdet_part(packed):
+    nd = len(packed._shape)
+    return sh.reshape(mx.cols(packed, 1, 2), shape=tuple(packed._shape[:-1]))
+
+
+def _trace(a):
+    return rd.reduce_sum(mx.diagonal(a), axes=(len(a._shape) - 2,))
+
+
+def _slogdet_jvp(g, out, a):  # d log|det a| = tr(a^-1 da)
+    return _pack_logdet(_trace(solve(a, g)))
+
+
+def _slogdet_vjp(g, out, a):  # a_bar = g_logdet a^-T
+    g_logdet = _logdet_part(g)
+    inv_t = solve(mx.mT(a), mx.eye_like(a))
+    nd = len(a._shape)
+    weight = sh.broadcast_in_dim(g_logdet, shape=tuple(a._shape),
+                                 broadcast_dimensions=tuple(range(nd - 2)))
+    return ew.mul(weight, inv_t)
+
+
+def _slogdet_batch(vals, bdims):
+    return slogdet(bt.move_to_front(vals[0], bdims[0])), 0
+
+
+def _slogdet_taylor(primals, series, out=None):
+    # d/dt log det a(t) = tr(y(t)) with a y = a': the solve recurrence on a's derivative
+    (a0,), (a_s,) = primals, series
+    order = len(a_s) - 1
+    out = slogdet(a0) if out is None else out
+    d_s = [None if a_s[m + 1] is None else mx.scale(a_s[m + 1], m + 1) for m in range(order)]
+    ys, coefficients = [], [out]
+    for m in range(order):
+        rhs = tl.sub(d_s[m], _sum_products((a_s[j], ys[m - j]) for j in range(1, m + 1)
+                                           if a_s[j] is not None and ys[m - j] is not None))
+        ys.append(None if rhs is None else solve(a0, rhs))
+        coefficients.append(None if ys[m] is None else _pack_logdet(
+            _trace(mx.scale(ys[m], 1.0 / (m + 1)))))
+    return out, coefficients
+
+
+slogdet = Primitive("slogdet", family=_F, infer=_slogdet_infer, jvp=(_slogdet_jvp,),
+                    vjp=(_slogdet_vjp,), batch=_slogdet_batch, taylor=_slogdet_taylor,
+                    doc="[..., 2]: sign and log|det| of each matrix")
+
+
+# ---- eigh ----------------------------------------------------------------------------------
+
+def _eigh_infer(a):
+    _check_matrix("eigh", a)
+    return Aval(tuple(a.shape[:-1]) + (a.shape[-1] + 1,), a.dtype)
+
+
+def _eigh_parts(packed):
+    n = packed._shape[-1] - 1
+    w = sh.reshape(mx.cols(packed, n, n + 1), shape=tuple(packed._shape[:-1]))
+    return mx.cols(packed, 0, n), w
+
+
+def _pack_eigh(v, w):
+    return sh.concatenate(v, mx.column(w), axis=len(v._shape) - 1)
+
+
+def _gap_inverse(w):
+    """``F[i, j] = 1 / (w_j - w_i)`` off the diagonal; 0 on it and wherever the gap is
+    below a relative tolerance (degenerate eigenvalues: see the eigh docs)."""
+    n = w._shape[-1]
+    shape = tuple(w._shape) + (n,)
+    nd = len(shape)
+    w_col = sh.broadcast_in_dim(w, shape=shape, broadcast_dimensions=tuple(range(nd - 2))
+                                + (nd - 2,))
+    w_row = sh.broadcast_in_dim(w, shape=shape, broadcast_dimensions=tuple(range(nd - 2))
+                                + (nd - 1,))
+    gap = ew.sub(w_row, w_col)
+    scale = rd.reduce_max(ew.abs(w), axes=(nd - 2,))
+    tol = sh.broadcast_in_dim(mx.scale(ew.add(scale, creation.full(
+        shape=tuple(scale._shape), value=1e-300, dtype=w.dtype)), _degenerate_rtol(w)),
+        shape=shape, broadcast_dimensions=tuple(range(nd - 2)))
+    degenerate = cmp.le(ew.abs(gap), tol)
+    one = creation.full(shape=shape, value=1.0, dtype=w.dtype)
+    safe = cmp.select(degenerate, one, gap)
+    return mx.masked(ew.div(one, safe), cmp.logical_not(degenerate)), degenerate
+
+
+def _degenerate_rtol(w):
+    return 1e-10 if w.dtype.itemsize == 8 else 1e-5
+
+
+def _eigh_jvp(g, out, a):
+    v, w = _eigh_parts(out)
+    f, _ = _gap_inverse(w)
+    m = mx.mm(mx.mT(v), mx.mm(mx.sym(g), v))
+    return _pack_eigh(mx.mm(v, ew.mul(f, m)), mx.diagonal(m))
+
+
+def _eigh_vjp(g, out, a):
+    v, w = _eigh_parts(out)
+    v_bar, w_bar = _eigh_parts(g)
+    f, degenerate = _gap_inverse(w)
+    vt_vbar = mx.mm(mx.mT(v), v_bar)
+    if not isinstance(vt_vbar, Tracer):
+        _warn_if_not_invariant(vt_vbar, degenerate)
+    inner = ew.add(mx.diag_embed(w_bar), ew.mul(f, vt_vbar))
+    return mx.sym(mx.mm(v, mx.mm(inner, mx.mT(v))))
+
+
+def _warn_if_not_invariant(vt_vbar, degenerate):
+    """Repeated eigenvalues: the gradient is finite and right when the loss does not depend
+    on the choice of basis in the repeated eigenspace; warn when the cotangent says it
+    does (its antisymmetric part inside the degenerate block is not zero)."""
+    off_diagonal = cmp.logical_and(degenerate, cmp.logical_not(
+        mx.band_mask(degenerate._shape, 0, 0)))
+    every = tuple(range(len(vt_vbar._shape)))
+    if not vt_vbar.size or not rd.reduce_max(cmp.convert_element_type(
+            off_diagonal, dtype=vt_vbar.dtype), axes=every).item():
+        return
+    skew = rd.reduce_max(mx.masked(ew.abs(ew.sub(vt_vbar, mx.mT(vt_vbar))), off_diagonal),
+                         axes=every).item()
+    scale = rd.reduce_max(ew.abs(vt_vbar), axes=every).item()
+    if skew > 1e-6 * max(1.0, scale):
+        warnings.warn("eigh: repeated eigenvalues and a loss that depends on the choice of "
+                      "eigenvectors in their eigenspace; the gradient sets the undefined "
+                      "terms to zero", RuntimeWarning, stacklevel=4)
+
+
+def _eigh_batch(vals, bdims):
+    return eigh(bt.move_to_front(vals[0], bdims[0])), 0
+
+
+def _eigh_taylor(primals, series, out=None):
+    (a0,), (a_s,) = primals, series
+    order = len(a_s) - 1
+    out = eigh(a0) if out is None else out
+    v0, w0 = _eigh_parts(out)
+    f, _ = _gap_inverse(w0)
+    vs, ws, coefficients = [v0], [w0], [out]
+    a_s = [a_s[0]] + [None if c is None else mx.sym(c) for c in a_s[1:]]
+    for k in range(1, order + 1):
+        # r_k = sum_{j=1}^{k-1} v_j w_{k-j} - sum_{j=1}^{k} a_j v_{k-j}
+        r = None
+        for j in range(1, k):
+            if vs[j] is not None and ws[k - j] is not None:
+                r = tl.add(r, ew.mul(vs[j], sh.broadcast_in_dim(
+                    ws[k - j], shape=tuple(vs[j]._shape),
+                    broadcast_dimensions=tuple(range(len(vs[j]._shape) - 2))
+                    + (len(vs[j]._shape) - 1,))))
+        r = tl.sub(r, _sum_products((a_s[j], vs[k - j]) for j in range(1, k + 1)
+                                    if a_s[j] is not None and vs[k - j] is not None))
+        if r is None:
+            vs.append(None)
+            ws.append(None)
+            coefficients.append(None)
+            continue
+        t = mx.mm(mx.mT(v0), r)  # w0 c - c w0 - w_k = t
+        s = tl.scale(_sum_products((mx.mT(vs[j]), vs[k - j]) for j in range(1, k)
+                                   if vs[j] is not None and vs[k - j] is not None), -1.0)
+        c = ew.mul(f, ew.neg(t))
+        if s is not None:
+            c = ew.add(c, mx.scale(mx.diag_embed(mx.diagonal(s)), 0.5))
+        vk, wk = mx.mm(v0, c), ew.neg(mx.diagonal(t))
+        vs.append(vk)
+        ws.append(wk)
+        coefficients.append(_pack_eigh(vk, wk))
+    return out, coefficients
+
+
+eigh = Primitive("eigh", family=_F, infer=_eigh_infer, jvp=(_eigh_jvp,), vjp=(_eigh_vjp,),
+                 batch=_eigh_batch, taylor=_eigh_taylor, saves_out=True, saves_inputs=(),
+                 doc="[..., n, n + 1]: eigenvectors then eigenvalues of a symmetric matrix")
+
+
+# ---- lu ------------------------------------------------------------------------------------
+
+def _lu_infer(a):
+    _check_matrix("lu", a)
+    return Aval(tuple(a.shape[:-1]) + (a.shape[-1] + 1,), a.dtype)
+
+
+def _lu_parts(packed):
+    """(L unit lower, U upper, permutation matrix P with P a = L U)."""
+    n = packed._shape[-1] - 1
+    factors = mx.cols(packed, 0, n)
+    lower = ew.add(mx.tril(factors, -1), mx.eye_like(factors))
+    upper = mx.triu(factors)
+    perm = sh.reshape(mx.cols(packed, n, n + 1), shape=tuple(packed._shape[:-1]))
+    shape = tuple(factors._shape)
+    nd = len(shape)
+    perm_rows = sh.broadcast_in_dim(perm, shape=shape, broadcast_dimensions=tuple(
+        range(nd - 2)) + (nd - 2,))
+    columns = creation.iota(shape=shape, dtype=factors.dtype, dimension=nd - 1)
+    p = cmp.convert_element_type(cmp.eq(perm_rows, columns), dtype=factors.dtype)
+    return lower, upper, p
+
+
+def _lu_step(lower, upper, c):
+    """L_k + U_k (packed) from ``l0 U_k + L_k u0 = c``: x = l0^-1 c u0^-1 split in two."""
+    left = triangular_solve(lower, c, lower=True, transpose=False, unit_diagonal=True)
+    x = mx.mT(triangular_solve(upper, mx.mT(left), lower=False, transpose=True,
+                               unit_diagonal=False))
+    return ew.add(mx.mm(lower, mx.tril(x, -1)), mx.mm(mx.triu(x), upper)), x
+
+
+def _pack_lu(factors):
+    zero = creation.full(shape=tuple(factors._shape[:-1]) + (1,), value=0,
+                         dtype=factors.dtype)
+    return sh.concatenate(factors, zero, axis=len(factors._shape) - 1)
+
+
+def _lu_jvp(g, out, a):
+    lower, upper, p = _lu_parts(out)
+    return _pack_lu(_lu_step(lower, upper, mx.mm(p, g))[0])
+
+
+def _lu_vjp(g, out, a):
+    lower, upper, p = _lu_parts(out)
+    n = upper._shape[-1]
+    g = mx.cols(g, 0, n)
+    x_bar = ew.add(mx.tril(mx.mm(mx.mT(lower), mx.tril(g, -1)), -1),
+                   mx.triu(mx.mm(mx.triu(g), mx.mT(upper))))
+    z = triangular_solve(lower, x_bar, lower=True, transpose=True, unit_diagonal=True)
+    c_bar = mx.mT(triangular_solve(upper, mx.mT(z), lower=False, transpose=False,
+                                   unit_diagonal=False))
+    return mx.mm(mx.mT(p), c_bar)
+
+
+def _lu_batch(vals, bdims):
+    return lu(bt.move_to_front(vals[0], bdims[0])), 0
+
+
+def _lu_taylor(primals, series, out=None):
+    (a0,), (a_s,) = primals, series
+    order = len(a_s) - 1
+    out = lu(a0) if out is None else out
+    lower, upper, p = _lu_parts(out)
+    ls, us, coefficients = [lower], [upper], [out]
+    for k in range(1, order + 1):
+        c = tl.sub(None if a_s[k] is None else mx.mm(p, a_s[k]), _sum_products(
+            (ls[j], us[k - j]) for j in range(1, k) if ls[j] is not None
+            and us[k - j] is not None))
+        if c is None:
+            ls.append(None)
+            us.append(None)
+            coefficients.append(None)
+            continue
+        packed, x = _lu_step(lower, upper, c)
+        ls.append(mx.mm(lower, mx.tril(x, -1)))
+        us.append(mx.mm(mx.triu(x), upper))
+        coefficients.append(_pack_lu(packed))
+    return out, coefficients
+
+
+lu = Primitive("lu", family=_F, infer=_lu_infer, jvp=(_lu_jvp,), vjp=(_lu_vjp,),
+               batch=_lu_batch, taylor=_lu_taylor, saves_out=True, saves_inputs=(),
+               doc="[..., n, n + 1]: packed L\\U and the row permutation (as floats)")
+
+
+# ---- LAPACK pivots <-> permutations (integer, no derivatives) -------------------------------
+
+def _pivots_infer(x):
+    if x.dtype.kind != "i":
+        raise PrimitiveError(f"expects an integer tensor, got {x.dtype.name}")
+    return Aval(x.shape, x.dtype)
+
+
+def _int_batch(prim):
+    def rule(vals, bdims):
+        return prim.bind(bt.move_to_front(vals[0], bdims[0])), 0
+
+    return rule
+
+
+def _lu_pivots_batch(vals, bdims):
+    return _int_batch(lu_pivots)(vals, bdims)
+
+
+def _lu_permutation_batch(vals, bdims):
+    return _int_batch(lu_permutation)(vals, bdims)
+
+
+def _lu_pivots_taylor(primals, series, out=None):
+    return tl.no_series_rule(lu_pivots)(primals, series, out)
+
+
+def _lu_permutation_taylor(primals, series, out=None):
+    return tl.no_series_rule(lu_permutation)(primals, series, out)
+
+
+lu_pivots = Primitive("lu_pivots", family=_F, infer=_pivots_infer, differentiable=False,
+                      batch=_lu_pivots_batch, taylor=_lu_pivots_taylor,
+                      doc="1-based LAPACK row swaps of a row permutation")
+lu_permutation = Primitive("lu_permutation", family=_F, infer=_pivots_infer,
+                           differentiable=False, batch=_lu_permutation_batch,
+                           taylor=_lu_permutation_taylor,
+                           doc="the row permutation of 1-based LAPACK row swaps")
+
+
+# ---- qr (reduced, m >= n) ------------------------------------------------------------------
+
+def _qr_infer(a):
+    _check_matrix("qr", a, square=False)
+    m, n = a.shape[-2:]
+    if m < n:
+        raise PrimitiveError(f"qr: the primitive takes tall matrices (m >= n), got shape "
+                             f"{list(a.shape)}; pf.linalg.qr handles wide ones")
+    return Aval(tuple(a.shape[:-2]) + (m + n, n), a.dtype)
+
+
+def _qr_parts(packed):
+    n = packed._shape[-1]
+    m = packed._shape[-2] - n
+    return mx.rows(packed, 0, m), mx.rows(packed, m, m + n)
+
+
+def _right_solve_upper(z, r):
+    """``z @ r^-1`` for upper-triangular r."""
+    return mx.mT(triangular_solve(r, mx.mT(z), lower=False, transpose=True,
+                                  unit_diagonal=False))
+
+
+def _right_solve_upper_t(z, r):
+    """``z @ r^-T`` for upper-triangular r."""
+    return mx.mT(triangular_solve(r, mx.mT(z), lower=False, transpose=False,
+                                  unit_diagonal=False))
+
+
+def _qr_step(q0, r0, c, s):
+    """Q_k, R_k from ``q0 R_k + Q_k r0 = c`` and ``q0^T Q_k + Q_k^T q0 = s`` (s may be
+    None: zero)."""
+    c_rinv = _right_solve_upper(c, r0)
+    b = mx.mm(mx.mT(q0), c_rinv)
+    low = mx.tril(b, -1)
+    if s is None:
+        omega = ew.sub(low, mx.mT(low))
+    else:
+        omega = ew.add(ew.sub(low, mx.mT(low)), ew.add(
+            mx.triu(s, 1), mx.scale(mx.masked(s, mx.band_mask(s._shape, 0, 0)), 0.5)))
+    rk = mx.mm(ew.sub(b, omega), r0)
+    qk = ew.add(mx.mm(q0, omega), ew.sub(c_rinv, mx.mm(q0, b)))
+    return qk, rk
+
+
+def _qr_jvp(g, out, a):
+    q, r = _qr_parts(out)
+    qk, rk = _qr_step(q, r, g, None)
+    return sh.concatenate(qk, rk, axis=len(qk._shape) - 2)
+
+
+def _qr_vjp(g, out, a):
+    q, r = _qr_parts(out)
+    q_bar, r_bar = _qr_parts(g)
+    rrt = mx.mm(r_bar, mx.mT(r))
+    omega_bar = ew.sub(mx.mm(mx.mT(q), q_bar), rrt)
+    b_bar = ew.add(rrt, mx.tril(ew.sub(omega_bar, mx.mT(omega_bar)), -1))
+    inner = ew.add(mx.mm(q, b_bar), ew.sub(q_bar, mx.mm(q, mx.mm(mx.mT(q), q_bar))))
+    return _right_solve_upper_t(inner, r)
+
+
+def _qr_batch(vals, bdims):
+    return qr(bt.move_to_front(vals[0], bdims[0])), 0
+
+
+def _qr_taylor(primals, series, out=None):
+    (a0,), (a_s,) = primals, series
+    order = len(a_s) - 1
+    out = qr(a0) if out is None else out
+    q0, r0 = _qr_parts(out)
+    qs, rs, coefficients = [q0], [r0], [out]
+    for k in range(1, order + 1):
+        c = tl.sub(a_s[k], _sum_products((qs[j], rs[k - j]) for j in range(1, k)
+                                         if qs[j] is not None and rs[k - j] is not None))
+        if c is None:
+            qs.append(None)
+            rs.append(None)
+            coefficients.append(None)
+            continue
+        s = tl.scale(_sum_products((mx.mT(qs[j]), qs[k - j]) for j in range(1, k)
+                                   if qs[j] is not None and qs[k - j] is not None), -1.0)
+        qk, rk = _qr_step(q0, r0, c, s)
+        qs.append(qk)
+        rs.append(rk)
+        coefficients.append(sh.concatenate(qk, rk, axis=len(qk._shape) - 2))
+    return out, coefficients
+
+
+qr = Primitive("qr", family=_F, infer=_qr_infer, jvp=(_qr_jvp,), vjp=(_qr_vjp,),
+               batch=_qr_batch, taylor=_qr_taylor, saves_out=True, saves_inputs=(),
+               doc="[..., m + n, n]: reduced Q (first m rows) then R of a tall matrix")
+
+
+# ---- svd (thin, m >= n) --------------------------------------------------------------------
+
+def _svd_infer(a):
+    _check_matrix("svd", a, square=False)
+    m, n = a.shape[-2:]
+    if m < n:
+        raise PrimitiveError(f"svd: the primitive takes tall matrices (m >= n), got shape "
+                             f"{list(a.shape)}; pf.linalg.svd handles wide ones")
+    return Aval(tuple(a.shape[:-2]) + (m + 1 + n, n), a.dtype)
+
+
+def _svd_parts(packed):
+    """U [m, n], s [n], V [n, n] (columns: singular vectors)."""
+    n = packed._shape[-1]
+    m = packed._shape[-2] - n - 1
+    s = sh.reshape(mx.rows(packed, m, m + 1), shape=tuple(packed._shape[:-2]) + (n,))
+    return mx.rows(packed, 0, m), s, mx.rows(packed, m + 1, m + 1 + n)
+
+
+def _pack_svd(u, s, v):
+    return sh.concatenate(u, mx.row(s), v, axis=len(u._shape) - 2)
+
+
+def _scale_columns(x, s):
+    """``x @ diag(s)``."""
+    nd = len(x._shape)
+    return ew.mul(x, sh.broadcast_in_dim(s, shape=tuple(x._shape), broadcast_dimensions=tuple(
+        range(nd - 2)) + (nd - 1,)))
+
+
+def _scale_rows(x, s):
+    """``diag(s) @ x``."""
+    nd = len(x._shape)
+    return ew.mul(x, sh.broadcast_in_dim(s, shape=tuple(x._shape), broadcast_dimensions=tuple(
+        range(nd - 2)) + (nd - 2,)))
+
+
+def _square_gap_inverse(s):
+    """``F[i, j] = 1 / (s_j^2 - s_i^2)`` off the diagonal (0 on it and for repeated values)."""
+    return _gap_inverse(ew.mul(s, s))[0]
+
+
+def _svd_step(u0, s0, v0, f, r1, r2, su, sv):
+    """Order-k coefficients (see the module docstring of the recurrences)."""
+    p1 = mx.mm(mx.mT(u0), r1)
+    p2 = mx.mm(mx.mT(v0), r2)
+    q1, q2 = p1, p2
+    if su is not None:
+        q1 = ew.add(q1, mx.scale(_scale_columns(su, s0), 0.5))
+        q2 = ew.sub(q2, mx.scale(_scale_rows(su, s0), 0.5))
+    if sv is not None:
+        q1 = ew.sub(q1, mx.scale(_scale_rows(sv, s0), 0.5))
+        q2 = ew.add(q2, mx.scale(_scale_columns(sv, s0), 0.5))
+    # (s_j^2 - s_i^2) Ca_ij = -s_j q1_ij - s_i q2_ij ; (..) Da_ij = -s_i q1_ij - s_j q2_ij
+    ca = ew.mul(f, ew.neg(ew.add(_scale_columns(q1, s0), _scale_rows(q2, s0))))
+    da = ew.mul(f, ew.neg(ew.add(_scale_rows(q1, s0), _scale_columns(q2, s0))))
+    c = ca if su is None else ew.add(ca, mx.scale(su, 0.5))
+    d = da if sv is None else ew.add(da, mx.scale(sv, 0.5))
+    sk = ew.neg(mx.diagonal(q1))
+    projected = ew.sub(r1, mx.mm(u0, p1))  # (I - u0 u0^T) r1
+    one = creation.full(shape=tuple(s0._shape), value=1.0, dtype=s0.dtype)
+    u_perp = ew.neg(_scale_columns(projected, ew.div(one, s0)))
+    return ew.add(mx.mm(u0, c), u_perp), sk, mx.mm(v0, d)
+
+
+def _svd_jvp(g, out, a):
+    u, s, v = _svd_parts(out)
+    f = _square_gap_inverse(s)
+    uk, sk, vk = _svd_step(u, s, v, f, ew.neg(mx.mm(g, v)), ew.neg(mx.mm(mx.mT(g), u)),
+                           None, None)
+    return _pack_svd(uk, sk, vk)
+
+
+def _svd_vjp(g, out, a):
+    u, s, v = _svd_parts(out)
+    u_bar, s_bar, v_bar = _svd_parts(g)
+    f = _square_gap_inverse(s)
+    ut_ubar = mx.mm(mx.mT(u), u_bar)
+    vt_vbar = mx.mm(mx.mT(v), v_bar)
+    j = _scale_columns(ew.mul(f, ew.sub(ut_ubar, mx.mT(ut_ubar))), s)
+    k = _scale_rows(ew.mul(f, ew.sub(vt_vbar, mx.mT(vt_vbar))), s)
+    inner = ew.add(ew.add(j, k), mx.diag_embed(s_bar))
+    core = mx.mm(u, mx.mm(inner, mx.mT(v)))
+    one = creation.full(shape=tuple(s._shape), value=1.0, dtype=s.dtype)
+    outside = ew.sub(u_bar, mx.mm(u, ut_ubar))  # (I - U U^T) U_bar
+    return ew.add(core, mx.mm(_scale_columns(outside, ew.div(one, s)), mx.mT(v)))
+
+
+def _svd_batch(vals, bdims):
+    return svd(bt.move_to_front(vals[0], bdims[0])), 0
+
+
+def _svd_taylor(primals, series, out=None):
+    (a0,), (a_s,) = primals, series
+    order = len(a_s) - 1
+    out = svd(a0) if out is None else out
+    u0, s0, v0 = _svd_parts(out)
+    f = _square_gap_inverse(s0)
+    us, ss, vs, coefficients = [u0], [s0], [v0], [out]
+    for k in range(1, order + 1):
+        r1, r2 = None, None
+        for j in range(1, k):
+            if us[j] is not None and ss[k - j] is not None:
+                r1 = tl.add(r1, _scale_columns(us[j], ss[k - j]))
+            if vs[j] is not None and ss[k - j] is not None:
+                r2 = tl.add(r2, _scale_columns(vs[j], ss[k - j]))
+        r1 = tl.sub(r1, _sum_products((a_s[j], vs[k - j]) for j in range(1, k + 1)
+                                      if a_s[j] is not None and vs[k - j] is not None))
+        r2 = tl.sub(r2, _sum_products((mx.mT(a_s[j]), us[k - j]) for j in range(1, k + 1)
+                                      if a_s[j] is not None and us[k - j] is not None))
+        if r1 is None and r2 is None:
+            us.append(None)
+            ss.append(None)
+            vs.append(None)
+            coefficients.append(None)
+            continue
+        r1 = r1 if r1 is not None else tl.zeros_like(u0)
+        r2 = r2 if r2 is not None else tl.zeros_like(v0)
+        su = tl.scale(_sum_products((mx.mT(us[j]), us[k - j]) for j in range(1, k)
+                                    if us[j] is not None and us[k - j] is not None), -1.0)
+        sv = tl.scale(_sum_products((mx.mT(vs[j]), vs[k - j]) for j in range(1, k)
+                                    if vs[j] is not None and vs[k - j] is not None), -1.0)
+        uk, sk, vk = _svd_step(u0, s0, v0, f, r1, r2, su, sv)
+        us.append(uk)
+        ss.append(sk)
+        vs.append(vk)
+        coefficients.append(_pack_svd(uk, sk, vk))
+    return out, coefficients
+
+
+svd = Primitive("svd", family=_F, infer=_svd_infer, jvp=(_svd_jvp,), vjp=(_svd_vjp,),
+                batch=_svd_batch, taylor=_svd_taylor, saves_out=True, saves_inputs=(),
+                doc="[..., m + 1 + n, n]: U, the singular values (descending) and V of a "
+                    "tall matrix (a = U diag(s) V^T)")

@@ -1,0 +1,212 @@
+"""A primitive is one declaration (core/primitive.py): the coverage of every registered
+primitive's rules, what is derived from a declaration, the kernel checks, and the target of
+issue 13: a new primitive written as its declaration plus an OpInfo entry, nothing else,
+works in eager mode, to second order in every AD mode, under vmap, jet and jit, where the
+compiler fuses it with its neighbours."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import re
+import textwrap
+
+import numpy as np
+import pytest
+
+import primflow as pf
+from primflow import backends, prims
+from primflow.backends import get_backend
+from primflow.core import primitive as primitive_module
+from primflow.core.primitive import Family, Primitive, get_primitive
+from primflow.ir.passes.fuse import ELEMENTWISE, TRANSCENDENTAL, fuse
+from primflow.testing import check_grads as cg
+
+PRIMS_DIR = pathlib.Path(prims.__file__).parent
+
+
+# ---- coverage: every registered primitive has every rule it needs ---------------------------
+
+def _gaps(name):
+    p = get_primitive(name)
+    gaps = []
+    if not callable(p.infer):
+        gaps.append("infer")
+    if not isinstance(p.family, Family):
+        gaps.append("family")
+    if p.batch is None and not p.family.nullary:
+        gaps.append("batch")
+    if p.differentiable and (p.jvp is None or p.vjp is None):
+        gaps.append("jvp/vjp (or differentiable=False)")
+    if not p.differentiable and not p.family.nullary and (p.jvp, p.vjp) != (None, None):
+        gaps.append("rules on a non-differentiable primitive")
+    if p.linear and p.transpose is None:
+        gaps.append("transpose (linear)")
+    if not callable(p.taylor):
+        gaps.append("taylor")
+    if get_backend().kernels.get(name) is not p.impl:
+        gaps.append("kernel")
+    return gaps
+
+
+@pytest.mark.parametrize("name", pf.primitives())
+def test_every_primitive_has_every_rule(name):
+    assert not _gaps(name), f"primitive {name!r} lacks: {_gaps(name)}"
+
+
+def test_no_rule_is_attached_after_the_declaration():
+    """Every rule is passed to ``Primitive(...)``; nothing in prims/ assigns one later."""
+    attached = re.compile(r"^\s*[\w.]+\.(jvp|vjp|transpose|batch|taylor|linear|linear_in|"
+                          r"saves_out|saves_inputs|shard|regions|impl|family)\s*=[^=]", re.M)
+    bad = [f"{path.name}: {m.group(0).strip()}" for path in sorted(PRIMS_DIR.glob("*.py"))
+           for m in attached.finditer(path.read_text(encoding="utf-8"))]
+    assert not bad, bad
+
+
+# ---- what a declaration derives -------------------------------------------------------------
+
+def test_elementwise_vjp_is_the_jvp_and_linear_jvp_applies_the_primitive():
+    tanh, add, reshape = get_primitive("tanh"), get_primitive("add"), get_primitive("reshape")
+    assert tanh.vjp is tanh.jvp  # diagonal Jacobian: one rule both ways
+    assert add.vjp is add.transpose and add.jvp is add.transpose and add.linear
+    assert reshape.vjp is reshape.transpose and reshape.saves_inputs == frozenset()
+    x = pf.to_tensor([[1.0, 2.0, 3.0]], dtype="float64")
+    t = pf.to_tensor([[4.0, 5.0, 6.0]], dtype="float64")
+    (rule,) = reshape.jvp
+    np.testing.assert_array_equal(rule(t, None, x, shape=(3,)).numpy(), [4.0, 5.0, 6.0])
+    assert get_primitive("gather").saves_inputs == frozenset({1})  # the transpose reads idx
+
+
+def test_declaration_errors_say_what_is_missing(monkeypatch):
+    monkeypatch.setattr(primitive_module, "_registry", dict(primitive_module._registry))
+    monkeypatch.setattr(get_backend(), "kernels", dict(get_backend().kernels))
+    family = get_primitive("sin").family
+    with pytest.raises(ValueError, match="no kernel for primitive 'nokernel'"):
+        Primitive("nokernel", family=family, infer=lambda x: x, differentiable=False)
+    get_backend().kernels["norules"] = np.sin
+    with pytest.raises(ValueError, match="'norules' has no derivative rule"):
+        Primitive("norules", family=family, infer=lambda x: x)
+    with pytest.raises(ValueError, match="linear: give its transpose"):
+        Primitive("norules", family=family, infer=lambda x: x, linear=True)
+    with pytest.raises(ValueError, match="defined twice"):
+        Primitive("sin", family=family, infer=lambda x: x, differentiable=False)
+
+
+def test_installing_a_backend_without_a_kernel_names_the_primitive():
+    class Partial(backends.NumpyBackend):
+        name = "partial"
+        kernels = {k: v for k, v in backends.NumpyBackend.kernels.items()
+                   if k not in ("cumsum", "tanh")}
+
+    active = get_backend()
+    with pytest.raises(ValueError, match="no kernel for the primitive.s. 'cumsum', 'tanh'"):
+        backends.install(Partial())
+    assert get_backend() is active and get_primitive("tanh").impl is active.kernels["tanh"]
+
+
+def test_fusion_classes_are_derived_from_the_families():
+    assert "tanh" in TRANSCENDENTAL and "tanh" in ELEMENTWISE and "mul" not in TRANSCENDENTAL
+    assert "reduce_sum" not in ELEMENTWISE and "no_such_prim" not in ELEMENTWISE
+    assert set(ELEMENTWISE) == {n for n in pf.primitives()
+                                if get_primitive(n).family.elementwise}
+
+
+# ---- the target: a new primitive is its declaration plus an OpInfo entry -------------------
+
+# What a contributor writes: a family file (its kernel in the backend's table, the
+# declaration) and the OpInfo entry. Nothing else: no name lists, no ops/ wrapper.
+NEW_PRIMITIVE = '''
+import numpy as np
+from scipy import special
+
+from primflow.backends import get_backend
+from primflow.core.primitive import Primitive
+from primflow.prims import _taylor as tl, elementwise as ew
+from primflow.prims._util import float_unary_infer, full_like
+from primflow.prims.families import ELEMENTWISE_TRANSCENDENTAL
+from primflow.testing.opinfo import OpInfo, unary
+
+get_backend().kernels["erfc_probe"] = special.erfc  # in backends/numpy_<family>.py
+
+
+def _erfc_probe_jvp(g, out, x):  # d erfc = -2/sqrt(pi) exp(-x^2)
+    return ew.mul(g, ew.mul(full_like(x, -tl.TWO_OVER_SQRT_PI), ew.exp(ew.neg(ew.mul(x, x)))))
+
+
+def _erfc_probe_series(xs, z0, x0):  # z' = -c e x' with e = exp(-x^2) as a series
+    q = [tl.scale(tl.square_coefficient(xs, m), -1.0) for m in range(len(xs))]
+    e = tl.exp_series(q, ew.exp(q[0]))
+    zs = [z0]
+    for k in range(1, len(xs)):
+        total = None
+        for j in range(1, k + 1):
+            total = tl.add(total, tl.scale(tl.mul(xs[j], e[k - j]), j))
+        zs.append(tl.scale(total, -tl.TWO_OVER_SQRT_PI / k))
+    return zs
+
+
+erfc_probe = Primitive("erfc_probe", family=ELEMENTWISE_TRANSCENDENTAL,
+                       infer=float_unary_infer("erfc_probe"), jvp=(_erfc_probe_jvp,),
+                       taylor=tl.unary_rule(_erfc_probe_series), doc="1 - erf(x)")
+
+ENTRY = OpInfo("erfc_probe", erfc_probe, special.erfc, unary((2, 3), ()),
+               prims=("erfc_probe",), covers=())
+'''
+
+
+@pytest.fixture
+def new_primitive(tmp_path, monkeypatch):
+    """Imports NEW_PRIMITIVE from a temporary module; the registry and the kernel table
+    are restored afterwards."""
+    monkeypatch.setattr(primitive_module, "_registry", dict(primitive_module._registry))
+    monkeypatch.setattr(get_backend(), "kernels", dict(get_backend().kernels))
+    path = tmp_path / "erfc_probe_family.py"
+    path.write_text(textwrap.dedent(NEW_PRIMITIVE), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("erfc_probe_family", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_new_primitive_needs_only_its_declaration_and_its_entry(new_primitive):
+    from scipy import special
+
+    info, prim = new_primitive.ENTRY, new_primitive.erfc_probe
+    assert not _gaps("erfc_probe")
+    assert "erfc_probe" in ELEMENTWISE and "erfc_probe" in TRANSCENDENTAL
+    rng = np.random.default_rng(13)
+    for sample in info.samples():
+        fn, primals = sample.bind(info.op)
+        # eager
+        np.testing.assert_allclose(fn(*cg.leaves(primals, False)).numpy(),
+                                   special.erfc(primals[0]), rtol=1e-13)
+        # first derivatives, and orders 1..2 in the four AD modes, against differences
+        cg.check_jvp(fn, primals, rng)
+        cg.check_vjp(fn, primals, rng)
+        for order in (1, 2):
+            cg.check_order(fn, primals, order, rng, modes=cg.ALL_MODES)
+        # Taylor mode against nested jvp
+        cg.check_jet(fn, primals, 4, rng)
+    # vmap against a loop
+    xs = np.linspace(-1.5, 1.5, 12).reshape(3, 4)
+    batched = pf.vmap(prim)(pf.to_tensor(xs, dtype="float64")).numpy()
+    loop = np.stack([prim(pf.to_tensor(x, dtype="float64")).numpy() for x in xs])
+    np.testing.assert_allclose(batched, loop, rtol=1e-15)
+
+
+def test_jit_fuses_a_new_primitive_with_its_neighbours(new_primitive):
+    prim = new_primitive.erfc_probe
+
+    def f(x, y):
+        return prim(x * 2.0 + y) * y
+
+    x = pf.to_tensor(np.linspace(-1, 1, 64).reshape(8, 8), dtype="float64")
+    y = pf.to_tensor(np.linspace(0.5, 2, 64).reshape(8, 8), dtype="float64")
+    jitted = pf.jit(f)
+    np.testing.assert_allclose(jitted(x, y).numpy(), f(x, y).numpy(), rtol=1e-15)
+    program = jitted.lower(x, y).program
+    groups = fuse(program)
+    assert any({"erfc_probe", "add", "mul"} <= {op.prim for op in g.ops} for g in groups), (
+        program.as_text())
+    # its kernel is a ufunc: the generated code writes it into a buffer
+    assert "K_erfc_probe(" in jitted.lower(x, y).as_text("compiled")
