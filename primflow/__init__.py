@@ -94,6 +94,10 @@ def numel(x):
     return x.size
 
 
+# ---- multi-hardware (issue 17): selecting the backend tensors are made and computed on ----
+from .backends import backend, get_backend, set_backend  # noqa: E402,F401
+from . import amp  # noqa: E402 - mixed precision for nn layers (pf.amp.auto_cast)
+
 _aliases = _create_aliases(globals())  # recompute, bool (the ops' aliases came with ops)
 
 # The public surface: `from primflow import *` exports exactly these, and
@@ -122,4 +126,6 @@ __all__ = sorted(set(_ops_names) | set(_aliases) | {
     # complex and storage dtypes (issues 18, 20), devices (issue 20)
     "complex64", "complex128", "float16", "int8", "int16", "uint8", "get_device",
     "set_device", "is_compiled_with_cuda",
+    # backends and mixed precision (issue 17)
+    "backend", "get_backend", "set_backend", "amp",
 })

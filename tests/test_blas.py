@@ -170,4 +170,4 @@ def test_thread_limit_reaches_mkl_also_when_it_loads_inside_the_block(monkeypatc
             assert lib.MKL_Get_Max_Threads() == 1
     assert blas._state["thread_limit"] is None
     if lib is not None:
-        assert lib.MKL_Get_Max_Threads() == blas._state["default_threads"]
+        assert lib.MKL_Get_Max_Threads() == blas.max_threads()  # (pf.get_num_threads())

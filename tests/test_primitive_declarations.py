@@ -1,8 +1,8 @@
 """A primitive is one declaration (core/primitive.py): the coverage of every registered
-primitive's rules, what is derived from a declaration, the kernel checks, and the target of
-issue 13: a new primitive written as its declaration plus an OpInfo entry, nothing else,
-works in eager mode, to second order in every AD mode, under vmap, jet and jit, where the
-compiler fuses it with its neighbours."""
+primitive's rules (sharding included), what is derived from a declaration, the kernel
+checks, and the target of issue 13: a new primitive written as its declaration plus an
+OpInfo entry, nothing else, works in eager mode, to second order in every AD mode, under
+vmap, jet and jit, where the compiler fuses it with its neighbours."""
 
 from __future__ import annotations
 
@@ -44,6 +44,8 @@ def _gaps(name):
         gaps.append("transpose (linear)")
     if not callable(p.taylor):
         gaps.append("taylor")
+    if p.shard is None:
+        gaps.append("shard (prims/sharding.py)")
     if get_backend().kernels.get(name) is not p.impl:
         gaps.append("kernel")
     return gaps
@@ -67,7 +69,13 @@ def test_no_rule_is_attached_after_the_declaration():
 
 def test_elementwise_vjp_is_the_jvp_and_linear_jvp_applies_the_primitive():
     tanh, add, reshape = get_primitive("tanh"), get_primitive("add"), get_primitive("reshape")
-    assert tanh.vjp is tanh.jvp  # diagonal Jacobian: one rule both ways
+    # diagonal Jacobian: the vjp is the jvp rule (conjugated around it for complex values)
+    (tanh_vjp,), (tanh_jvp,) = tanh.vjp, tanh.jvp
+    assert tanh_vjp.__name__ == tanh_jvp.__name__
+    xr = pf.to_tensor([0.3, -1.2], dtype="float64")
+    gr = pf.to_tensor([2.0, 0.5], dtype="float64")
+    np.testing.assert_array_equal(tanh_vjp(gr, pf.tanh(xr), xr).numpy(),
+                                  tanh_jvp(gr, pf.tanh(xr), xr).numpy())
     assert add.vjp is add.transpose and add.jvp is add.transpose and add.linear
     assert reshape.vjp is reshape.transpose and reshape.saves_inputs == frozenset()
     x = pf.to_tensor([[1.0, 2.0, 3.0]], dtype="float64")
@@ -121,7 +129,7 @@ from scipy import special
 
 from primflow.backends import get_backend
 from primflow.core.primitive import Primitive
-from primflow.prims import _taylor as tl, elementwise as ew
+from primflow.prims import sharding as sr, _taylor as tl, elementwise as ew
 from primflow.prims._util import float_unary_infer, full_like
 from primflow.prims.families import ELEMENTWISE_TRANSCENDENTAL
 from primflow.testing.opinfo import OpInfo, unary
@@ -147,7 +155,8 @@ def _erfc_probe_series(xs, z0, x0):  # z' = -c e x' with e = exp(-x^2) as a seri
 
 erfc_probe = Primitive("erfc_probe", family=ELEMENTWISE_TRANSCENDENTAL,
                        infer=float_unary_infer("erfc_probe"), jvp=(_erfc_probe_jvp,),
-                       taylor=tl.unary_rule(_erfc_probe_series), doc="1 - erf(x)")
+                       taylor=tl.unary_rule(_erfc_probe_series), shard=sr.NONLINEAR,
+                       doc="1 - erf(x)")
 
 ENTRY = OpInfo("erfc_probe", erfc_probe, special.erfc, unary((2, 3), ()),
                prims=("erfc_probe",), covers=())

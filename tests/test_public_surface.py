@@ -44,7 +44,7 @@ def test_no_module_is_exported_under_another_name():
         value = getattr(pf, name, None)
         assert value is None or (isinstance(value, types.ModuleType)
                                  and value.__name__ == f"primflow.{name}"), name
-    intended = {"autograd", "nn", "optimizer", "regularizer", "static", "fft", "linalg"}
+    intended = {"autograd", "nn", "optimizer", "regularizer", "static", "fft", "linalg", "amp"}
     for name in pf.__all__:
         if isinstance(getattr(pf, name), types.ModuleType):
             assert name in intended, f"pf.{name} is a module: a namespace on purpose?"

@@ -25,11 +25,16 @@ class Backend(abc.ABC):
             zero, cheaply) and ``"rescale"`` (``rescale(values, factors, others) -> list``
             of ``factor * value``, in place for values only the Taylor kernels have seen).
             Empty by default: then every rule runs as written in primitives.
+        codegen: the code generator ``pf.jit`` writes compiled programs with (``"numpy"``:
+            ``compiler/numpy_codegen.py``), or None: compiled programs run the optimized
+            IR through the interpreter on this backend's kernels.
     """
 
     name = "abstract"
     kernels: dict = {}
     fast_paths: dict = {}
+    codegen = None
+    place = "cpu"  # the device its arrays live on ("cpu", "gpu:0", ...)
 
     @abc.abstractmethod
     def asarray(self, data, dtype):

@@ -246,10 +246,8 @@ def limit_threads(n):
 
 
 def _set_pools_now():
-    _state["pool_threads"] = None
-    for _, setter in _pools():
-        setter(_rest_threads())
-    _state["pool_threads"] = _rest_threads()
+    _state["pool_threads"] = None  # unknown: set them whatever they were
+    _set_pools(_rest_threads())
 
 
 @contextlib.contextmanager

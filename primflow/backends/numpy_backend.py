@@ -283,6 +283,7 @@ class NumpyBackend(Backend):
 
     name = "numpy"
     kernels = KERNELS
+    codegen = "numpy"  # pf.jit writes NumPy source (compiler/numpy_codegen.py)
     # eager fast paths of rules (fast_paths.py): composites' fused kernels (numpy_fused.py),
     # unary Taylor rules' fused kernels and pf.jet's helpers (numpy_taylor.py)
     fast_paths = {"composite": FUSED, "taylor": TAYLOR,
@@ -297,7 +298,12 @@ class NumpyBackend(Backend):
         return np.full(shape, value, dtype=_TO_NATIVE[dtype])
 
     def dtype_of(self, array):
-        found = _FROM_NATIVE.get(array.dtype)
+        native = isinstance(array, (np.ndarray, np.generic))
+        found = _FROM_NATIVE.get(array.dtype) if native else None
+        if found is None and not native:  # issue 17: another backend's array
+            from .array_api import foreign_array_message  # noqa: PLC0415 - errors only
+
+            raise TypeError(foreign_array_message(array, self))
         if found is None:
             raise TypeError(
                 f"unsupported dtype {array.dtype}; primflow supports "

@@ -5,7 +5,7 @@ A primitive's Taylor rule is *defined* by its recurrence written in primitives
 differentiates and what ``pf.decompose()`` forces. Written that way, an order-K series costs
 O(K^2) primitive calls, each a fresh full-size array and a pass over memory. In eager mode,
 when nothing records or traces the coefficients, the rule may instead call the kernel here
-(``primflow/prims/_taylor.py: kernel_series`` decides), which runs the same recurrence
+(``primflow/backends/fast_paths.py: taylor_series`` decides), which runs the same recurrence
 
 * block by block (``BLOCK`` elements at a time), so that the series of a block stay in
   cache between the O(K^2) passes over them;

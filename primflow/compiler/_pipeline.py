@@ -26,6 +26,7 @@ import threading
 
 from ..core.config import config
 from . import numpy_codegen as npc
+from ..backends import get_backend
 from ..ir import CONSTANT, IMPURE, Function, Operation, evaluate
 from ..ir.passes import fuse, plan_memory, run_pipeline
 from ..ir.passes.fuse import ELEMENTWISE, REDUCTIONS, TRANSCENDENTAL, VIEWS
@@ -182,6 +183,8 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
     backend = _choose_backend(backend)
     blocking = config.jit_blocking if blocking is None else blocking
     tiered = config.jit_tiered if tiered is None else tiered
+    if get_backend().codegen != "numpy":  # issue 17: no generator for this backend's arrays
+        backend = "interpret"
     if backend == "interpret":
         return Executable(fn, lambda args, keys: evaluate(fn, args, keys=keys or "traced"),
                           None, backend="interpret")

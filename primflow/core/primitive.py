@@ -9,15 +9,17 @@ as a named module-level function (``_<prim>_<rule>``), nothing attached afterwar
 an OpInfo entry (``primflow/testing/opinfo.py``) that tests every rule. Its kernel is the
 active backend's, by name: a new family file puts its kernels in its own
 ``backends/numpy_<family>.py``, merged into the NumPy table; declaring a primitive the
-backend has no kernel for fails. For example (``tl`` is ``prims/_taylor.py``; the whole of
-it, with its OpInfo entry, is in tests/test_primitive_declarations.py)::
+backend has no kernel for fails. For example (``tl``: ``prims/_taylor.py``, ``sr``:
+``prims/sharding.py``; all of it, with its OpInfo entry, is in
+tests/test_primitive_declarations.py)::
 
     def _erfc_jvp(g, out, x):  # d erfc = -2/sqrt(pi) exp(-x^2)
         return mul(g, mul(full_like(x, -TWO_OVER_SQRT_PI), exp(neg(mul(x, x)))))
 
     erfc = Primitive("erfc", family=ELEMENTWISE_TRANSCENDENTAL,
                      infer=float_unary_infer("erfc"), jvp=(_erfc_jvp,),
-                     taylor=tl.unary_rule(_erfc_series), doc="1 - erf(x)")
+                     taylor=tl.unary_rule(_erfc_series), shard=sr.NONLINEAR,
+                     doc="1 - erf(x)")
 
 * ``family`` (``prims/families.py``): the facts the compiler reads (elementwise,
   transcendental, view, fusible reduction; ``ir/passes/fuse.py`` derives its classes from
@@ -37,8 +39,8 @@ it, with its OpInfo entry, is in tests/test_primitive_declarations.py)::
 * ``saves_out``: the rules read ``out``; ``saves_inputs``: the inputs whose values the vjp
   reads (None: all), the ones checked for in-place changes.
 * ``differentiable=False``: steps and bool/integer results (derivatives raise
-  ``NonDifferentiableError``). ``shard`` and ``regions``: a sharding rule and
-  control-flow bodies, for the transforms that read them.
+  ``NonDifferentiableError``). ``shard``: the sharding rule distributed tensors use
+  (builders in ``prims/sharding.py``); ``regions``: control-flow bodies.
 
 Derived, as JAX's ``ad.py`` does, so each fact is written once: an elementwise
 primitive's Jacobian is diagonal, so its jvp rules are its vjp rules (declare one); a

@@ -63,6 +63,8 @@ DEFERRED_METHODS = {
         "clone", "to", "zero_", "fill_", "add_", "subtract_", "multiply_", "scale_", "clip_",
         # complex numbers
         "real", "imag", "conj", "angle", "is_complex",
+        # devices
+        "place", "cpu", "cuda",
     ),
     "primflow.autodiff.tape": ("backward", "register_hook", "retain_grads", "gradient"),
     "primflow.distributed": ("is_dist",),
@@ -308,7 +310,10 @@ def to_native(data, dtype=None):
         _backend.dtype_of(value)  # raises a clear error for unsupported dtypes
         return value
     value = _backend.asarray(data)
-    kind = getattr(value.dtype, "kind", None)
+    try:  # the kind of what the backend inferred (not NumPy's dtype.kind: any backend)
+        kind = _backend.dtype_of(value).kind
+    except TypeError:
+        kind = getattr(value.dtype, "kind", None)
     if kind == "f":
         return _backend.asarray(value, dtypes.default_float())
     if kind in ("i", "u"):

@@ -6,7 +6,7 @@
   rank's tensors, differentiable (``collective.py``).
 * Distributed tensors: ``ProcessMesh``, ``Replicate``/``Shard``/``Partial``,
   ``shard_tensor``, ``reshard``, ``dtensor_from_local``, ``unshard_dtensor``; every op and
-  derivative runs on them (``dtensor.py`` explains the design, ``prims/_sharding.py`` has
+  derivative runs on them (``dtensor.py`` explains the design, ``prims/sharding.py`` has
   the rules).
 * Paddle 3's user API: ``shard_layer``, ``shard_optimizer`` (``ShardingStage1``),
   ``shard_dataloader``, ``to_static``; checkpoints ``save_state_dict``/``load_state_dict``.

@@ -365,7 +365,8 @@ def _plan(prim, mesh, avals, specs, params):
     plan = _plans.get(key) if key is not None else None
     if plan is None:
         out_aval = prim.infer(*avals, **params)
-        rule = sharding_rule(prim.name)
+        # the declaration's rule (Primitive(..., shard=...)), else the table's
+        rule = getattr(prim, "shard", None) or sharding_rule(prim.name)
         sizes = _effective_shape(mesh)
         wanted, out_specs = expand(rule, specs, avals, out_aval, sizes, params)
         coords = _coords(mesh) if _is_member(mesh) else (0,) * mesh.ndim

@@ -99,7 +99,7 @@ def print_function(fn, annotate=None) -> str:
 def _format_array(array) -> str:
     # str() of a backend scalar is the shortest text that reads back to the same value in
     # the array's own precision (float32 1e-08 prints as 1e-08, not 9.99999993922529e-09)
-    return "[" + ", ".join(str(x) for x in array.reshape(-1)) + "]"
+    return "[" + ", ".join(str(x) for x in _backend.to_numpy(array).reshape(-1)) + "]"
 
 
 def _region_lines(op) -> list:

@@ -200,7 +200,7 @@ def run_native(op, args, run_region) -> list:
     backend = get_backend()
     if op.prim == "cond":
         branches = op.params["branches"]
-        index = int(args[0].reshape(-1)[0])
+        index = int(backend.to_numpy(args[0]).reshape(-1)[0])
         if not 0 <= index < len(branches):
             raise IndexError(f"switch: the branch index is {index} but there are "
                              f"{len(branches)} branches (valid indices 0..{len(branches) - 1})")
@@ -217,10 +217,10 @@ def run_native(op, args, run_region) -> list:
     body = op.params["body"]
     ys = [backend.full((n,) + tuple(v.aval.shape), 0, v.aval.dtype) for v in body.outputs[k:]]
     for t in (range(n - 1, -1, -1) if op.params["reverse"] else range(n)):
-        outs = run_region(body, carry + [x[t] for x in xs] + consts)
+        outs = run_region(body, carry + [x[t, ...] for x in xs] + consts)  # any backend
         carry = list(outs[:k])
         for y, o in zip(ys, outs[k:]):
-            y[t] = o
+            y[t, ...] = o
     return carry + ys
 
 

@@ -21,6 +21,8 @@ from ..core.state import no_grad
 from ..core.tensor import Tensor
 from ..ops.helpers import cast
 from ..ops.creation import to_tensor
+from ..ops.tensor_methods import to_device
+from .. import amp as _amp
 from . import initializer as _init
 
 __all__ = ["Layer", "ParamAttr", "Parameter", "create_parameter", "functional_call"]
@@ -264,6 +266,8 @@ class Layer:
             result = hook(self, inputs)
             if result is not None:
                 inputs = result if isinstance(result, tuple) else (result,)
+        if _amp._state.dtype is not None:  # pf.amp.auto_cast: black-list layers in float32
+            inputs = _amp_inputs(type(self).__name__, inputs)
         outputs = self.forward(*inputs, **kwargs)
         for hook in list(d["_forward_post_hooks"].values()):
             result = hook(self, inputs, outputs)
@@ -517,11 +521,28 @@ class Layer:
     clear_grad = clear_gradients
 
     def to(self, device=None, dtype=None, blocking=None):
-        """Casts floating parameters and buffers in place: ``net.to("float64")`` or
-        ``net.to(dtype="float64")``. Devices are accepted and ignored (CPU only)."""
+        """Moves parameters and buffers to ``device`` (``"cpu"``, ``"gpu:0"``) and/or casts
+        the floating ones to ``dtype``, in place: ``net.to("gpu")``, ``net.to("float64")``,
+        ``net.to(device="cpu", dtype="float32")``. Optimizers made before keep working:
+        the parameters are the same tensors.
+
+        Example:
+            >>> import primflow as pf
+            >>> net = pf.nn.Linear(2, 1).to("cpu", dtype="float64")
+            >>> net.weight.place, net.weight.dtype
+            (Place(cpu), primflow.float64)
+        """
         del blocking
         if dtype is None and device is not None and _looks_like_dtype(device):
             device, dtype = None, device
+        if device is not None:  # devices (issue 17)
+            with no_grad():
+                for t in itertools.chain(self.parameters(), self.buffers()):
+                    moved = to_device(t, device)
+                    if moved is not t:
+                        t._set_value(moved._value)
+                        if t.grad is not None:
+                            t.grad = to_device(t.grad, device)
         if dtype is None:
             return self
         d = dtypes.as_dtype(dtype)
@@ -816,3 +837,13 @@ def functional_call(layer, params, *args, **kwargs):
     finally:
         for table, key, old in reversed(swapped):
             table[key] = old
+
+
+def _amp_inputs(layer_name, inputs):
+    """The inputs of a layer under ``pf.amp.auto_cast``: floating tensors cast to float32 for
+    black-list layers (normalisations, softmax, losses); unchanged otherwise (white-list
+    layers cast inside ``forward``, where their weights are)."""
+    if _amp.amp_dtype(layer_name) is not dtypes.float32:
+        return inputs
+    return tuple(cast(x, dtypes.float32) if isinstance(x, Tensor) and x.dtype.is_floating
+                 and not x.dtype.is_complex and x.dtype.itemsize < 4 else x for x in inputs)

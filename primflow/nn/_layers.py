@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from ..ops import activation as F
 from ..ops import math as _math
-from ..ops.helpers import as_tensor
+from .. import amp as _amp
+from ..ops.helpers import as_tensor, cast
 from ..ops.linalg import linear
 from ..ops.manipulation import flatten
 from . import initializer as _init
@@ -56,6 +57,10 @@ class Linear(Layer):
         x = as_tensor(input)
         if x.ndim == 0 or x._shape[-1] != self.in_features:
             raise _shape_error(self, f"[..., {self.in_features}]", x)
+        low = _amp.amp_dtype("Linear")
+        if low is not None and x.dtype.is_floating:  # pf.amp.auto_cast: float32 weights cast
+            bias = None if self.bias is None else cast(self.bias, low)
+            return linear(cast(x, low), cast(self.weight, low), bias)
         return linear(x, self.weight, self.bias)
 
     def extra_repr(self):

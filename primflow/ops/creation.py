@@ -5,6 +5,7 @@ from __future__ import annotations
 import math as _math
 
 from .. import prims
+from ..backends import backend_for_device, get_backend
 from ..core import dtypes
 from ..core.random import next_key
 from ..core.tensor import Tensor
@@ -19,7 +20,8 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
     """A new tensor from Python data, a NumPy array or a tensor (copied).
 
     Python floats get the default float dtype, ints int64, bools bool; NumPy arrays keep
-    theirs unless ``dtype`` is given. ``place`` is accepted for Paddle compatibility.
+    theirs unless ``dtype`` is given. ``place`` (``"cpu"``, ``"gpu:0"``, a Place) puts it
+    on that device (default: the current one, ``pf.get_device()``).
 
     Example:
         >>> import primflow as pf
@@ -27,9 +29,15 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
         Tensor(shape=[2], dtype=float64, stop_gradient=False,
                [1., 2.])
     """
-    del place
     if isinstance(data, Tensor):
         data = data.numpy()
+    if place is not None and backend_for_device(place) is not get_backend():
+        # devices (issue 17): made as usual (dtype inference), then copied to the device
+        from .tensor_methods import to_device  # noqa: PLC0415 - it imports this module
+
+        out = to_device(Tensor(data, dtype=dtype), place)
+        out.stop_gradient = bool(stop_gradient)
+        return out
     out = Tensor(data, dtype=dtype)
     if not isinstance(data, (list, tuple, int, float, bool)):
         # arrays may share memory with the caller's: copy, so later writes to them don't

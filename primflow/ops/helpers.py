@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 
 from .. import prims
+from ..backends import register_cache
 from ..core import dtypes
 from ..core.state import state
 from ..core.tensor import Tensor
@@ -89,7 +90,7 @@ def broadcast_to(x: Tensor, shape) -> Tensor:
 _SCALARS = (int, float, bool, complex)
 
 
-_constants = {}
+_constants = register_cache({})  # holds arrays: emptied when the backend changes
 
 
 def scalar_constant(shape, value, dtype) -> Tensor:

@@ -9,6 +9,8 @@ are one code path.
 from __future__ import annotations
 
 from .. import prims
+from ..backends import backend_for_device, devices, get_backend
+from ..backends.devices import Place
 from ..core.state import state
 from ..core.tensor import Tensor, sync_views
 from ..core.trace import Tracer
@@ -103,11 +105,75 @@ def _fill_(self, value):
     return _inplace(self, creation.full_like(self, value), "fill_()")
 
 
-def _to(self, dtype=None, *args, **kwargs):
-    """``x.to(dtype)``; devices are ignored (CPU only)."""
-    if isinstance(dtype, str) and dtype in ("cpu", "gpu", "cuda"):
-        return self
-    return self if dtype is None else math.astype(self, dtype)
+def _to(self, *args, **kwargs):
+    """``x.to(device)``, ``x.to(dtype)``, ``x.to(device, dtype)`` (also as keywords
+    ``device=``, ``dtype=``): a tensor on that device and/or of that dtype.
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.to_tensor([1.0, 2.0])
+        >>> x.to("cpu").place, x.to("float64").dtype
+        (Place(cpu), primflow.float64)
+    """
+    device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    kwargs.pop("blocking", None)
+    for a in args:
+        if isinstance(a, devices.Place) or (isinstance(a, str) and _is_device(a)):
+            device = a
+        elif a is not None and not isinstance(a, bool):
+            dtype = a
+    if kwargs:
+        raise TypeError(f"Tensor.to: unexpected arguments {sorted(kwargs)}")
+    out = self if device is None else to_device(self, device)
+    return out if dtype is None else math.astype(out, dtype)
+
+
+# ---- devices (issue 17) -------------------------------------------------------------------
+
+def _is_device(text):
+    try:
+        devices.parse(text)
+    except ValueError:
+        return False
+    return True
+
+
+def to_device(x, device):
+    """``x`` with its values on ``device`` (``"cpu"``, ``"gpu"``, ``"gpu:N"`` or a Place): x
+    itself if it is there, else a copy (not recorded on the tape, as Paddle's ``.cuda()``),
+    keeping ``stop_gradient``.
+
+    Example:
+        >>> import primflow as pf
+        >>> to_device(pf.ones([2]), "cpu").place
+        Place(cpu)
+    """
+    target = backend_for_device(device)
+    if target.is_native(x._value):
+        return x
+    moved = Tensor._wrap(target.asarray(devices.to_host(x._value)))
+    moved.stop_gradient = x.stop_gradient
+    return moved
+
+
+def _place(self):
+    """Where the tensor's values live: ``Place(cpu)`` or ``Place(gpu:N)`` (Paddle)."""
+    return devices.place_of(self._value)
+
+
+def _cpu(self):
+    """The tensor on the CPU (itself if it is there). Example: ``x.cpu().place``."""
+    return to_device(self, "cpu")
+
+
+def _cuda(self, device_id=None, blocking=True):
+    """The tensor on GPU ``device_id`` (the current GPU, else 0); needs CuPy
+    (``pip install 'primflow[gpu]'``). Example: ``x.cuda()``."""
+    del blocking
+    if device_id is None:
+        place = Place(get_backend().place)
+        device_id = place.index if place.is_gpu_place() else 0
+    return to_device(self, f"gpu:{device_id}")
 
 
 _OPERATORS = {
@@ -185,5 +251,7 @@ def _mT(self):  # noqa: N802 - PyTorch's name
     return linalg._swap_last(self)
 
 
-TENSOR_METHODS = {**_OPERATORS, **_METHODS, "T": property(_T), "mT": property(_mT)}
+TENSOR_METHODS = {**_OPERATORS, **_METHODS, "T": property(_T), "mT": property(_mT),
+                  # devices (issue 17)
+                  "place": property(_place), "cpu": _cpu, "cuda": _cuda}
 TRACER_METHODS = {"set_value": _traced_set_value, "_set_value": _traced_set_value}

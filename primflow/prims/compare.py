@@ -11,6 +11,7 @@ from ..core import dtypes
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from ._util import binary_infer, zeros_like
 from .complex import reject_complex
+from . import sharding as sr
 from .families import COMPARE
 
 
@@ -18,7 +19,7 @@ def _compare(name):
     infer = binary_infer(name, out_dtype=dtypes.bool_)
     if name not in ("eq", "ne"):  # complex numbers are not ordered
         infer = reject_complex(name, infer)
-    return Primitive(name, family=COMPARE, infer=infer,
+    return Primitive(name, family=COMPARE, shard=sr.NONLINEAR, infer=infer,
                      differentiable=False, doc=f"elementwise {name} -> bool")
 
 
@@ -43,11 +44,14 @@ def _logical_infer(name):
     return infer
 
 
-logical_and = Primitive("logical_and", family=COMPARE, infer=_logical_infer("logical_and"),
+logical_and = Primitive("logical_and", family=COMPARE,
+                        shard=sr.NONLINEAR, infer=_logical_infer("logical_and"),
                         differentiable=False, doc="x and y, elementwise")
-logical_or = Primitive("logical_or", family=COMPARE, infer=_logical_infer("logical_or"),
+logical_or = Primitive("logical_or", family=COMPARE,
+                       shard=sr.NONLINEAR, infer=_logical_infer("logical_or"),
                        differentiable=False, doc="x or y, elementwise")
-logical_not = Primitive("logical_not", family=COMPARE, infer=_logical_infer("logical_not"),
+logical_not = Primitive("logical_not", family=COMPARE,
+                        shard=sr.NONLINEAR, infer=_logical_infer("logical_not"),
                         differentiable=False, doc="not x, elementwise")
 
 
@@ -72,7 +76,7 @@ def _select_false_transpose(g, out, pred, on_true, on_false):
 
 
 # linear in the two branches (the predicate is static: its transpose entry is None)
-select = Primitive("select", family=COMPARE, infer=_select_infer, linear=True,
+select = Primitive("select", family=COMPARE, shard=sr.SELECT, infer=_select_infer, linear=True,
                    transpose=(None, _select_true_transpose, _select_false_transpose),
                    doc="where(pred, on_true, on_false), elementwise")
 
@@ -86,5 +90,5 @@ def _convert_transpose(g, out, x, *, dtype):
 
 
 convert_element_type = Primitive(
-    "convert_element_type", family=COMPARE, infer=_convert_infer, linear=True,
+    "convert_element_type", family=COMPARE, shard=sr.SINGLE, infer=_convert_infer, linear=True,
     transpose=(_convert_transpose,), doc="cast to another dtype")

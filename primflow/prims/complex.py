@@ -19,9 +19,12 @@ Example (``|z|^2`` has gradient ``2 z``):
 
 from __future__ import annotations
 
+import functools
+
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from . import creation
+from . import sharding as sr
 from .families import COMPLEX
 
 
@@ -45,6 +48,7 @@ def holomorphic_vjp(rule):
 def reject_complex(name, infer):
     """``infer`` of a primitive defined only on real numbers, refusing complex inputs."""
 
+    @functools.wraps(infer)  # its signature stays the primitive's (docs/backend-contract.md)
     def checked(*avals, **params):
         for a in avals:
             if a.dtype.is_complex:
@@ -76,7 +80,7 @@ def _complex_im_vjp(g, out, re, im):
 
 
 complex = Primitive(  # noqa: A001 - primitive name
-    "complex", family=COMPLEX, infer=_complex_infer, linear=True,
+    "complex", family=COMPLEX, shard=sr.ADDITIVE, infer=_complex_infer, linear=True,
     transpose=(_complex_re_vjp, _complex_im_vjp), doc="re + i im from two real tensors")
 
 
@@ -107,9 +111,9 @@ def _conj_rule(g, out, z):  # dL = Re(conj(g) conj(dz)) = Re(conj(conj g) dz): z
     return conj(g)
 
 
-real = Primitive("real", family=COMPLEX, infer=_part_infer("real"), linear=True,
+real = Primitive("real", family=COMPLEX, shard=sr.SINGLE, infer=_part_infer("real"), linear=True,
                  transpose=(_real_vjp,), doc="real part of a complex tensor")
-imag = Primitive("imag", family=COMPLEX, infer=_part_infer("imag"), linear=True,
+imag = Primitive("imag", family=COMPLEX, shard=sr.SINGLE, infer=_part_infer("imag"), linear=True,
                  transpose=(_imag_vjp,), doc="imaginary part of a complex tensor")
-conj = Primitive("conj", family=COMPLEX, infer=_conj_infer, linear=True,
+conj = Primitive("conj", family=COMPLEX, shard=sr.SINGLE, infer=_conj_infer, linear=True,
                  transpose=(_conj_rule,), doc="complex conjugate")

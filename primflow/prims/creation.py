@@ -7,6 +7,7 @@ the rules are empty and the Taylor rule is a constant).
 from __future__ import annotations
 
 from ..core.primitive import Aval, Primitive
+from . import sharding as sr
 from .families import CREATION, RANDOM
 
 
@@ -14,7 +15,7 @@ def _full_infer(*, shape, value, dtype):
     return Aval(shape, dtype)
 
 
-full = Primitive("full", family=CREATION, infer=_full_infer,
+full = Primitive("full", family=CREATION, shard=sr.CREATION, infer=_full_infer,
                  doc="a tensor of `shape` filled with `value`")
 
 
@@ -22,7 +23,7 @@ def _iota_infer(*, shape, dtype, dimension):
     return Aval(shape, dtype)
 
 
-iota = Primitive("iota", family=CREATION, infer=_iota_infer,
+iota = Primitive("iota", family=CREATION, shard=sr.CREATION, infer=_iota_infer,
                  doc="0, 1, 2, ... along `dimension`, broadcast to `shape`")
 
 
@@ -32,8 +33,8 @@ def _random_infer(*, shape, dtype, key):
     return Aval(shape, dtype)
 
 
-random_uniform = Primitive("random_uniform", family=RANDOM, infer=_random_infer,
+random_uniform = Primitive("random_uniform", family=RANDOM, shard=sr.CREATION, infer=_random_infer,
                            doc="uniform draws in [0, 1), a pure function of `key`")
-random_normal = Primitive("random_normal", family=RANDOM, infer=_random_infer,
+random_normal = Primitive("random_normal", family=RANDOM, shard=sr.CREATION, infer=_random_infer,
                           doc="standard normal draws, a pure function of `key`")
 

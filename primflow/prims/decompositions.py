@@ -42,6 +42,7 @@ from ..core.primitive import Aval, Primitive, PrimitiveError
 from ..core.trace import Tracer
 from . import _batching as bt, _matrix as mx, _taylor as tl, compare as cmp, creation
 from . import elementwise as ew, reduce as rd, shape as sh
+from . import sharding as sr
 from .families import DECOMPOSITION as _F
 
 
@@ -117,7 +118,8 @@ def _solve_taylor(primals, series, out=None):
     return out, xs
 
 
-solve = Primitive("solve", family=_F, infer=_solve_infer, jvp=(_solve_a_jvp, _solve_b_jvp),
+solve = Primitive("solve", family=_F, shard=sr.MATRICES,
+                  infer=_solve_infer, jvp=(_solve_a_jvp, _solve_b_jvp),
                   vjp=_solve_vjp, batch=_solve_batch, taylor=_solve_taylor,
                   saves_out=True, linear_in=(1,),
                   doc="x with a @ x = b (LU with partial pivoting)")
@@ -184,7 +186,8 @@ def _tri_taylor(primals, series, out=None, **p):
 
 
 triangular_solve = Primitive(
-    "triangular_solve", family=_F, infer=_tri_infer, jvp=(_tri_a_jvp, _tri_b_jvp),
+    "triangular_solve", family=_F, shard=sr.MATRICES,
+    infer=_tri_infer, jvp=(_tri_a_jvp, _tri_b_jvp),
     vjp=_tri_vjp, batch=_tri_batch, taylor=_tri_taylor, saves_out=True,
     linear_in=(1,), doc="x with op(a) @ x = b for triangular a (op: identity or transpose)")
 
@@ -234,7 +237,8 @@ def _cholesky_taylor(primals, series, out=None):
     return l0, ls
 
 
-cholesky = Primitive("cholesky", family=_F, infer=_cholesky_infer, jvp=(_cholesky_jvp,),
+cholesky = Primitive("cholesky", family=_F, shard=sr.MATRICES,
+                     infer=_cholesky_infer, jvp=(_cholesky_jvp,),
                      vjp=(_cholesky_vjp,), batch=_cholesky_batch, taylor=_cholesky_taylor,
                      saves_out=True, saves_inputs=(),
                      doc="lower-triangular L with a = L @ L^T (a symmetric positive definite)")
@@ -297,7 +301,8 @@ def _slogdet_taylor(primals, series, out=None):
     return out, coefficients
 
 
-slogdet = Primitive("slogdet", family=_F, infer=_slogdet_infer, jvp=(_slogdet_jvp,),
+slogdet = Primitive("slogdet", family=_F, shard=sr.MATRICES,
+                    infer=_slogdet_infer, jvp=(_slogdet_jvp,),
                     vjp=(_slogdet_vjp,), batch=_slogdet_batch, taylor=_slogdet_taylor,
                     doc="[..., 2]: sign and log|det| of each matrix")
 
@@ -422,7 +427,8 @@ def _eigh_taylor(primals, series, out=None):
     return out, coefficients
 
 
-eigh = Primitive("eigh", family=_F, infer=_eigh_infer, jvp=(_eigh_jvp,), vjp=(_eigh_vjp,),
+eigh = Primitive("eigh", family=_F, shard=sr.MATRICES,
+                 infer=_eigh_infer, jvp=(_eigh_jvp,), vjp=(_eigh_vjp,),
                  batch=_eigh_batch, taylor=_eigh_taylor, saves_out=True, saves_inputs=(),
                  doc="[..., n, n + 1]: eigenvectors then eigenvalues of a symmetric matrix")
 
@@ -507,7 +513,7 @@ def _lu_taylor(primals, series, out=None):
     return out, coefficients
 
 
-lu = Primitive("lu", family=_F, infer=_lu_infer, jvp=(_lu_jvp,), vjp=(_lu_vjp,),
+lu = Primitive("lu", family=_F, shard=sr.MATRICES, infer=_lu_infer, jvp=(_lu_jvp,), vjp=(_lu_vjp,),
                batch=_lu_batch, taylor=_lu_taylor, saves_out=True, saves_inputs=(),
                doc="[..., n, n + 1]: packed L\\U and the row permutation (as floats)")
 
@@ -543,10 +549,11 @@ def _lu_permutation_taylor(primals, series, out=None):
     return tl.no_series_rule(lu_permutation)(primals, series, out)
 
 
-lu_pivots = Primitive("lu_pivots", family=_F, infer=_pivots_infer, differentiable=False,
+lu_pivots = Primitive("lu_pivots", family=_F, shard=sr.PIVOTS,
+                      infer=_pivots_infer, differentiable=False,
                       batch=_lu_pivots_batch, taylor=_lu_pivots_taylor,
                       doc="1-based LAPACK row swaps of a row permutation")
-lu_permutation = Primitive("lu_permutation", family=_F, infer=_pivots_infer,
+lu_permutation = Primitive("lu_permutation", family=_F, shard=sr.PIVOTS, infer=_pivots_infer,
                            differentiable=False, batch=_lu_permutation_batch,
                            taylor=_lu_permutation_taylor,
                            doc="the row permutation of 1-based LAPACK row swaps")
@@ -640,7 +647,7 @@ def _qr_taylor(primals, series, out=None):
     return out, coefficients
 
 
-qr = Primitive("qr", family=_F, infer=_qr_infer, jvp=(_qr_jvp,), vjp=(_qr_vjp,),
+qr = Primitive("qr", family=_F, shard=sr.MATRICES, infer=_qr_infer, jvp=(_qr_jvp,), vjp=(_qr_vjp,),
                batch=_qr_batch, taylor=_qr_taylor, saves_out=True, saves_inputs=(),
                doc="[..., m + n, n]: reduced Q (first m rows) then R of a tall matrix")
 
@@ -775,7 +782,8 @@ def _svd_taylor(primals, series, out=None):
     return out, coefficients
 
 
-svd = Primitive("svd", family=_F, infer=_svd_infer, jvp=(_svd_jvp,), vjp=(_svd_vjp,),
+svd = Primitive("svd", family=_F, shard=sr.MATRICES,
+                infer=_svd_infer, jvp=(_svd_jvp,), vjp=(_svd_vjp,),
                 batch=_svd_batch, taylor=_svd_taylor, saves_out=True, saves_inputs=(),
                 doc="[..., m + 1 + n, n]: U, the singular values (descending) and V of a "
                     "tall matrix (a = U diag(s) V^T)")

@@ -15,6 +15,7 @@ from ..core.primitive import Primitive, RuleTemplate
 from . import _taylor as tl, compare
 from ._util import binary_infer, float_unary_infer, full_like, same_aval, zeros_like
 from .complex import reject_complex
+from . import sharding as sr
 from .families import ELEMENTWISE_BINARY, ELEMENTWISE_TRANSCENDENTAL, ELEMENTWISE_UNARY
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -26,7 +27,7 @@ def _neg_transpose(g, out, x):
     return neg(g)
 
 
-neg = Primitive("neg", family=ELEMENTWISE_UNARY, infer=same_aval, linear=True,
+neg = Primitive("neg", family=ELEMENTWISE_UNARY, shard=sr.SINGLE, infer=same_aval, linear=True,
                 transpose=(_neg_transpose,), doc="-x")
 
 
@@ -34,7 +35,8 @@ def _exp_jvp(g, out, x):
     return mul(g, out)
 
 
-exp = Primitive("exp", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer("exp"),
+exp = Primitive("exp", family=ELEMENTWISE_TRANSCENDENTAL,
+                shard=sr.NONLINEAR, infer=float_unary_infer("exp"),
                 jvp=(_exp_jvp,), saves_out=True,
                 taylor=tl.unary_rule(lambda xs, z0, x0: tl.exp_series(xs, z0)), doc="e**x")
 
@@ -43,7 +45,8 @@ def _log_jvp(g, out, x):
     return div(g, x)
 
 
-log = Primitive("log", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer("log"),
+log = Primitive("log", family=ELEMENTWISE_TRANSCENDENTAL,
+                shard=sr.NONLINEAR, infer=float_unary_infer("log"),
                 jvp=(_log_jvp,), taylor=tl.unary_rule(lambda xs, z0, x0: tl.log_series(xs, z0)),
                 doc="natural logarithm")
 
@@ -56,7 +59,8 @@ def _log1p_series(xs, z0, x0):
     return tl.log_series([add(x0, full_like(x0, 1.0))] + xs[1:], z0)
 
 
-log1p = Primitive("log1p", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer("log1p"),
+log1p = Primitive("log1p", family=ELEMENTWISE_TRANSCENDENTAL,
+                  shard=sr.NONLINEAR, infer=float_unary_infer("log1p"),
                   jvp=(_log1p_jvp,), taylor=tl.unary_rule(_log1p_series), doc="log(1 + x)")
 
 
@@ -68,7 +72,8 @@ def _expm1_series(xs, z0, x0):
     return [z0] + tl.exp_series(xs, add(z0, full_like(z0, 1.0)))[1:]
 
 
-expm1 = Primitive("expm1", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer("expm1"),
+expm1 = Primitive("expm1", family=ELEMENTWISE_TRANSCENDENTAL,
+                  shard=sr.NONLINEAR, infer=float_unary_infer("expm1"),
                   jvp=(_expm1_jvp,), saves_out=True, taylor=tl.unary_rule(_expm1_series),
                   doc="exp(x) - 1")
 
@@ -77,7 +82,8 @@ def _sin_jvp(g, out, x):
     return mul(g, cos(x))
 
 
-sin = Primitive("sin", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer("sin"),
+sin = Primitive("sin", family=ELEMENTWISE_TRANSCENDENTAL,
+                shard=sr.NONLINEAR, infer=float_unary_infer("sin"),
                 jvp=(_sin_jvp,), taylor=tl.unary_rule(
                     lambda xs, z0, x0: tl.sincos_series(xs, z0, cos(x0))[0]), doc="sine")
 
@@ -86,7 +92,8 @@ def _cos_jvp(g, out, x):
     return neg(mul(g, sin(x)))
 
 
-cos = Primitive("cos", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer("cos"),
+cos = Primitive("cos", family=ELEMENTWISE_TRANSCENDENTAL,
+                shard=sr.NONLINEAR, infer=float_unary_infer("cos"),
                 jvp=(_cos_jvp,), taylor=tl.unary_rule(
                     lambda xs, z0, x0: tl.sincos_series(xs, sin(x0), z0)[1]), doc="cosine")
 
@@ -103,7 +110,8 @@ def _tanh_w(zs, m):  # tanh' = 1 - tanh^2, as a series in the output's coefficie
         tl.square_coefficient(zs, m), -1.0)
 
 
-tanh = Primitive("tanh", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer("tanh"),
+tanh = Primitive("tanh", family=ELEMENTWISE_TRANSCENDENTAL,
+                 shard=sr.NONLINEAR, infer=float_unary_infer("tanh"),
                  jvp=(_tanh_jvp,), saves_out=True, taylor=tl.unary_rule(
                      lambda xs, z0, x0: tl.derivative_product_series(xs, z0, _tanh_w)),
                  doc="hyperbolic tangent")
@@ -125,7 +133,8 @@ def _sqrt_series(xs, z0, x0):
     return zs
 
 
-sqrt = Primitive("sqrt", family=ELEMENTWISE_UNARY, infer=float_unary_infer("sqrt"),
+sqrt = Primitive("sqrt", family=ELEMENTWISE_UNARY,
+                 shard=sr.NONLINEAR, infer=float_unary_infer("sqrt"),
                  jvp=(_sqrt_jvp,), saves_out=True, taylor=tl.unary_rule(_sqrt_series),
                  doc="square root")
 
@@ -134,7 +143,8 @@ def _rsqrt_jvp(g, out, x):  # d x^(-1/2) = -1/2 x^(-3/2) = -1/2 * out / x
     return mul(g, mul(full_like(x, -0.5), div(out, x)))
 
 
-rsqrt = Primitive("rsqrt", family=ELEMENTWISE_UNARY, infer=float_unary_infer("rsqrt"),
+rsqrt = Primitive("rsqrt", family=ELEMENTWISE_UNARY,
+                  shard=sr.NONLINEAR, infer=float_unary_infer("rsqrt"),
                   jvp=(_rsqrt_jvp,), saves_out=True, taylor=tl.unary_rule(
                       lambda xs, z0, x0: tl.power_series(xs, z0, -0.5)), doc="1 / sqrt(x)")
 
@@ -152,7 +162,8 @@ def _abs_series(xs, z0, x0):
 
 
 _abs_infer = reject_complex("abs", same_aval)  # real numbers only
-abs = Primitive("abs", family=ELEMENTWISE_UNARY, infer=_abs_infer,  # noqa: A001 - prim name
+abs = Primitive("abs", family=ELEMENTWISE_UNARY, shard=sr.NONLINEAR,  # noqa: A001 - prim name
+                infer=_abs_infer,
                 jvp=(_abs_jvp,), taylor=tl.unary_rule(_abs_series), doc="|x|")
 
 
@@ -174,7 +185,7 @@ def _erf_series(xs, z0, x0):
 
 
 _erf_infer = reject_complex("erf", float_unary_infer("erf"))  # real numbers only
-erf = Primitive("erf", family=ELEMENTWISE_TRANSCENDENTAL, infer=_erf_infer,
+erf = Primitive("erf", family=ELEMENTWISE_TRANSCENDENTAL, shard=sr.NONLINEAR, infer=_erf_infer,
                 jvp=(_erf_jvp,), taylor=tl.unary_rule(_erf_series), doc="error function")
 
 
@@ -187,7 +198,7 @@ def _logistic_w(zs, m):  # logistic' = s - s^2
 
 
 _logistic_infer = reject_complex("logistic", float_unary_infer("logistic"))  # real numbers only
-logistic = Primitive("logistic", family=ELEMENTWISE_TRANSCENDENTAL,
+logistic = Primitive("logistic", family=ELEMENTWISE_TRANSCENDENTAL, shard=sr.NONLINEAR,
                      infer=_logistic_infer, jvp=(_logistic_jvp,), saves_out=True,
                      taylor=tl.unary_rule(lambda xs, z0, x0: tl.derivative_product_series(
                          xs, z0, _logistic_w)), doc="1 / (1 + exp(-x))")
@@ -196,16 +207,18 @@ logistic = Primitive("logistic", family=ELEMENTWISE_TRANSCENDENTAL,
 # silent zero gradient is a classic bug in training code, so asking for one raises
 # NonDifferentiableError; detach the input to state that a zero gradient is intended.
 _sign_infer = reject_complex("sign", same_aval)  # real numbers only
-sign = Primitive("sign", family=ELEMENTWISE_UNARY, infer=_sign_infer, differentiable=False,
+sign = Primitive("sign", family=ELEMENTWISE_UNARY, shard=sr.NONLINEAR,
+                 infer=_sign_infer, differentiable=False,
                  doc="-1, 0 or 1 (not differentiable)")
 _floor_infer = reject_complex("floor", float_unary_infer("floor"))  # real numbers only
-floor = Primitive("floor", family=ELEMENTWISE_UNARY, infer=_floor_infer,
+floor = Primitive("floor", family=ELEMENTWISE_UNARY, shard=sr.NONLINEAR, infer=_floor_infer,
                   differentiable=False, doc="round down (not differentiable)")
 _ceil_infer = reject_complex("ceil", float_unary_infer("ceil"))  # real numbers only
-ceil = Primitive("ceil", family=ELEMENTWISE_UNARY, infer=_ceil_infer,
+ceil = Primitive("ceil", family=ELEMENTWISE_UNARY, shard=sr.NONLINEAR, infer=_ceil_infer,
                  differentiable=False, doc="round up (not differentiable)")
 _round_infer = reject_complex("round", float_unary_infer("round"))  # real numbers only
-round = Primitive("round", family=ELEMENTWISE_UNARY,  # noqa: A001 - primitive name
+round = Primitive("round", family=ELEMENTWISE_UNARY, shard=sr.NONLINEAR,
+                  # noqa: A001 - primitive name
                   infer=_round_infer, differentiable=False,
                   doc="round half to even (not differentiable)")
 
@@ -242,7 +255,8 @@ def _integer_pow_series(xs, z0, x0, *, y):
     return [z0] + result[1:]
 
 
-integer_pow = Primitive("integer_pow", family=ELEMENTWISE_UNARY, infer=_integer_pow_infer,
+integer_pow = Primitive("integer_pow", family=ELEMENTWISE_UNARY,
+                        shard=sr.NONLINEAR, infer=_integer_pow_infer,
                         jvp=(_integer_pow_jvp,), taylor=tl.unary_rule(_integer_pow_series),
                         doc="x ** y for a static integer y")
 
@@ -253,7 +267,8 @@ def _add_transpose(g, out, x, y):
     return g
 
 
-add = Primitive("add", family=ELEMENTWISE_BINARY, infer=binary_infer("add"), linear=True,
+add = Primitive("add", family=ELEMENTWISE_BINARY,
+                shard=sr.ADDITIVE, infer=binary_infer("add"), linear=True,
                 transpose=(_add_transpose, _add_transpose), taylor=tl.sum_rule(tl.add),
                 doc="x + y")
 
@@ -262,7 +277,8 @@ def _sub_y_transpose(g, out, x, y):
     return neg(g)
 
 
-sub = Primitive("sub", family=ELEMENTWISE_BINARY, infer=binary_infer("sub"), linear=True,
+sub = Primitive("sub", family=ELEMENTWISE_BINARY,
+                shard=sr.ADDITIVE, infer=binary_infer("sub"), linear=True,
                 transpose=(_add_transpose, _sub_y_transpose), taylor=tl.sum_rule(tl.sub),
                 doc="x - y")
 
@@ -275,7 +291,7 @@ def _mul_y_jvp(g, out, x, y):
     return mul(x, g)
 
 
-mul = Primitive("mul", family=ELEMENTWISE_BINARY, infer=binary_infer("mul"),
+mul = Primitive("mul", family=ELEMENTWISE_BINARY, shard=sr.PRODUCT, infer=binary_infer("mul"),
                 jvp=(_mul_x_jvp, _mul_y_jvp), linear_in=(0, 1), taylor=tl.bilinear_rule,
                 doc="x * y")
 
@@ -296,7 +312,7 @@ def _div_taylor(primals, series, out=None):
     return out, tl.quotient_series(us, ys, out)
 
 
-div = Primitive("div", family=ELEMENTWISE_BINARY, infer=binary_infer("div"),
+div = Primitive("div", family=ELEMENTWISE_BINARY, shard=sr.SINGLE, infer=binary_infer("div"),
                 jvp=(_div_x_jvp, _div_y_jvp), saves_out=True, taylor=_div_taylor,
                 linear_in=(0,), doc="x / y")  # linear in the numerator
 
@@ -325,7 +341,8 @@ def _pow_taylor(primals, series, out=None):
     return out, tl.exp_series(tl.cauchy_series(series[1], logs), out)
 
 
-pow = Primitive("pow", family=ELEMENTWISE_TRANSCENDENTAL,  # noqa: A001 - primitive name
+pow = Primitive("pow", family=ELEMENTWISE_TRANSCENDENTAL,
+                shard=sr.NONLINEAR,  # noqa: A001 - primitive name
                 infer=binary_infer("pow"), jvp=(_pow_x_jvp, _pow_y_jvp), saves_out=True,
                 taylor=_pow_taylor, doc="x ** y")
 
@@ -374,11 +391,11 @@ def _extremum_taylor(winner):
 
 
 _maximum_infer = reject_complex("maximum", binary_infer("maximum"))  # real numbers only
-maximum = Primitive("maximum", family=ELEMENTWISE_BINARY, infer=_maximum_infer,
+maximum = Primitive("maximum", family=ELEMENTWISE_BINARY, shard=sr.NONLINEAR, infer=_maximum_infer,
                     jvp=(_maximum_x_jvp, _maximum_y_jvp), taylor=_extremum_taylor(compare.gt),
                     doc="elementwise maximum")
 _minimum_infer = reject_complex("minimum", binary_infer("minimum"))  # real numbers only
-minimum = Primitive("minimum", family=ELEMENTWISE_BINARY, infer=_minimum_infer,
+minimum = Primitive("minimum", family=ELEMENTWISE_BINARY, shard=sr.NONLINEAR, infer=_minimum_infer,
                     jvp=(_minimum_x_jvp, _minimum_y_jvp), taylor=_extremum_taylor(compare.lt),
                     doc="elementwise minimum")
 
@@ -413,6 +430,7 @@ def _atan2_taylor(primals, series, out=None):
 
 
 _atan2_infer = reject_complex("atan2", binary_infer("atan2"))  # real numbers only
-atan2 = Primitive("atan2", family=ELEMENTWISE_TRANSCENDENTAL, infer=_atan2_infer,
+atan2 = Primitive("atan2", family=ELEMENTWISE_TRANSCENDENTAL, shard=sr.NONLINEAR,
+                  infer=_atan2_infer,
                   jvp=(_atan2_x_jvp, _atan2_y_jvp), taylor=_atan2_taylor,
                   doc="the angle of the point (y, x)")

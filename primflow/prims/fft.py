@@ -30,6 +30,7 @@ from __future__ import annotations
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from . import _batching as bt, creation, elementwise as ew, shape as sh
+from . import sharding as sr
 from .families import FFT
 KINDS = ("fft", "ifft", "rfft", "irfft")
 NORMS = ("backward", "ortho", "forward")
@@ -98,6 +99,7 @@ def _fft_batch(vals, bdims, *, kind, axes, n_last, norm):
     return fft(x, kind=kind, axes=bt.shift_axes(axes), n_last=n_last, norm=norm), 0
 
 
-fft = Primitive("fft", family=FFT, infer=_fft_infer, linear=True, transpose=(_fft_vjp,),
+fft = Primitive("fft", family=FFT, shard=sr.FFT,
+                infer=_fft_infer, linear=True, transpose=(_fft_vjp,),
                 batch=_fft_batch,
                 doc="discrete Fourier transform (fft, ifft, rfft or irfft) over `axes`")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from . import _batching as bt, creation, shape as sh
+from . import sharding as sr
 from .families import INDEX
 
 
@@ -53,7 +54,8 @@ def _gather_batch(vals, bdims):
 
 
 # linear in the values; the indices are static (integers)
-gather = Primitive("gather", family=INDEX, infer=_gather_infer, batch=_gather_batch,
+gather = Primitive("gather", family=INDEX,
+                   shard=sr.GATHER, infer=_gather_infer, batch=_gather_batch,
                    linear=True, transpose=(_gather_transpose, None),
                    doc="x[indices[..., 0], ..., indices[..., k-1]]")
 
@@ -84,6 +86,7 @@ def _scatter_updates_transpose(g, out, operand, indices, updates):
 
 
 scatter_add = Primitive(
-    "scatter_add", family=INDEX, infer=_scatter_add_infer, batch=_scatter_add_batch,
+    "scatter_add", family=INDEX,
+    shard=sr.SCATTER_ADD, infer=_scatter_add_infer, batch=_scatter_add_batch,
     linear=True, transpose=(_scatter_operand_transpose, None, _scatter_updates_transpose),
     doc="a copy of operand with updates added at indices (repeats accumulate)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from . import _batching as bt, _taylor as tl, shape as sh
 from .complex import holomorphic_vjp
+from . import sharding as sr
 from .families import DOT
 
 
@@ -105,7 +106,8 @@ def _dot_general_y_jvp(g, out, x, y, **params):
 # bilinear: linear in each operand while the other stays fixed; its vjp contracts the
 # cotangent with the other operand (not derivable from the jvp without a transpose pass)
 dot_general = Primitive(
-    "dot_general", family=DOT, infer=_dot_general_infer, batch=_dot_general_batch,
+    "dot_general", family=DOT,
+    shard=sr.DOT_GENERAL, infer=_dot_general_infer, batch=_dot_general_batch,
     jvp=(_dot_general_x_jvp, _dot_general_y_jvp),
     vjp=(holomorphic_vjp(_dot_general_x_vjp), holomorphic_vjp(_dot_general_y_vjp)),
     linear_in=(0, 1),

@@ -9,6 +9,7 @@ from ..core import dtypes
 from ..core.primitive import Aval, Primitive, RuleTemplate
 from . import compare, elementwise as ew, shape as sh
 from .complex import reject_complex
+from . import sharding as sr
 from .families import AXIS, REDUCE
 
 
@@ -29,7 +30,8 @@ def _reduce_sum_transpose(g, out, x, *, axes):
     return _expand_back(g, x._shape, axes)
 
 
-reduce_sum = Primitive("reduce_sum", family=REDUCE, infer=_reduce_infer, linear=True,
+reduce_sum = Primitive("reduce_sum", family=REDUCE,
+                       shard=sr.REDUCE_SUM, infer=_reduce_infer, linear=True,
                        transpose=(_reduce_sum_transpose,), doc="sum over `axes`")
 
 
@@ -65,11 +67,13 @@ def _make_extremum_taylor(prim):
 
 
 _reduce_max_infer = reject_complex("reduce_max", _reduce_infer)  # real numbers only
-reduce_max = Primitive("reduce_max", family=REDUCE, infer=_reduce_max_infer, jvp=(_extremum_jvp,),
+reduce_max = Primitive("reduce_max", family=REDUCE, shard=sr.REDUCE_MAX,
+                       infer=_reduce_max_infer, jvp=(_extremum_jvp,),
                        vjp=(_extremum_vjp,), saves_out=True,
                        taylor=RuleTemplate(_make_extremum_taylor), doc="maximum over `axes`")
 _reduce_min_infer = reject_complex("reduce_min", _reduce_infer)  # real numbers only
-reduce_min = Primitive("reduce_min", family=REDUCE, infer=_reduce_min_infer, jvp=(_extremum_jvp,),
+reduce_min = Primitive("reduce_min", family=REDUCE, shard=sr.REDUCE_MIN,
+                       infer=_reduce_min_infer, jvp=(_extremum_jvp,),
                        vjp=(_extremum_vjp,), saves_out=True,
                        taylor=RuleTemplate(_make_extremum_taylor), doc="minimum over `axes`")
 
@@ -81,10 +85,12 @@ def _arg_infer(x, *, axis, index_dtype):
 
 
 _argmax_infer = reject_complex("argmax", _arg_infer)  # real numbers only
-argmax = Primitive("argmax", family=AXIS, infer=_argmax_infer, differentiable=False,
+argmax = Primitive("argmax", family=AXIS, shard=sr.ARG_AXIS,
+                   infer=_argmax_infer, differentiable=False,
                    doc="index of the maximum along `axis` (integer result)")
 _argmin_infer = reject_complex("argmin", _arg_infer)  # real numbers only
-argmin = Primitive("argmin", family=AXIS, infer=_argmin_infer, differentiable=False,
+argmin = Primitive("argmin", family=AXIS, shard=sr.ARG_AXIS,
+                   infer=_argmin_infer, differentiable=False,
                    doc="index of the minimum along `axis` (integer result)")
 
 
@@ -99,7 +105,7 @@ def _cumsum_transpose(g, out, x, *, axis, reverse):
     return cumsum(g, axis=axis, reverse=not reverse)
 
 
-cumsum = Primitive("cumsum", family=AXIS, infer=_cumsum_infer, linear=True,
+cumsum = Primitive("cumsum", family=AXIS, shard=sr.CUMSUM, infer=_cumsum_infer, linear=True,
                    transpose=(_cumsum_transpose,),
                    doc="running sum along `axis` (from the end if `reverse`)")
 

@@ -11,6 +11,7 @@ import math
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from . import _batching as bt, creation, elementwise as ew, reduce as rd
+from . import sharding as sr
 from .families import SHAPE, VIEW
 
 
@@ -32,7 +33,7 @@ def _reshape_transpose(g, out, x, *, shape):
     return reshape(g, shape=tuple(x._shape))
 
 
-reshape = Primitive("reshape", family=VIEW, infer=_reshape_infer, linear=True,
+reshape = Primitive("reshape", family=VIEW, shard=sr.RESHAPE, infer=_reshape_infer, linear=True,
                     transpose=(_reshape_transpose,), batch=_reshape_batch,
                     doc="same elements, new shape")
 
@@ -68,7 +69,7 @@ def _broadcast_batch(vals, bdims, *, shape, broadcast_dimensions):
 
 
 broadcast_in_dim = Primitive(
-    "broadcast_in_dim", family=VIEW, infer=_broadcast_infer, linear=True,
+    "broadcast_in_dim", family=VIEW, shard=sr.BROADCAST, infer=_broadcast_infer, linear=True,
     transpose=(_broadcast_transpose,), batch=_broadcast_batch,
     doc="place x's dims at `broadcast_dimensions` of `shape` and repeat along the others")
 
@@ -99,7 +100,8 @@ def _transpose_transpose(g, out, x, *, perm):
 
 
 transpose = Primitive(
-    "transpose", family=VIEW, infer=_transpose_infer, batch=_transpose_batch, linear=True,
+    "transpose", family=VIEW,
+    shard=sr.TRANSPOSE, infer=_transpose_infer, batch=_transpose_batch, linear=True,
     transpose=(_transpose_transpose,), doc="permute dims: out.shape[i] = x.shape[perm[i]]")
 
 
@@ -134,7 +136,7 @@ def _slice_batch(vals, bdims, *, start, limit, strides):
 
 
 slice = Primitive(  # noqa: A001 - primitive name
-    "slice", family=VIEW, infer=_slice_infer, batch=_slice_batch, linear=True,
+    "slice", family=VIEW, shard=sr.SLICE, infer=_slice_infer, batch=_slice_batch, linear=True,
     transpose=(_slice_transpose,),
     doc="x[start:limit:strides] per dim (static, non-negative)")
 
@@ -185,7 +187,7 @@ def _pad_batch(vals, bdims, *, config):
     return ew.add(padded, ew.mul(mask, per_example)), 0
 
 
-pad = Primitive("pad", family=SHAPE, infer=_pad_infer, batch=_pad_batch, linear=True,
+pad = Primitive("pad", family=SHAPE, shard=sr.PAD, infer=_pad_infer, batch=_pad_batch, linear=True,
                 transpose=(_pad_x_transpose, _pad_value_transpose),
                 doc="add `lo`/`hi` elements at the ends and `interior` between elements")
 
@@ -224,7 +226,7 @@ def _concatenate_batch(vals, bdims, *, axis):
     return concatenate(*bt.all_front(vals, bdims), axis=axis + 1), 0
 
 
-concatenate = Primitive("concatenate", family=SHAPE, infer=_concatenate_infer,
+concatenate = Primitive("concatenate", family=SHAPE, shard=sr.CONCATENATE, infer=_concatenate_infer,
                         batch=_concatenate_batch, linear=True,
                         transpose=_concatenate_transpose,
                         doc="join tensors along `axis`")

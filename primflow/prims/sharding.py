@@ -22,8 +22,8 @@ parameters need one). Composites need no rules: they decompose into these primit
 Families (generic builders): elementwise (with the partial-preserving linear cases),
 reductions (a reduced sharded dim gives Partial), reshape, transpose, broadcast, slice,
 pad, concatenate, gather/scatter, dot_general (row, column, batch and contracting shards),
-creation. ``SHARDING_RULES`` maps every primitive name to its rule; a test fails if a
-registered primitive has none.
+creation. Each primitive declares its rule (``Primitive(..., shard=...)``);
+``SHARDING_RULES`` maps names to the declared rules; a test fails if a primitive has none.
 
 Example:
     >>> from primflow.prims.sharding import SHARDING_RULES
@@ -38,6 +38,9 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+
+from ..core.primitive import get_primitive, primitives
 
 LINEAR_PARTIALS = ("sum", "avg")  # partial kinds that linear maps preserve
 
@@ -351,12 +354,30 @@ def _creation_propagate(specs, avals, out_aval, size, **params):
 
 # ---- the table ------------------------------------------------------------------------------
 
-_NONLINEAR = elementwise()
-_ADDITIVE = elementwise("additive")
-_SINGLE = elementwise("single", positions=(0,))
-_PRODUCT = elementwise("single")  # mul: linear in either factor while the other is fixed
+# the rules primitives declare (``Primitive(..., shard=...)`` in their family files)
+NONLINEAR = elementwise()
+ADDITIVE = elementwise("additive")
+SINGLE = elementwise("single", positions=(0,))
+PRODUCT = elementwise("single")  # mul: linear in either factor while the other is fixed
+SELECT = elementwise("additive", positions=(1, 2))
+REDUCE_SUM = reduction("sum", linear=True)
+REDUCE_MAX = reduction("max", linear=False, empty_fill=-math.inf)
+REDUCE_MIN = reduction("min", linear=False, empty_fill=math.inf)
+ARG_AXIS = along_axis(linear=False)
+CUMSUM = along_axis(linear=True)
+BROADCAST = ShardingRule(_broadcast_propagate, _reshape_localize, "broadcast")
+RESHAPE = ShardingRule(_reshape_propagate, _reshape_localize, "reshape")
+TRANSPOSE = ShardingRule(_transpose_propagate, name="transpose")
+SLICE = ShardingRule(_slice_propagate, _slice_localize, "slice")
+PAD = ShardingRule(_pad_propagate, name="pad")
+CONCATENATE = ShardingRule(_concatenate_propagate, name="concatenate")
+GATHER = ShardingRule(_gather_propagate, name="gather")
+SCATTER_ADD = ShardingRule(_scatter_add_propagate, name="scatter_add")
+DOT_GENERAL = ShardingRule(_dot_general_propagate, name="dot_general")
+CREATION = ShardingRule(_creation_propagate, name="creation")  # always replicated
 
-# ---- scientific numerics (issue 18) ----
+
+# ---- scientific numerics: FFT and batched matrix decompositions ----
 
 def _fft_propagate(specs, avals, out_aval, size, *, kind, axes, n_last, norm):
     # linear: partial sums pass through; a transformed dim must be whole on every rank
@@ -366,7 +387,7 @@ def _fft_propagate(specs, avals, out_aval, size, *, kind, axes, n_last, norm):
     return [spec], spec
 
 
-def _batched_matrices(core):
+def batched_matrices(core):
     """Decompositions and solves: only the leading (batch) dims may be sharded, the same
     one for every input (the last ``core`` dims are the matrices); nonlinear, so partial
     inputs are reduced first."""
@@ -379,43 +400,29 @@ def _batched_matrices(core):
     return ShardingRule(propagate, name=f"batched matrices ({core} core dims)")
 
 
-SHARDING_RULES = {
-    # elementwise arithmetic
-    "add": _ADDITIVE, "sub": _ADDITIVE, "neg": _SINGLE, "mul": _PRODUCT, "div": _SINGLE,
-    "convert_element_type": _SINGLE,
-    "select": elementwise("additive", positions=(1, 2)),
-    **{name: _NONLINEAR for name in (
-        "abs", "atan2", "ceil", "cos", "erf", "exp", "expm1", "floor", "integer_pow", "log",
-        "log1p", "logistic", "maximum", "minimum", "pow", "round", "rsqrt", "sign", "sin",
-        "sqrt", "tanh", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
-        "logical_not")},
-    # reductions
-    "reduce_sum": reduction("sum", linear=True),
-    "reduce_max": reduction("max", linear=False, empty_fill=-math.inf),
-    "reduce_min": reduction("min", linear=False, empty_fill=math.inf),
-    "argmax": along_axis(linear=False), "argmin": along_axis(linear=False),
-    "cumsum": along_axis(linear=True),
-    # shape
-    "broadcast_in_dim": ShardingRule(_broadcast_propagate, _reshape_localize, "broadcast"),
-    "reshape": ShardingRule(_reshape_propagate, _reshape_localize, "reshape"),
-    "transpose": ShardingRule(_transpose_propagate, name="transpose"),
-    "slice": ShardingRule(_slice_propagate, _slice_localize, "slice"),
-    "pad": ShardingRule(_pad_propagate, name="pad"),
-    "concatenate": ShardingRule(_concatenate_propagate, name="concatenate"),
-    # indexing and contraction
-    "gather": ShardingRule(_gather_propagate, name="gather"),
-    "scatter_add": ShardingRule(_scatter_add_propagate, name="scatter_add"),
-    "dot_general": ShardingRule(_dot_general_propagate, name="dot_general"),
-    # creation (no tensor inputs: always replicated)
-    **{name: ShardingRule(_creation_propagate, name="creation")
-       for name in ("full", "iota", "random_uniform", "random_normal")},
-    # complex parts, FFT, decompositions (issue 18)
-    "complex": _ADDITIVE, "real": _SINGLE, "imag": _SINGLE, "conj": _SINGLE,
-    "fft": ShardingRule(_fft_propagate, name="fft"),
-    **{name: _batched_matrices(2) for name in (
-        "solve", "triangular_solve", "cholesky", "slogdet", "eigh", "lu", "qr", "svd")},
-    "lu_pivots": _batched_matrices(1), "lu_permutation": _batched_matrices(1),
-}
+FFT = ShardingRule(_fft_propagate, name="fft")
+MATRICES = batched_matrices(2)
+PIVOTS = batched_matrices(1)
+
+
+class _DeclaredRules(Mapping):
+    """Every registered primitive's declared sharding rule, by name (read-only: a rule is
+    part of the primitive's declaration)."""
+
+    def __getitem__(self, name):
+        prim = get_primitive(name, None)
+        if prim is None or prim.shard is None:
+            raise KeyError(name)
+        return prim.shard
+
+    def __iter__(self):
+        return iter([n for n in primitives() if get_primitive(n).shard is not None])
+
+    def __len__(self):
+        return len(list(iter(self)))
+
+
+SHARDING_RULES = _DeclaredRules()
 
 
 def sharding_rule(name: str) -> ShardingRule:
@@ -425,8 +432,8 @@ def sharding_rule(name: str) -> ShardingRule:
     except KeyError:
         raise NotImplementedError(
             f"primitive {name!r} has no sharding rule, so it cannot run on distributed "
-            f"tensors; add one to primflow/prims/sharding.py (or reshard the inputs to "
-            f"Replicate and use their local values)") from None
+            f"tensors; declare its shard= rule (builders in primflow/prims/sharding.py; or "
+            f"reshard the inputs to Replicate and use their local values)") from None
 
 
 # ---- N-D meshes -----------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from ..autodiff.forward import JVPTrace, JVPTracer
 from ..autodiff.forward import jvp as _jvp
 from ..autodiff.functional import vjp as _vjp
 from ..autodiff.taylor import TaylorTracer
+from ..backends import get_backend
 from ..core import dtypes
 from ..core.primitive import Aval, record_custom
 from ..core.pytree import tree_flatten, tree_unflatten
@@ -123,8 +124,13 @@ def _scalar_check(x, what, allow_int, allow_bool=True):
     return x
 
 
+def _first(array):
+    """The first element of a native array, on the host (any backend)."""
+    return get_backend().to_numpy(array).reshape(-1)[0]
+
+
 def _as_int(array) -> int:
-    return int(array.reshape(-1)[0])
+    return int(_first(array))
 
 
 def _loop_stageable(operands):
@@ -688,7 +694,7 @@ def _while_python(cond_fn, body_fn, carry, check=None):
                 check(new)
             carry = [where(pred, b, a) for a, b in zip(carry, new)]
             continue
-        if not bool(value.reshape(-1)[0]):
+        if not bool(_first(value)):
             return carry
         carry = list(body_fn(carry))
         if check is not None:
@@ -760,7 +766,7 @@ def _branch(index, branches, operands, what, names):
     value = _concrete(index)
     if value is not None and value is not _BATCHED:
         i = _as_int(value) if index.dtype is not dtypes.bool_ else int(bool(
-            value.reshape(-1)[0]))
+            _first(value)))
         return branches[_check_index(i, len(branches))](*operands)
     op_leaves, op_tree = _leaves(operands)
     if value is None and not _foreign(op_leaves):

@@ -58,6 +58,7 @@ import functools
 import inspect
 import warnings
 
+from ..backends import get_backend
 from ..core import dtypes
 from ..core import random as _random
 from ..core.primitive import Aval, PrimitiveError, record_custom
@@ -401,7 +402,7 @@ class Jitted:
             else:
                 parts.append((type(leaf), leaf))
         key = (treedef, tuple(parts), static, _layer_key(treedef), state.grad_enabled,
-               state.decompose, dtypes.default_float())
+               state.decompose, dtypes.default_float(), get_backend())  # issue 17: per backend
         if self._extra_key is not None:
             key += (self._extra_key(),)
         try:
@@ -577,7 +578,8 @@ class Jitted:
                 v = a._value
                 sig.append((v.shape, v.dtype, a.stop_gradient))
             else:
-                key = (tuple(sig), state.grad_enabled, state.decompose, dtypes.default_float())
+                key = (tuple(sig), state.grad_enabled, state.decompose, dtypes.default_float(),
+                       get_backend())  # issue 17: a program is compiled for one backend
                 if self._extra_key is not None:
                     key += (self._extra_key(),)
                 entry = self._fast.get(key)
