@@ -4,7 +4,9 @@ second process that finds the disk cache.
 A jit cell runs like any other (first call, warm-up, timed repetitions) with three additions:
 
 * ``prepare()`` before the step is built: an empty numba cache directory for this cell
-  (``PRIMFLOW_CACHE_DIR``; a cold start, removed at the end) and ``import numba`` done up
+  (``pf.config.cache_dir``, handed to the second process in ``PRIMFLOW_BENCH_CACHE_DIR``;
+  a cold start, removed at the end), ``pf.config.jit_backend`` from
+  ``PRIMFLOW_BENCH_JIT_BACKEND`` (default "auto") and ``import numba`` done up
   front and timed on its own (``numba_import_ms``: paid once per process, like ``import jax``
   for the JAX cells, and kept out of the memory baseline's delta for the same reason);
 * ``first_call(step)``: the first call, with its phases (tracing, IR passes, code
@@ -35,7 +37,9 @@ import sys
 import tempfile
 import time
 
-CACHE_ENV = "PRIMFLOW_CACHE_DIR"
+# the bench's own variables (parent -> cell processes); primflow itself reads none
+CACHE_ENV = "PRIMFLOW_BENCH_CACHE_DIR"
+BACKEND_ENV = "PRIMFLOW_BENCH_JIT_BACKEND"
 SECOND_ENV = "PRIMFLOW_BENCH_JIT_SECOND"
 MARK = "JIT_FIRST "
 TARGET_COMPILE_S = 2.0
@@ -52,12 +56,16 @@ def prepare() -> dict:
         info["cache_dir"] = os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="pf-bench-jit-")
         info["cache_dir_owned"] = True
         atexit.register(shutil.rmtree, info["cache_dir"], ignore_errors=True)  # on errors too
+    import primflow as pf
     from primflow.compiler import numba_codegen
+
+    pf.config.cache_dir = info["cache_dir"]
+    pf.config.jit_backend = os.environ.get(BACKEND_ENV) or "auto"
 
     t0 = time.perf_counter()
     info["numba"] = bool(numba_codegen.available())
     info["numba_import_ms"] = (time.perf_counter() - t0) * 1e3
-    info["backend_env"] = os.environ.get("PRIMFLOW_JIT_BACKEND") or "auto"
+    info["backend_env"] = pf.config.jit_backend
     return info
 
 

@@ -15,23 +15,27 @@ Example:
 
 __version__ = "0.1.0"
 
-from .core import dtypes
+from . import backends as _backends  # noqa: F401 - installs the NumPy backend into core
 from .core.dtypes import (DType, bool_, float32, float64, get_default_dtype, int32, int64,
                           set_default_dtype)
 from .core.dtypes import complex64, complex128  # issue 18: complex numbers
 from .core.primitive import NonDifferentiableError, PrimitiveError, primitives
 from .core.random import seed
+from .core.config import config
 from .core.state import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .core.tensor import Tensor
 from . import prims
-from .ops import *  # noqa: F401,F403 - the NumPy-like public surface
+from .ops import *  # noqa: F401,F403 - the NumPy-like public surface (ops.__all__)
 from .ops import abs, all, any, max, min, pow, round, sum  # noqa: A004 - shadow builtins here
+from .ops import __all__ as _ops_names
+from .ops import fft, linalg  # the pf.fft and pf.linalg namespaces (issue 18)
+from .ops.aliases import create as _create_aliases
 from . import autodiff
 from . import autograd
 from .autodiff import grad, jvp, value_and_grad, vjp
 from .autodiff.taylor import jet
-from .autodiff.custom import checkpoint, custom_jvp, custom_vjp, recompute
-from .core.state import decompose
+from .autodiff.custom import checkpoint, custom_jvp, custom_vjp
+from .core.state import decompose, is_decomposing, set_decompose
 from .transforms import hessian, jacfwd, jacrev, vmap
 from .transforms import TracerConversionError, jit, to_static
 # control flow (issue 16): JAX's lax spellings and Paddle's static.nn
@@ -48,8 +52,6 @@ from .backends.threads import get_num_threads, set_num_threads
 # distributed training over MPI and data loading (mpi4py is imported only when used)
 from . import distributed, io
 
-bool = bool_  # noqa: A001 - pf.bool as in Paddle and PyTorch
-
 # ---- Paddle compatibility (issue 20): storage dtypes, copies/casts, incubate.autograd ----
 from .core.dtypes import float16, int8, int16, uint8  # noqa: E402
 from .ops import assign, cast, clone  # noqa: E402,F401
@@ -59,20 +61,71 @@ from .device import get_device, is_compiled_with_cuda, set_device  # noqa: E402,
 
 
 def detach(x):
-    """``x.detach()``: same values, cut from the graph. Example: ``pf.detach(y)``."""
+    """``x.detach()``: same values, cut from the graph.
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.to_tensor([1.0], stop_gradient=False)
+        >>> pf.detach(x * 2).stop_gradient
+        True
+    """
     return x.detach()
 
 
 def is_tensor(x):
-    """Whether ``x`` is a primflow Tensor. Example: ``pf.is_tensor(pf.ones([1]))`` is True."""
+    """Whether ``x`` is a primflow Tensor.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.is_tensor(pf.ones([1])), pf.is_tensor([1.0])
+        (True, False)
+    """
     return isinstance(x, Tensor)
 
 
 def numel(x):
-    """Number of elements of ``x``."""
+    """Number of elements of ``x``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.numel(pf.ones([2, 3]))
+        6
+    """
     return x.size
 
 
 # ---- multi-hardware (issue 17): selecting the backend tensors are made and computed on ----
 from .backends import backend, get_backend, set_backend  # noqa: E402,F401
 from . import amp  # noqa: E402 - mixed precision for nn layers (pf.amp.auto_cast)
+
+_aliases = _create_aliases(globals())  # recompute, bool (the ops' aliases came with ops)
+
+# The public surface: `from primflow import *` exports exactly these, and
+# tests/test_public_surface.py checks that every public name of the package is listed here
+# (add a new public function here too) and has a docstring with an example.
+__all__ = sorted(set(_ops_names) | set(_aliases) | {
+    # namespaces
+    "autograd", "nn", "optimizer", "regularizer", "fft", "linalg",
+    # tensors, dtypes, primitives
+    "Tensor", "DType", "bool_", "float32", "float64", "int32", "int64", "get_default_dtype",
+    "set_default_dtype", "is_tensor", "numel", "detach", "primitives", "PrimitiveError",
+    "NonDifferentiableError",
+    # state and options
+    "config", "seed", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    "decompose", "set_decompose", "is_decomposing",
+    # autodiff and transforms
+    "grad", "jvp", "vjp", "value_and_grad", "jet", "checkpoint", "custom_jvp", "custom_vjp",
+    "hessian", "jacfwd", "jacrev", "vmap", "jit", "to_static", "TracerConversionError",
+    "tree_flatten", "tree_map", "tree_unflatten",
+    # nn, io
+    "ParamAttr", "create_parameter", "load", "save",
+    # control flow (issue 16)
+    "static", "cond", "switch", "while_loop", "fori_loop", "scan",
+    # threads (issue 14)
+    "get_num_threads", "set_num_threads",
+    # complex and storage dtypes (issues 18, 20), devices (issue 20)
+    "complex64", "complex128", "float16", "int8", "int16", "uint8", "get_device",
+    "set_device", "is_compiled_with_cuda",
+    # backends and mixed precision (issue 17)
+    "backend", "get_backend", "set_backend", "amp",
+})

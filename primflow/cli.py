@@ -71,6 +71,7 @@ def _package_version(name):
 def cmd_info(args, out=None):
     import primflow as pf
     from primflow.backends import blas, threads
+    from primflow.core.dtypes import ALL_DTYPES
 
     out = out if out is not None else sys.stdout
     backend = pf.backends.get_backend()
@@ -82,7 +83,7 @@ def cmd_info(args, out=None):
         f"matrix products: {blas.describe()}",
         f"threads: {threads.describe()}",
         f"default dtype: {pf.get_default_dtype()}",
-        f"dtypes: {', '.join(d.name for d in pf.dtypes.ALL_DTYPES)}",
+        f"dtypes: {', '.join(d.name for d in ALL_DTYPES)}",
         f"primitives: {len(pf.primitives())}",
         "optional extras:",
     ]

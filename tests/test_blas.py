@@ -114,12 +114,21 @@ def test_matmul_falls_back_to_numpy_for_everything_else(case, monkeypatch):
 
 
 def test_numpy_can_be_chosen_even_with_mkl_installed(monkeypatch):
-    monkeypatch.setenv("PRIMFLOW_BLAS", "numpy")
-    monkeypatch.setattr(blas, "_state", {"gemm": None, "batched": {}, "checked": False,
-                                         "name": "numpy"})
+    import primflow as pf
+
+    monkeypatch.setattr(pf.config, "blas", "numpy")
     assert blas.backend_name() == "numpy"
     a = np.arange(6.0).reshape(2, 3)
     np.testing.assert_array_equal(blas.matmul(a, a.T), a @ a.T)
+    big = np.ones((1024, 1024))  # large enough for MKL: still NumPy's (no MKL call)
+    monkeypatch.setattr(blas, "_gemm", None)  # calling it would raise
+    monkeypatch.setattr(blas, "_batched_matmul", None)
+    np.testing.assert_array_equal(blas.matmul(big, big), big @ big)
+    # set before the first product, the option keeps MKL from being loaded at all
+    monkeypatch.setattr(blas, "_state", {**blas._state, "checked": False, "gemm": None,
+                                         "name": "numpy", "lib": None})
+    np.testing.assert_array_equal(blas.matmul(big, big), big @ big)
+    assert blas._state["checked"] and blas._state["lib"] is None
 
 
 @pytest.mark.parametrize("batched", [False, True])

@@ -244,14 +244,30 @@ def test_decompose_disables_the_fused_path(name, kernel, fn, arrays):
     y = fn(*_tensors(arrays, True))
     rules = _graph_rules(y)
     assert any(isinstance(r, CustomRule) and r.name == kernel for r in rules), rules
-    pf.decompose(True)  # the plain-call form
+    pf.set_decompose(True)  # the plain-call form
     try:
         y = fn(*_tensors(arrays, True))
     finally:
-        pf.decompose(False)
+        pf.set_decompose(False)
     rules = _graph_rules(y)
     assert rules and all(not isinstance(r, CustomRule) for r in rules), rules
     assert all(r is get_primitive(r.name) for r in rules)
+    assert not is_decomposing()
+
+
+def test_decompose_changes_nothing_until_entered():
+    mode = pf.decompose()
+    assert not is_decomposing()
+    with mode:
+        assert is_decomposing()
+        with mode:  # the same instance entered again (a decorated recursion)
+            assert is_decomposing()
+        assert is_decomposing()
+    assert not is_decomposing()
+    with pf.decompose():
+        with pf.decompose(False):
+            assert not is_decomposing()
+        assert is_decomposing()
     assert not is_decomposing()
 
 

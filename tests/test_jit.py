@@ -377,7 +377,7 @@ def _has_numba():
 
 @pytest.mark.skipif(not _has_numba(), reason="numba is not installed")
 def test_numba_kernels_match_numpy(tmp_path, monkeypatch):
-    monkeypatch.setenv("PRIMFLOW_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(pf.config, "cache_dir", str(tmp_path))
 
     def f(a, b, m):
         x = a * b + 1.0

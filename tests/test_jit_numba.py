@@ -29,7 +29,7 @@ needs_numba = pytest.mark.skipif(not _has_numba(), reason="numba is not installe
 
 @pytest.fixture(autouse=True)
 def _kernel_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("PRIMFLOW_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(pf.config, "cache_dir", str(tmp_path))
 
 
 def _rel_err(got, want):
@@ -120,7 +120,7 @@ def test_auto_backend_runs_numpy_code_while_numba_compiles_in_the_background(mon
 def test_tiered_compile_can_be_switched_off(monkeypatch):
     from primflow.compiler import compile_program
 
-    monkeypatch.setenv("PRIMFLOW_JIT_TIERED", "0")
+    monkeypatch.setattr(pf.config, "jit_tiered", False)
     exe = compile_program(parse(_TIERED_PROGRAM), backend="auto")
     assert len(exe.kernels) == 1 and not exe.compiling
 
@@ -335,7 +335,7 @@ def test_an_unwritable_kernel_cache_warns_and_runs_numpy_code(tmp_path, monkeypa
 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the cache folder should be")
-    monkeypatch.setenv("PRIMFLOW_CACHE_DIR", str(blocker))
+    monkeypatch.setattr(pf.config, "cache_dir", str(blocker))
     monkeypatch.setattr(numba_codegen, "_kernels", {})
     fn, args = parse(_TIERED_PROGRAM), _tiered_args()
     with pytest.warns(RuntimeWarning, match="cannot write numba kernels"):
@@ -465,7 +465,7 @@ def test_kernels_across_unit_dims_with_recomputed_products_equal_the_interpreter
 
 @needs_numba
 def test_jitted_batched_hessian_with_numba_matches_the_closed_form(monkeypatch):
-    monkeypatch.setenv("PRIMFLOW_JIT_TIERED", "0")
+    monkeypatch.setattr(pf.config, "jit_tiered", False)
     rng = np.random.default_rng(1)
     w1, b1 = rng.standard_normal((8, 64)) / 3, rng.standard_normal(64) / 10
     w2, b2 = rng.standard_normal((64, 64)) / 8, rng.standard_normal(64) / 10

@@ -174,7 +174,7 @@ def test_jit_numba_kernels_match_eager(info, monkeypatch, tmp_path):
     """backend="numba" makes every supported fusion group a kernel, however small: the
     kernel code (unit reshapes, merged groups, recomputed broadcasts, reductions) on every
     op, forward and first derivatives."""
-    monkeypatch.setenv("PRIMFLOW_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(pf.config, "cache_dir", str(tmp_path))
     for sample in info.samples():
         fn, primals = sample.bind(info.op)
         xs = cg.leaves(primals, False)

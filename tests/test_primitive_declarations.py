@@ -45,7 +45,7 @@ def _gaps(name):
     if not callable(p.taylor):
         gaps.append("taylor")
     if p.shard is None:
-        gaps.append("shard (prims/_sharding.py)")
+        gaps.append("shard (prims/sharding.py)")
     if get_backend().kernels.get(name) is not p.impl:
         gaps.append("kernel")
     return gaps
@@ -129,7 +129,7 @@ from scipy import special
 
 from primflow.backends import get_backend
 from primflow.core.primitive import Primitive
-from primflow.prims import _sharding as sr, _taylor as tl, elementwise as ew
+from primflow.prims import sharding as sr, _taylor as tl, elementwise as ew
 from primflow.prims._util import float_unary_infer, full_like
 from primflow.prims.families import ELEMENTWISE_TRANSCENDENTAL
 from primflow.testing.opinfo import OpInfo, unary

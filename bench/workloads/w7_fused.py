@@ -11,7 +11,7 @@ Non-scalar outputs are pulled back with a fixed random cotangent
 (``pf.grad(y, inputs, grad_outputs=g)``), so each step is exactly one forward and one
 backward of the op. Every op runs twice, each in its own process: ``fused`` (the default
 eager path: the backend's fused forward and backward kernels) and ``decomposed``
-(``pf.decompose(True)``: the primitive decomposition, what transforms and higher
+(``pf.set_decompose(True)``: the primitive decomposition, what transforms and higher
 derivatives use). Reported: median ms per step, and the peak memory one step allocates on
 top of its inputs (tracemalloc, which sees NumPy's buffers), measured after the timing.
 Target (issue 7): fused >= 2x faster than decomposed, and less memory.
@@ -44,7 +44,7 @@ JIT_OPS = ("rms_norm",)  # ops with a "-jit" cell (make_step handles every op)
 JIT_TOL = 1e-5  # float32, relative: jit vs eager fused
 
 CONFIGS = [Config("primflow", f"{op}-{mode}",
-                  "pf.decompose(True)" if mode == "decomposed" else "default eager path")
+                  "pf.set_decompose(True)" if mode == "decomposed" else "default eager path")
            for op in OPS for mode in MODES] + [
     Config("primflow", f"{op}-jit", "pf.jit of the forward + backward step") for op in JIT_OPS]
 
@@ -68,7 +68,7 @@ def make_step(framework: str, config: str):
     import primflow as pf
 
     op, mode = config.rsplit("-", 1)
-    pf.decompose(mode == "decomposed")
+    pf.set_decompose(mode == "decomposed")
     jit = mode == "jit"
     F = pf.nn.functional
     a = _inputs()

@@ -71,14 +71,13 @@ def _split(config):
 
 def make_step(config: str):
     """(step, result): one call, and its first output as a NumPy array."""
-    import os
-
     import numpy as np
+
+    import primflow as pf
 
     case, mode = _split(config)
     if mode == "jit-numpy":
-        os.environ["PRIMFLOW_JIT_BACKEND"] = "numpy"
-    import primflow as pf
+        pf.config.jit_backend = "numpy"
 
     rng = np.random.default_rng(SEED)
     if case.startswith("chain"):

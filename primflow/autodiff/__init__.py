@@ -1,7 +1,7 @@
 """Automatic differentiation: the eager tape (backward, grad), forward mode (jvp) and
 functional reverse mode (grad, value_and_grad, vjp)."""
 
-from ..ops import _fused as _fused_ops
+from ..ops import set_decomposed_vjp
 from . import functional as _functional
 from . import tape as _tape
 from .fused import decomposed_vjp as _decomposed_vjp
@@ -9,9 +9,9 @@ from .forward import jvp
 from .functional import value_and_grad, vjp
 from .tape import backward
 
-# Fused composites (ops/_fused.py) differentiate their decomposition on the tape for
+# Fused composites (primflow.ops) differentiate their decomposition on the tape for
 # recorded (higher-order) backward passes; ops cannot import autodiff, so install it there.
-_fused_ops.decomposed_vjp = _decomposed_vjp
+set_decomposed_vjp(_decomposed_vjp)
 
 
 def grad(outputs, inputs=None, *args, **kwargs):

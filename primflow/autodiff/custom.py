@@ -19,10 +19,10 @@ from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import enable_grad, no_grad, state
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
-from ..ops._helpers import alias, as_tensor, cast
+from ..ops.helpers import alias, as_tensor, cast
 from ..ops.creation import zeros_like
 from .forward import JVPTrace, JVPTracer
-from .functional import _grad_handle
+from .functional import grad_handle
 from .tape import _run_backward
 
 
@@ -101,7 +101,7 @@ def recomputing_pullback(name, run, inputs, extra=()):
                                    f"and backward")
         create_graph = state.grad_enabled
         with enable_grad():
-            handles = [_grad_handle(x) for x in inputs]
+            handles = [grad_handle(x) for x in inputs]
             recomputed = run(handles)
         seeds = [(o, g) for o, g in zip(recomputed, cotangents)
                  if g is not None and not o.stop_gradient]
@@ -525,7 +525,7 @@ def checkpoint(f):
             return f(*tree_unflatten(in_tree, full))
 
         with enable_grad():  # a recorded pass, only to find closed-over parameters
-            handles = [_grad_handle(x) for x in inputs]
+            handles = [grad_handle(x) for x in inputs]
             handle_versions = [h._version for h in handles]
             out = run(handles)
         outs, out_tree = _tensor_outputs(out, name)
@@ -547,8 +547,6 @@ def checkpoint(f):
 
     return wrapped
 
-
-recompute = checkpoint
 
 __all__ = ["PyLayer", "PyLayerContext", "checkpoint", "custom_jvp", "custom_vjp", "recompute",
            "recomputing_pullback"]

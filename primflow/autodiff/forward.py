@@ -12,7 +12,7 @@ from .. import prims
 from ..core.primitive import Aval, NonDifferentiableError
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.trace import Trace, Tracer, new_trace
-from ..ops._helpers import as_tensor
+from ..ops.helpers import as_tensor
 from ..ops.creation import zeros_like
 
 

@@ -19,12 +19,12 @@ from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import enable_grad, state
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
-from ..ops._helpers import as_tensor
+from ..ops.helpers import as_tensor
 from ..ops.creation import ones_like, zeros_like
 from .tape import _run_backward
 
 
-def _grad_handle(x):
+def grad_handle(x):
     """A handle on ``x`` that the tape can differentiate with respect to.
 
     If ``x`` already requires grad (an enclosing reverse-mode transform or the user's tape
@@ -71,7 +71,7 @@ def _vjp_with_weights(f, primals, weights, has_aux):
     flat, in_tree = tree_flatten(tuple(primals))
     weights = list(weights)
     with enable_grad(), _watching(weights):
-        handles = [_grad_handle(p) for p in flat]
+        handles = [grad_handle(p) for p in flat]
         result = f(*tree_unflatten(in_tree, handles))
     result, aux = split_aux(result, has_aux)
     out_flat, out_tree = tree_flatten(result)
@@ -80,7 +80,7 @@ def _vjp_with_weights(f, primals, weights, has_aux):
     # Record the backward only when something outside may differentiate the result: an
     # enclosing transform, inputs the user's tape watches, or closed-over watched tensors.
     create_graph = (bool(state.trace_stack) or any(not as_tensor(p).stop_gradient for p in flat)
-                    or _reaches_outside(out_flat, targets))
+                    or reaches_outside(out_flat, targets))
 
     def pullback(cotangent):
         ct_flat, ct_tree = tree_flatten(cotangent)
@@ -118,7 +118,7 @@ def split_aux(result, has_aux):
     return result[0], result[1]
 
 
-def _reaches_outside(outputs, targets):
+def reaches_outside(outputs, targets):
     """Whether the recorded graph of ``outputs`` reaches a leaf other than ``targets``."""
     inside = {id(t) for t in targets}
     stack = [o._node for o in outputs if o._node is not None]
@@ -157,7 +157,9 @@ def vjp(f, *primals, has_aux=False):
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 
 
-def _check_argnums(argnums, n_args):
+def check_argnums(argnums, n_args):
+    """``argnums`` as a tuple of ints, checked against ``n_args`` positional arguments
+    (shared with the transforms that take ``argnums``, jacrev/jacfwd/hessian)."""
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for a in nums:
         if not isinstance(a, int) or not -n_args <= a < n_args:
@@ -193,7 +195,7 @@ def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
-        nums = None if argnums is None else _check_argnums(argnums, len(args))
+        nums = None if argnums is None else check_argnums(argnums, len(args))
         if nums is None and weights is None:
             raise ValueError("value_and_grad: argnums (grad_position) is None and no weights "
                              "were given: nothing to differentiate")

@@ -10,7 +10,7 @@ installs ``decomposed_vjp`` below into ``primflow.ops._fused`` when autodiff is 
 from __future__ import annotations
 
 from ..core.state import enable_grad, state
-from .functional import _grad_handle
+from .functional import grad_handle
 from .tape import _run_backward
 
 
@@ -22,7 +22,7 @@ def decomposed_vjp(fn, inputs, needs, g):
     so derivatives of every order come from the primitives' rules."""
     create_graph = state.grad_enabled
     with enable_grad():
-        args = [_grad_handle(x) if need else x for x, need in zip(inputs, needs)]
+        args = [grad_handle(x) if need else x for x, need in zip(inputs, needs)]
         out = fn(*args)
     targets = [a for a, need in zip(args, needs) if need]
     if out.stop_gradient:  # nothing on the path needs the gradient

@@ -6,6 +6,9 @@ after all of its consumers), calls each primitive's vjp rule for the inputs that
 gradient, and routes the results along the node's edges. With ``create_graph=True`` the
 rules run with recording on: they are primflow ops, so the gradients carry a graph of
 their own and can be differentiated again, to any order.
+
+Internal API for the layers above (the Hessian sweeps in transforms/second_order.py walk
+the tape themselves): ``topological_order``, ``apply_vjp`` and ``saved_output``.
 """
 
 from __future__ import annotations
@@ -205,7 +208,7 @@ def _check_grad_outputs(outputs, grad_outputs):
     return grad_outputs
 
 
-def _topological_order(root_nodes, stop=()):
+def topological_order(root_nodes, stop=()):
     """Nodes reachable from the roots, each after every node that consumes it (Kahn).
     The walk does not go past the nodes in ``stop`` (their inputs count as outside)."""
     consumers = {}  # node -> number of edges into it from reachable nodes
@@ -259,7 +262,7 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
             leaves[id(out)] = out
         else:
             _accumulate(node_grads, out._node, g)
-    order = _topological_order([out._node for out, _ in seeds if out._node is not None])
+    order = topological_order([out._node for out, _ in seeds if out._node is not None])
 
     if targets is None:
         target_nodes, needed, wanted = {}, None, None
@@ -285,7 +288,7 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
                 _accumulate(results, id(target_nodes[node]), g)
             if needed is not None and node not in needed:
                 continue
-            _apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves)
+            apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves)
             if not retain_graph:
                 node.free()
         if targets is None:  # backward(): the leaves' .grad accumulate this pass's gradient
@@ -333,7 +336,7 @@ def _nodes_leading_to_targets(order, wanted_leaves, target_nodes, blocked):
     return needed
 
 
-def _apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves=None):
+def apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves=None):
     """Runs one node's vjp rules and routes the cotangents along its edges. ``wanted`` holds
     the nodes and leaf ids worth sending gradients to (None: everything, backward mode,
     which also records the leaves reached in ``leaves``)."""
@@ -361,7 +364,7 @@ def _apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves=Non
             f"primitive '{prim.name}' is not differentiable (its derivative is zero almost "
             f"everywhere and undefined at jumps) but lies on the path being differentiated. If "
             f"a zero gradient is what you want, detach its input: {prim.name}(x.detach())")
-    out = _saved_output(node, create_graph) if prim.saves_out else None
+    out = saved_output(node, create_graph) if prim.saves_out else None
     params = node.params
     bars = rules(g, out, *inputs, **params) if callable(rules) else None
     for i, e in enumerate(node.edges):
@@ -389,7 +392,7 @@ def _apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves=Non
                 leaves[id(e)] = e
 
 
-def _saved_output(node, create_graph):
+def saved_output(node, create_graph):
     """The node's output for its rules, linked to the node when the backward is recorded."""
     value = node.out_value
     if isinstance(value, Tracer):  # recorded inside a transform: the output is its tracer
@@ -508,9 +511,7 @@ def _tensor_backward(self, grad_tensor=None, retain_graph=False, *, grad=None, g
     backward([self], None if seed is None else [seed], retain_graph)
 
 
-Tensor.backward = _tensor_backward
-
-
-Tensor.register_hook = _tensor_register_hook
-Tensor.retain_grads = _tensor_retain_grads
-Tensor.gradient = _tensor_gradient
+# Tensor's methods implemented here (core/tensor.py declares them and looks them up here
+# on first use)
+TENSOR_METHODS = {"backward": _tensor_backward, "register_hook": _tensor_register_hook,
+                  "retain_grads": _tensor_retain_grads, "gradient": _tensor_gradient}

@@ -18,7 +18,7 @@ from ..core.primitive import Aval, NonDifferentiableError
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.tensor import Tensor
 from ..core.trace import Trace, Tracer, new_trace
-from ..ops._helpers import as_tensor
+from ..ops.helpers import as_tensor
 from ..ops.creation import zeros_like
 from ..core.state import no_grad
 from ..ops.math import multiply, not_equal as ne

@@ -3,11 +3,14 @@
 import contextlib
 import sys
 
+from ..core.backend import install_backend
+from ..core.primitive import bind_kernels
 from . import devices
 from .base import Backend
 from .numpy_backend import NumpyBackend
 
 _active = NumpyBackend()
+install_backend(_active)  # core holds the active backend too (it cannot import this package)
 
 
 def get_backend() -> Backend:
@@ -38,14 +41,13 @@ def install(backend: Backend) -> None:
         'numpy'
     """
     global _active
-    from ..core.primitive import bind_kernels  # noqa: PLC0415 - core imports this package
-
     bind_kernels(backend)
     previous, _active = _active, backend
     # modules keep the backend in a global ``_backend`` for speed: point them at the new one
     for name, module in list(sys.modules.items()):
         if name.startswith("primflow.") and getattr(module, "_backend", None) is previous:
             module._backend = backend
+    install_backend(backend)
     for cache in _caches:
         cache.clear()
 

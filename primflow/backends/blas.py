@@ -9,7 +9,8 @@ calls ``cblas_?gemm`` of ``libmkl_rt`` through ctypes for 2-d float32 and float6
 and ``cblas_?gemm_batch_strided`` for stacks of them (3-d, same batch size), whose matrices
 are C- or Fortran-contiguous (a transposed matrix is read in place) and which have at least
 ``MKL_MIN_WORK`` multiply-adds; everything else, and every product without MKL, goes to
-``np.matmul``. ``PRIMFLOW_BLAS=numpy`` keeps NumPy's BLAS even when MKL is installed. MKL
+``np.matmul``. ``pf.config.blas = "numpy"`` keeps NumPy's BLAS even when MKL is installed
+(read at every product; when it is set before the first product, MKL is never loaded). MKL
 follows its own thread settings (``MKL_NUM_THREADS``) and ``limit_threads``.
 
 Threads: the BLAS pools in the process (every OpenBLAS library loaded, MKL when primflow
@@ -31,6 +32,8 @@ import os
 import threading
 
 import numpy as np
+
+from ..core.config import config
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 # below about a million multiply-adds MKL's call overhead (~10 us) outweighs its speed
@@ -81,7 +84,7 @@ def _load():
         if _state["checked"]:
             return _state["gemm"]
         _state["checked"] = True
-        if os.environ.get("PRIMFLOW_BLAS", "").lower() in ("numpy", "openblas"):
+        if config.blas == "numpy":
             return None
         path = _find_mkl()
         if path is None:
@@ -279,8 +282,8 @@ def describe() -> str:
     if backend_name() == "mkl":
         from importlib import metadata
 
-        return (f"MKL {metadata.version('mkl')} (the optional mkl package; PRIMFLOW_BLAS=numpy "
-                f"for NumPy's)")
+        return (f"MKL {metadata.version('mkl')} (the optional mkl package; "
+                f"pf.config.blas = 'numpy' for NumPy's)")
     return "NumPy's BLAS (pip install mkl for MKL's GEMM)"
 
 
@@ -291,6 +294,8 @@ def backend_name() -> str:
         >>> backend_name() in ("mkl", "numpy")
         True
     """
+    if config.blas == "numpy":
+        return "numpy"
     _load()
     return _state["name"]
 
@@ -361,6 +366,8 @@ def matmul(a, b, out=None):
         [[0.0, 2.0], [1.0, 3.0]]
     """
     gemm = _state["gemm"] if _state["checked"] else _load()
+    if gemm is not None and config.blas == "numpy":  # (MKL loaded before the option was set)
+        gemm = None
     work = a.size * b.shape[-1] if b.ndim > 1 else a.size
     if work < _OPENBLAS_SERIAL_WORK and gemm is None:
         return np.matmul(a, b, out=out)  # one thread whatever the pools say: the common case

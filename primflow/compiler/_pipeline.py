@@ -22,9 +22,9 @@ from __future__ import annotations
 import hashlib
 import linecache
 import math
-import os
 import threading
 
+from ..core.config import config
 from . import numpy_codegen as npc
 from ..backends import get_backend
 from ..ir import CONSTANT, IMPURE, Function, Operation, evaluate
@@ -125,7 +125,7 @@ class Executable:
             import warnings
 
             warnings.warn(f"pf.jit: {pending.error}; this program keeps running as generated "
-                          f"NumPy code (set PRIMFLOW_JIT_BACKEND=numpy to skip numba)",
+                          f"NumPy code (pf.jit(f, backend='numpy') skips numba)",
                           RuntimeWarning, stacklevel=3)
             return
         new = pending.result
@@ -153,43 +153,48 @@ class Executable:
 
 def _choose_backend(backend):
     if backend is None:
-        backend = os.environ.get("PRIMFLOW_JIT_BACKEND") or "auto"
+        backend = config.jit_backend
     if backend not in BACKENDS + ("auto",):
         raise ValueError(f"unknown jit backend {backend!r}; choose one of {BACKENDS} or None")
     return backend
 
 
-def compile_program(fn, backend=None, blocking=True, threads=None) -> Executable:
-    """An ``Executable`` for ``fn`` (which should be optimized already).
+def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) -> Executable:
+    """An ``Executable`` for ``fn`` (which should be optimized already). Each option that is
+    None takes its value from ``pf.config`` (``jit_backend``, ``jit_blocking``,
+    ``jit_tiered``).
 
     Args:
         backend: "numpy", "numba" (numba kernels for arithmetic groups, compiled now;
             raises if numba is missing), "interpret" (the reference interpreter), or
-            None/"auto" (numpy, plus numba for large arithmetic groups when numba is
-            importable; the environment variable ``PRIMFLOW_JIT_BACKEND`` overrides).
-            With "auto", kernels not yet in the disk cache compile in a background
-            process while the NumPy version runs (``Executable.wait()`` waits for them;
-            ``PRIMFLOW_JIT_TIERED=0`` compiles them in the first call instead).
+            "auto" (numpy, plus numba for large arithmetic groups when numba is
+            importable).
         blocking: run a program whose rows are independent (``ir.passes.blocking``) in
-            blocks of rows when its largest value exceeds ``BLOCK_BYTES``, and on several
-            threads (also a program that sums over its rows: a training step) when the
-            cost model expects a gain (``PRIMFLOW_JIT_BLOCKING=0`` turns this off).
+            blocks of rows when its largest value exceeds ``pf.config.jit_block_bytes``
+            (default ``BLOCK_BYTES``), and on several threads (also a program that sums
+            over its rows: a training step) when the cost model expects a gain.
         threads: the thread count to plan for; None: follow ``pf.get_num_threads()``
             (a program that can run in blocks is then planned again for each thread
             count it runs with).
+        tiered: with "auto", kernels not yet in the disk cache compile in a background
+            process while the NumPy version runs (``Executable.wait()`` waits for them);
+            False compiles them in the first call instead.
     """
     backend = _choose_backend(backend)
+    blocking = config.jit_blocking if blocking is None else blocking
+    tiered = config.jit_tiered if tiered is None else tiered
     if get_backend().codegen != "numpy":  # issue 17: no generator for this backend's arrays
         backend = "interpret"
     if backend == "interpret":
         return Executable(fn, lambda args, keys: evaluate(fn, args, keys=keys or "traced"),
                           None, backend="interpret")
-    if blocking and os.environ.get("PRIMFLOW_JIT_BLOCKING") != "0":
+    if blocking:
         found = batch_axes(fn, reductions=True)
         if found is not None and threads is None and _may_use_threads(fn, found, backend):
-            return ByThreads(fn, backend)
+            return ByThreads(fn, backend, tiered)
         if found is not None:
-            blocked = _compile_blocked(fn, backend, found, 1 if threads is None else threads)
+            blocked = _compile_blocked(fn, backend, found, 1 if threads is None else threads,
+                                       tiered)
             if blocked is not None:
                 return blocked
     use_numba = False
@@ -224,10 +229,10 @@ def compile_program(fn, backend=None, blocking=True, threads=None) -> Executable
             import warnings
 
             warnings.warn(f"pf.jit: cannot write numba kernels to {numba_codegen.cache_dir()} "
-                          f"({e}); running generated NumPy code. Set PRIMFLOW_CACHE_DIR to a "
+                          f"({e}); running generated NumPy code. Set pf.config.cache_dir to a "
                           f"writable folder", RuntimeWarning, stacklevel=2)
             return _generate(fn, groups, {}, backend)
-        if os.environ.get("PRIMFLOW_JIT_TIERED") != "0":
+        if tiered:
             return _tiered(_generate(fn, groups, {}, backend),
                            kernel_fn, kernel_groups, numba_groups, backend)
     return _generate(kernel_fn, kernel_groups, numba_groups, backend)
@@ -258,9 +263,10 @@ class ByThreads:
     one executable per count, compiled at the first call with that count. Everything else
     (``source``, ``kernels``, ``wait()``, ...) is the current executable's."""
 
-    def __init__(self, fn, backend):
+    def __init__(self, fn, backend, tiered):
         self.fn = fn
         self._backend = backend
+        self._tiered = tiered
         self._by_threads = {}
         self.current  # noqa: B018 - compile now (errors and the background numba compile)
 
@@ -272,8 +278,8 @@ class ByThreads:
         threads = get_num_threads()
         exe = self._by_threads.get(threads)
         if exe is None:
-            exe = self._by_threads[threads] = compile_program(self.fn, self._backend,
-                                                              threads=threads)
+            exe = self._by_threads[threads] = compile_program(
+                self.fn, self._backend, blocking=True, threads=threads, tiered=self._tiered)
         return exe
 
     def __call__(self, args, keys=None):
@@ -288,14 +294,14 @@ class ByThreads:
         return repr(self.current)
 
 
-def _compile_blocked(fn, backend, found, threads):
+def _compile_blocked(fn, backend, found, threads, tiered):
     """A ``BlockedExecutable`` for ``fn`` (``found``: its ``batch_axes`` with reductions)
     when the memory rule (a program with independent rows whose largest value is larger
     than ``BLOCK_BYTES``) or the thread cost model asks for blocks, else None."""
     n, axis_of = found
     sums = _has_sums(fn, axis_of)
     per_row = max((_nbytes(v) // n for v, a in axis_of.items() if a is not None), default=0)
-    budget = int(os.environ.get("PRIMFLOW_JIT_BLOCK_BYTES") or BLOCK_BYTES)
+    budget = config.jit_block_bytes or BLOCK_BYTES
     memory_blocks = 1 if per_row * n <= budget else -(-per_row * n // budget)
     blocks = _thread_blocks(fn, axis_of, n, threads, memory_blocks, _fuses(backend))
     if blocks is None:  # one thread: blocks only for the memory rule
@@ -319,7 +325,7 @@ def _compile_blocked(fn, backend, found, threads):
         prologue = compile_program(prologue, "numpy", blocking=False)
     if epilogue is not None:
         epilogue = compile_program(epilogue, "numpy", blocking=False)
-    inner = compile_program(body, backend, blocking=False)
+    inner = compile_program(body, backend, blocking=False, tiered=tiered)
     return BlockedExecutable(fn, prologue, inner, axis_of, n, rows, epilogue=epilogue,
                              row_outputs=blocked.row_outputs, threads=threads)
 

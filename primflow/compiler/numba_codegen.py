@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..core.config import config
 from .numba_worker import load_kernel, mark_ready, numba_types, ready_marker  # noqa: F401
 from ..backends import get_backend
 from ..ir.passes.fuse import VIEWS
@@ -71,11 +72,10 @@ _kernels = {}  # sha -> compiled dispatcher
 
 
 def available() -> bool:
-    """Whether numba can be imported (checked once; ``PRIMFLOW_NO_NUMBA=1`` disables it)."""
+    """Whether numba can be imported (checked once; ``pf.config.jit_backend = "numpy"``
+    keeps pf.jit from using it)."""
     if not _state["checked"]:
         _state["checked"] = True
-        if os.environ.get("PRIMFLOW_NO_NUMBA"):
-            return False
         try:
             import numba
         except Exception:  # noqa: BLE001 - any import failure means: no numba
@@ -85,10 +85,9 @@ def available() -> bool:
 
 
 def cache_dir() -> str:
-    """Where kernel sources and numba's cache files go (``PRIMFLOW_CACHE_DIR`` overrides)."""
-    base = os.environ.get("PRIMFLOW_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "primflow")
-    return os.path.join(base, "numba")
+    """Where kernel sources and numba's cache files go: ``numba/`` in ``pf.config.cache_dir``
+    (default ``~/.cache/primflow``)."""
+    return os.path.join(config.cache_dir, "numba")
 
 
 def computes(op) -> bool:

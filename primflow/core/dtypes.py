@@ -89,8 +89,8 @@ int16 = DType("int16", "i", 2, 0.75)
 float16 = DType("float16", "f", 2, 2.5)
 ALL_DTYPES += (uint8, int8, int16, float16)
 
-_BY_NAME = {d.name: d for d in ALL_DTYPES}
-_BY_NAME.update({"float": float64, "int": int64, "bool_": bool_, "double": float64,
+BY_NAME = {d.name: d for d in ALL_DTYPES}
+BY_NAME.update({"float": float64, "int": int64, "bool_": bool_, "double": float64,
                  "complex": complex128, "cfloat": complex64, "cdouble": complex128})
 
 
@@ -174,7 +174,7 @@ def as_dtype(dtype) -> DType:
     name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None)
     if name is None and isinstance(dtype, type):
         name = dtype.__name__
-    found = _BY_NAME.get(name) if isinstance(name, str) else None
+    found = BY_NAME.get(name) if isinstance(name, str) else None
     if found is None:
         raise TypeError(
             f"unsupported dtype {dtype!r}; primflow supports "

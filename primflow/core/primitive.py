@@ -10,7 +10,7 @@ an OpInfo entry (``primflow/testing/opinfo.py``) that tests every rule. Its kern
 active backend's, by name: a new family file puts its kernels in its own
 ``backends/numpy_<family>.py``, merged into the NumPy table; declaring a primitive the
 backend has no kernel for fails. For example (``tl``: ``prims/_taylor.py``, ``sr``:
-``prims/_sharding.py``; all of it, with its OpInfo entry, is in
+``prims/sharding.py``; all of it, with its OpInfo entry, is in
 tests/test_primitive_declarations.py)::
 
     def _erfc_jvp(g, out, x):  # d erfc = -2/sqrt(pi) exp(-x^2)
@@ -40,7 +40,7 @@ tests/test_primitive_declarations.py)::
   reads (None: all), the ones checked for in-place changes.
 * ``differentiable=False``: steps and bool/integer results (derivatives raise
   ``NonDifferentiableError``). ``shard``: the sharding rule distributed tensors use
-  (builders in ``prims/_sharding.py``); ``regions``: control-flow bodies.
+  (builders in ``prims/sharding.py``); ``regions``: control-flow bodies.
 
 Derived, as JAX's ``ad.py`` does, so each fact is written once: an elementwise
 primitive's Jacobian is diagonal, so its jvp rules are its vjp rules (declare one); a
@@ -56,13 +56,21 @@ if recording is on and an input requires grad, a ``Node`` is added to the tape.
 
 from __future__ import annotations
 
-from ..backends import get_backend
+from .backend import on_install
 from .state import departures, state
 from .tensor import Tensor
 from .trace import Tracer
 
-_backend = get_backend()
+_backend = None  # the installed backend (set through core/backend.py's on_install)
 _registry: dict = {}
+
+
+def _use_backend(backend):
+    global _backend
+    _backend = backend
+
+
+on_install(_use_backend)
 
 
 class Family:
@@ -126,11 +134,29 @@ class Aval:
 
 
 class NonDifferentiableError(RuntimeError):
-    """A derivative was requested through a primitive that has none."""
+    """A derivative was requested through a primitive that has none.
+
+    Example:
+        >>> import primflow as pf
+        >>> try:
+        ...     pf.grad(lambda x: pf.floor(x))(1.5)
+        ... except pf.NonDifferentiableError as e:
+        ...     print(type(e).__name__)
+        NonDifferentiableError
+    """
 
 
 class PrimitiveError(ValueError):
-    """A primitive was given inputs its kernel cannot handle (wrong shapes, dtypes...)."""
+    """A primitive was given inputs its kernel cannot handle (wrong shapes, dtypes...).
+
+    Example:
+        >>> import primflow as pf
+        >>> try:
+        ...     pf.prims.add(pf.ones([2]), pf.ones([3]))
+        ... except pf.PrimitiveError as e:
+        ...     print(type(e).__name__)
+        PrimitiveError
+    """
 
 
 class Primitive:

@@ -83,7 +83,14 @@ def _flatten(tree, leaves, is_leaf):
 
 
 def tree_unflatten(treedef: TreeDef, leaves):
-    """Rebuilds the structure ``treedef`` from ``leaves`` (the inverse of tree_flatten)."""
+    """Rebuilds the structure ``treedef`` from ``leaves`` (the inverse of tree_flatten).
+
+    Example:
+        >>> import primflow as pf
+        >>> leaves, treedef = pf.tree_flatten({'a': 1.0, 'b': (2.0, 3.0)})
+        >>> pf.tree_unflatten(treedef, [x * 10 for x in leaves])
+        {'a': 10.0, 'b': (20.0, 30.0)}
+    """
     it = iter(leaves)
     out = _unflatten(treedef, it)
     rest = list(it)

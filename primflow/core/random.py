@@ -38,3 +38,23 @@ def next_key() -> int:
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
     return (z ^ (z >> 31)) >> 1
+
+
+# ---- internal API for the layers above (pf.jit replays and restores the generator) --------
+
+def get_state() -> tuple:
+    """The generator's state as ``(seed, counter)``: the seed last given to ``seed`` and how
+    many keys were drawn since. ``set_state`` restores it; the ``counter`` of two states of
+    one seed tells how many keys were drawn between them."""
+    return (_SEED, _counter)
+
+
+def set_state(state: tuple) -> None:
+    """Restores a state from ``get_state`` (does not count as a reseed)."""
+    global _SEED, _counter
+    _SEED, _counter = state
+
+
+def reseed_count() -> int:
+    """How many times ``seed`` ran: a changed count tells a reseed from ordinary draws."""
+    return _epoch

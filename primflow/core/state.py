@@ -91,7 +91,15 @@ class no_grad(contextlib.ContextDecorator):
 
 
 class enable_grad(contextlib.ContextDecorator):
-    """Context manager / decorator that turns recording back on (inside ``no_grad``)."""
+    """Context manager / decorator that turns recording back on (inside ``no_grad``).
+
+    Example:
+        >>> import primflow as pf
+        >>> with pf.no_grad():
+        ...     with pf.enable_grad():
+        ...         print(pf.is_grad_enabled())
+        True
+    """
 
     def __enter__(self):
         self._prev = set_grad_mode(True)
@@ -103,7 +111,16 @@ class enable_grad(contextlib.ContextDecorator):
 
 
 class set_grad_enabled(contextlib.ContextDecorator):
-    """Turns recording on or off for a ``with`` block, e.g. ``with pf.set_grad_enabled(False)``."""
+    """Turns recording on or off for a ``with`` block, e.g. ``with pf.set_grad_enabled(False)``.
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.to_tensor([1.0], stop_gradient=False)
+        >>> with pf.set_grad_enabled(False):
+        ...     y = x * 2
+        >>> y.stop_gradient
+        True
+    """
 
     def __init__(self, mode: bool):
         self.mode = bool(mode)
@@ -118,37 +135,71 @@ class set_grad_enabled(contextlib.ContextDecorator):
 
 
 def is_grad_enabled() -> bool:
-    """Whether the tape currently records operations."""
+    """Whether the tape currently records operations.
+
+    Example:
+        >>> import primflow as pf
+        >>> with pf.no_grad():
+        ...     print(pf.is_grad_enabled())
+        False
+        >>> pf.is_grad_enabled()
+        True
+    """
     return state.grad_enabled
 
 
 class decompose(contextlib.ContextDecorator):
     """Forces composites with fused kernels (softmax, layer_norm, ...) to run as their
     primitive decomposition, like Paddle's prim flags, and Taylor mode to run every
-    primitive's Taylor rule in primitives (no fused Taylor kernels). Usable as a context
-    manager or a plain call: ``pf.decompose(True)`` switches it on until
-    ``pf.decompose(False)``.
+    primitive's Taylor rule in primitives (no fused Taylor kernels), inside a ``with``
+    block or a decorated function. Creating it changes nothing until it is entered;
+    ``pf.set_decompose(True)`` switches the mode on until switched off.
 
     Example:
         >>> import primflow as pf
-        >>> with pf.decompose():
-        ...     y = pf.nn.functional.softmax(pf.ones([2]))
+        >>> mode = pf.decompose()  # nothing changes yet
+        >>> pf.is_decomposing()
+        False
+        >>> with mode:
+        ...     y = pf.nn.functional.softmax(pf.ones([2])); pf.is_decomposing()
+        True
     """
 
     def __init__(self, mode: bool = True):
-        self._prev = state.decompose
         self.mode = bool(mode)
-        state.decompose = self.mode
+        self._prev = []  # a stack: one instance may be entered again (a decorated recursion)
 
     def __enter__(self):
-        state.decompose = self.mode
+        self._prev.append(set_decompose(self.mode))
         return self
 
     def __exit__(self, *exc):
-        state.decompose = self._prev
+        set_decompose(self._prev.pop())
         return False
 
 
+def set_decompose(mode: bool) -> bool:
+    """Switches decomposition (see ``decompose``) on or off in this thread until switched
+    again; returns the previous mode.
+
+    Example:
+        >>> import primflow as pf
+        >>> before = pf.set_decompose(True); pf.is_decomposing()
+        True
+        >>> pf.set_decompose(before)
+        True
+    """
+    prev = state.decompose
+    state.decompose = bool(mode)
+    return prev
+
+
 def is_decomposing() -> bool:
-    """Whether composites are forced to decompose into primitives."""
+    """Whether composites are forced to decompose into primitives (``pf.decompose``).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.is_decomposing()
+        False
+    """
     return state.decompose

@@ -1,17 +1,93 @@
 """The Tensor: a backend array plus what the tape needs (stop_gradient, node, grad, version).
 
-Arithmetic operators and most methods are attached by ``primflow.ops`` (which sits above
-core), and ``backward`` by ``primflow.autodiff``; this file keeps only what core needs.
+Internal API for the other layers (documented here, used across the package): ``_value``
+(the native array), ``_shape`` (its shape as a tuple), ``_node`` (the tape node that made
+it, or None), ``_version`` (bumped by in-place updates), ``Tensor._wrap(value, node)``
+(the no-check constructor) and ``_set_value``.
+
+Every method is declared here. Arithmetic operators and most methods are *implemented* in
+``primflow.ops`` (they are ops) and ``backward`` in ``primflow.autodiff``; core cannot
+import those layers, and they must not patch Tensor. So ``DEFERRED_METHODS`` below names
+each such method and the module whose ``TENSOR_METHODS`` table implements it; the class
+holds a ``_Deferred`` descriptor per name that looks the implementation up on first use and
+then stores the plain function on the class in its place, so later calls cost exactly what
+a method defined in the class body costs.
+Importing core still imports nothing else; the test in tests/test_layering.py checks that
+the names here and the tables above agree.
 """
 
 from __future__ import annotations
 
+import importlib
+import sys
 import weakref
 
-from ..backends import get_backend
 from . import dtypes
+from .backend import on_install
 
-_backend = get_backend()
+_backend = None  # the installed backend (set through core/backend.py's on_install)
+
+
+def _use_backend(backend):
+    global _backend
+    _backend = backend
+
+
+on_install(_use_backend)
+
+# module -> the Tensor methods that its dict TENSOR_METHODS implements (see the docstring)
+DEFERRED_METHODS = {
+    "primflow.ops.tensor_methods": (
+        # operators
+        "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+        "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__",
+        "__rpow__", "__matmul__", "__rmatmul__", "__neg__", "__pos__", "__abs__", "__eq__",
+        "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__and__", "__rand__", "__or__",
+        "__ror__", "__invert__", "__getitem__", "__setitem__",
+        # math
+        "add", "subtract", "multiply", "divide", "pow", "maximum", "minimum", "exp", "log",
+        "log1p", "expm1", "sin", "cos", "tan", "tanh", "sinh", "cosh", "sqrt", "rsqrt", "abs",
+        "sign", "floor", "ceil", "round", "erf", "sigmoid", "square", "reciprocal", "neg",
+        "clip", "clamp", "astype", "cast", "isnan", "isinf", "isfinite", "equal", "scale",
+        "logical_not", "log2", "log10",
+        # reductions
+        "sum", "mean", "max", "min", "amax", "amin", "prod", "var", "std", "norm", "argmax",
+        "argmin", "all", "any", "cumsum", "logsumexp",
+        # shape
+        "reshape", "view", "flatten", "transpose", "t", "squeeze", "unsqueeze", "expand",
+        "broadcast_to", "tile", "flip", "split", "chunk", "unbind", "index_select", "gather",
+        "moveaxis", "tril", "triu", "T", "mT",
+        # linear algebra, nn
+        "matmul", "mm", "dot", "softmax", "log_softmax", "relu",
+        # copies and in-place updates
+        "clone", "to", "zero_", "fill_", "add_", "subtract_", "multiply_", "scale_", "clip_",
+        # complex numbers
+        "real", "imag", "conj", "angle", "is_complex",
+        # devices
+        "place", "cpu", "cuda",
+    ),
+    "primflow.autodiff.tape": ("backward", "register_hook", "retain_grads", "gradient"),
+    "primflow.distributed": ("is_dist",),
+}
+
+
+class _Deferred:
+    """A method of ``owner`` implemented in ``module``'s ``table`` under the same name:
+    looked up on first use, then stored on ``owner`` in place of this descriptor."""
+
+    __slots__ = ("owner", "name", "module", "table")
+
+    def __init__(self, owner, name, module, table="TENSOR_METHODS"):
+        self.owner, self.name, self.module, self.table = owner, name, module, table
+
+    def __get__(self, obj, objtype=None):
+        module = sys.modules.get(self.module) or importlib.import_module(self.module)
+        impl = getattr(module, self.table)[self.name]
+        setattr(self.owner, self.name, impl)
+        return impl.__get__(obj, objtype)  # a function or property, bound as usual
+
+    def __repr__(self):
+        return f"<method {self.name!r} of {self.owner.__name__}, in {self.module}>"
 
 
 class Tensor:
@@ -210,6 +286,12 @@ class Tensor:
                 f"{indent}{values.strip()})")
 
     __str__ = __repr__
+
+
+for _module, _names in DEFERRED_METHODS.items():
+    for _name in _names:
+        setattr(Tensor, _name, _Deferred(Tensor, _name, _module))
+del _module, _names, _name
 
 
 def to_native(data, dtype=None):

@@ -13,7 +13,7 @@ import abc
 import contextlib
 
 from .state import pop_trace, push_trace, state
-from .tensor import Tensor
+from .tensor import Tensor, _Deferred
 
 
 class Trace(abc.ABC):
@@ -41,7 +41,11 @@ class Trace(abc.ABC):
 
 
 class Tracer(Tensor):
-    """A tensor-like value owned by a trace. Subclasses set ``_trace`` and ``aval``."""
+    """A tensor-like value owned by a trace. Subclasses set ``_trace`` and ``aval``.
+
+    Internal API for the layers above (like Tensor's, see core/tensor.py): ``_trace`` (the
+    owning trace), ``aval``, ``_init_tracer`` and ``_check_inplace``.
+    """
 
     __slots__ = ("_trace", "aval")
 
@@ -78,6 +82,14 @@ class Tracer(Tensor):
 
     def __repr__(self):
         return f"{type(self).__name__}({self.aval})"
+
+
+# A tracer has no array to copy: its set_value rebinds it functionally, which is an op
+# (implemented in primflow.ops.tensor_methods, looked up on first use like Tensor's methods)
+for _name in ("set_value", "_set_value"):
+    setattr(Tracer, _name, _Deferred(Tracer, _name, "primflow.ops.tensor_methods",
+                                     "TRACER_METHODS"))
+del _name
 
 
 def _describe_tensor(t) -> str:

@@ -6,7 +6,7 @@
   rank's tensors, differentiable (``collective.py``).
 * Distributed tensors: ``ProcessMesh``, ``Replicate``/``Shard``/``Partial``,
   ``shard_tensor``, ``reshard``, ``dtensor_from_local``, ``unshard_dtensor``; every op and
-  derivative runs on them (``dtensor.py`` explains the design, ``prims/_sharding.py`` has
+  derivative runs on them (``dtensor.py`` explains the design, ``prims/sharding.py`` has
   the rules).
 * Paddle 3's user API: ``shard_layer``, ``shard_optimizer`` (``ShardingStage1``),
   ``shard_dataloader``, ``to_static``; checkpoints ``save_state_dict``/``load_state_dict``.
@@ -20,7 +20,6 @@ Example:
 """
 
 from ..backends.communicator import CommunicationError
-from ..core.tensor import Tensor as _Tensor
 from .api import (DistModel, ShardDataloader, ShardingStage1, Strategy, shard_dataloader,
                   shard_layer, shard_optimizer, to_static)
 from .checkpoint import load_state_dict, save_state_dict
@@ -45,7 +44,9 @@ def _tensor_is_dist(self) -> bool:
     return False
 
 
-_Tensor.is_dist = _tensor_is_dist  # DistTensor overrides it
+# Tensor.is_dist (core/tensor.py declares it and looks it up here on first use; DistTensor
+# overrides it)
+TENSOR_METHODS = {"is_dist": _tensor_is_dist}
 
 __all__ = [
     "CommunicationError", "DistModel", "DistTensor", "Group", "Partial", "Placement",

@@ -23,7 +23,7 @@ from ..backends import get_backend
 from ..core import dtypes
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
-from ..prims._sharding import local_extent
+from ..prims.sharding import local_extent
 from .dtensor import DistTensor, _coords, _effective_shape, _is_member, reshard
 from .env import world
 from .placement import from_spec

@@ -4,7 +4,7 @@ Design. A ``DistTensor`` is a tracer of one ``DistTrace`` that lives at level 0 
 whole program (an *ambient* trace: ``core.state.enable_ambient_tracers``). It holds this
 rank's local block (an ordinary tensor), the mesh and one placement per mesh dim; its
 ``shape`` is the global shape. Every primitive applied to it goes through
-``DistTrace.process_primitive``: the primitive's sharding rule (``prims/_sharding.py``) says
+``DistTrace.process_primitive``: the primitive's sharding rule (``prims/sharding.py``) says
 which layouts the inputs need and what the output's is, the inputs are relaid out (the
 collectives of Paddle's reshard table), and the primitive runs on the local blocks.
 
@@ -34,7 +34,7 @@ from ..core.state import enable_ambient_tracers, no_grad
 from ..core.tensor import Tensor
 from ..core.trace import Trace, Tracer
 from ..prims import full
-from ..prims._sharding import (check_layout, expand, is_partial, local_shape, sharded_dims,
+from ..prims.sharding import (check_layout, expand, is_partial, local_shape, sharded_dims,
                                sharding_rule)
 from .env import world
 from .placement import ProcessMesh, from_spec, to_spec

@@ -2,7 +2,7 @@
 ``Partial``).
 
 A placement list has one entry per mesh dimension and says how a tensor is laid out over
-it. Internally each placement is a *spec* (``prims/_sharding.py``): ``None`` replicated, an
+it. Internally each placement is a *spec* (``prims/sharding.py``): ``None`` replicated, an
 int the sharded tensor dim, a reduction name partial.
 """
 

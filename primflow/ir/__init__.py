@@ -8,6 +8,7 @@ from ._program import Builder as Builder
 from ._program import Function as Function
 from ._program import Operation as Operation
 from ._program import Value as Value
+from ._program import normalize_params as normalize_params
 from .interpreter import evaluate as evaluate
 from .interpreter import evaluate_bound as evaluate_bound
 from .parser import ParseError as ParseError

@@ -20,6 +20,18 @@ from .regions import CONTROL, GET, regions_of, run_native
 
 _backend = get_backend()
 
+# How ``evaluate_bound`` runs an operation with regions (cond, while, scan) on tensors:
+# staged again under jit, else as Python control flow. That lives in
+# transforms/control.py, above this layer, which installs it here when it is imported
+# (``set_control_rule``; importing primflow imports it).
+_apply_control = None
+
+
+def set_control_rule(rule) -> None:
+    """Installs ``rule(kind, params, operands) -> outputs`` for operations with regions."""
+    global _apply_control
+    _apply_control = rule
+
 
 def _key_source(keys):
     """Keys for the random operations, in program order: fresh draws (``None``), the keys
@@ -79,9 +91,10 @@ def evaluate_bound(fn, args, keys=None) -> list:
             env[op.out] = env[op.inputs[0]][op.params["index"]]
             continue
         if op.prim in CONTROL:  # staged again under jit, else run as Python control flow
-            from ..transforms.control import apply_control
-
-            env[op.out] = apply_control(op.prim, op.params, [env[v] for v in op.inputs])
+            if _apply_control is None:
+                raise RuntimeError(f"evaluate_bound: {op.prim!r} needs the control-flow "
+                                   f"rules of primflow.transforms; import primflow first")
+            env[op.out] = _apply_control(op.prim, op.params, [env[v] for v in op.inputs])
             continue
         params = _params_for_run(op, key_source)
         env[op.out] = get_primitive(op.prim).bind(*[env[v] for v in op.inputs], **params)

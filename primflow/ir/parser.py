@@ -110,7 +110,7 @@ def _parse_type(t):
 
         return TupleAval(avals)
     kind, name = t.next()
-    if kind != "name" or name not in dtypes._BY_NAME:
+    if kind != "name" or name not in dtypes.BY_NAME:
         t.fail(f"expected a dtype, got {name!r}")
     t.expect("[")
     dims = []
@@ -120,7 +120,7 @@ def _parse_type(t):
             t.fail(f"expected a dimension, got {tok!r}")
         dims.append(int(tok))
         t.accept(",")
-    return Aval(tuple(dims), dtypes._BY_NAME[name])
+    return Aval(tuple(dims), dtypes.BY_NAME[name])
 
 
 def _parse_param(t):
@@ -144,8 +144,8 @@ def _parse_param(t):
                    "-inf": float("-inf"), "nan": float("nan")}
         if tok in special:
             return special[tok]
-        if tok in dtypes._BY_NAME:
-            return dtypes._BY_NAME[tok]
+        if tok in dtypes.BY_NAME:
+            return dtypes.BY_NAME[tok]
     t.fail(f"cannot read parameter value {tok!r}")
 
 

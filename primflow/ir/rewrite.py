@@ -84,8 +84,8 @@ def parse_pattern(text):
     def literal(tok):
         if tok in ("True", "False", "None"):
             return Lit({"True": True, "False": False, "None": None}[tok])
-        if tok in dtypes._BY_NAME:
-            return Lit(dtypes._BY_NAME[tok])
+        if tok in dtypes.BY_NAME:
+            return Lit(dtypes.BY_NAME[tok])
         if re.fullmatch(r"-?\d+", tok):
             return Lit(int(tok))
         if re.fullmatch(r"-?[\d.eE+-]+", tok):

@@ -62,7 +62,12 @@ class ClipGradByGlobalNorm:
 class ClipGradByNorm:
     """Scales each gradient separately to 2-norm at most ``clip_norm``.
 
-    Example: ``pf.optimizer.Adam(parameters=ps, grad_clip=pf.nn.ClipGradByNorm(1.0))``.
+    Example:
+        >>> import primflow as pf
+        >>> p = pf.create_parameter([2], 'float32'); p.grad = pf.to_tensor([3.0, 4.0])
+        >>> [(q, g)] = pf.nn.ClipGradByNorm(1.0)([(p, p.grad)])
+        >>> g.numpy()
+        array([0.6, 0.8], dtype=float32)
     """
 
     def __init__(self, clip_norm):
@@ -88,7 +93,12 @@ class ClipGradByNorm:
 class ClipGradByValue:
     """Clips every gradient element to ``[min, max]`` (``min`` defaults to ``-max``).
 
-    Example: ``pf.optimizer.SGD(parameters=ps, grad_clip=pf.nn.ClipGradByValue(0.5))``.
+    Example:
+        >>> import primflow as pf
+        >>> p = pf.create_parameter([2], 'float32')
+        >>> [(q, g)] = pf.nn.ClipGradByValue(0.5)([(p, pf.to_tensor([-2.0, 0.25]))])
+        >>> g.numpy()
+        array([-0.5 ,  0.25], dtype=float32)
     """
 
     def __init__(self, max, min=None):  # noqa: A002 - Paddle's names

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from ..core import dtypes
 from ..core.state import no_grad
 from ..core.tensor import Tensor
-from ..ops._helpers import cast
+from ..ops.helpers import cast
 from ..ops.creation import to_tensor
 from ..ops.tensor_methods import to_device
 from .. import amp as _amp
@@ -370,7 +370,7 @@ class Layer:
             is_bias: default initializer Constant(0) instead of XavierUniform.
             default_initializer: used when ``attr`` gives none.
         """
-        if isinstance(attr, str) and dtype is None and attr in dtypes._BY_NAME:
+        if isinstance(attr, str) and dtype is None and attr in dtypes.BY_NAME:
             attr, dtype = None, attr  # create_parameter(shape, "float64"): a dtype, not a name
         kind = "b" if is_bias else "w"
         n = self._param_counts[kind]
@@ -709,7 +709,7 @@ def _discard(name, *tables):
 def _looks_like_dtype(x):
     if isinstance(x, dtypes.DType):
         return True
-    return isinstance(x, str) and x in dtypes._BY_NAME
+    return isinstance(x, str) and x in dtypes.BY_NAME
 
 
 def _shape_of(value):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..ops import activation as F
 from ..ops import math as _math
 from .. import amp as _amp
-from ..ops._helpers import as_tensor, cast
+from ..ops.helpers import as_tensor, cast
 from ..ops.linalg import linear
 from ..ops.manipulation import flatten
 from . import initializer as _init
@@ -81,7 +81,13 @@ class _Activation(Layer):
 
 
 class Identity(Layer):
-    """Returns its input unchanged. Example: ``pf.nn.Identity()(x)``."""
+    """Returns its input unchanged.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.Identity()(pf.to_tensor([1.0, 2.0])).numpy()
+        array([1., 2.], dtype=float32)
+    """
 
     def __init__(self, *args, **kwargs):
         del args, kwargs
@@ -92,52 +98,112 @@ class Identity(Layer):
 
 
 class Tanh(_Activation):
-    """``tanh(x)``. Example: ``pf.nn.Tanh()(x)``."""
+    """``tanh(x)``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.Tanh()(pf.zeros([2])).numpy()
+        array([0., 0.], dtype=float32)
+    """
     _fn = staticmethod(_math.tanh)
 
 
 class Sin(_Activation):
-    """``sin(x)`` (SIREN-style PINN activation). Example: ``pf.nn.Sin()(x)``."""
+    """``sin(x)`` (SIREN-style PINN activation).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.Sin()(pf.zeros([2])).numpy()
+        array([0., 0.], dtype=float32)
+    """
     _fn = staticmethod(_math.sin)
 
 
 class ReLU(_Activation):
-    """``max(x, 0)``. Example: ``pf.nn.ReLU()(x)``."""
+    """``max(x, 0)``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.ReLU()(pf.to_tensor([-1.0, 2.0])).numpy()
+        array([0., 2.], dtype=float32)
+    """
     _fn = staticmethod(F.relu)
 
 
 class ReLU6(_Activation):
-    """``min(max(x, 0), 6)``. Example: ``pf.nn.ReLU6()(x)``."""
+    """``min(max(x, 0), 6)``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.ReLU6()(pf.to_tensor([-1.0, 8.0])).numpy()
+        array([0., 6.], dtype=float32)
+    """
     _fn = staticmethod(F.relu6)
 
 
 class Sigmoid(_Activation):
-    """``1 / (1 + exp(-x))``. Example: ``pf.nn.Sigmoid()(x)``."""
+    """``1 / (1 + exp(-x))``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.Sigmoid()(pf.zeros([1])).numpy()
+        array([0.5], dtype=float32)
+    """
     _fn = staticmethod(F.sigmoid)
 
 
 class SiLU(_Activation):
-    """``x * sigmoid(x)``. Example: ``pf.nn.SiLU()(x)``."""
+    """``x * sigmoid(x)``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.SiLU()(pf.to_tensor([0.0, 1.0])).numpy()
+        array([0.       , 0.7310586], dtype=float32)
+    """
     _fn = staticmethod(F.silu)
 
 
 class Swish(_Activation):
-    """``x * sigmoid(x)`` (same as SiLU). Example: ``pf.nn.Swish()(x)``."""
+    """``x * sigmoid(x)`` (same as SiLU).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.Swish()(pf.to_tensor([0.0, 1.0])).numpy()
+        array([0.       , 0.7310586], dtype=float32)
+    """
     _fn = staticmethod(F.silu)
 
 
 class Mish(_Activation):
-    """``x * tanh(softplus(x))``. Example: ``pf.nn.Mish()(x)``."""
+    """``x * tanh(softplus(x))``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.Mish()(pf.to_tensor([0.0, 1.0])).numpy()
+        array([0.       , 0.8650984], dtype=float32)
+    """
     _fn = staticmethod(F.mish)
 
 
 class Tanhshrink(_Activation):
-    """``x - tanh(x)``. Example: ``pf.nn.Tanhshrink()(x)``."""
+    """``x - tanh(x)``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.Tanhshrink()(pf.to_tensor([0.0, 1.0])).numpy()
+        array([0.        , 0.23840582], dtype=float32)
+    """
     _fn = staticmethod(F.tanhshrink)
 
 
 class Softsign(_Activation):
-    """``x / (1 + |x|)``. Example: ``pf.nn.Softsign()(x)``."""
+    """``x / (1 + |x|)``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.Softsign()(pf.to_tensor([-1.0, 3.0])).numpy()
+        array([-0.5 ,  0.75], dtype=float32)
+    """
     _fn = staticmethod(F.softsign)
 
 
@@ -162,7 +228,13 @@ class GELU(Layer):
 
 
 class Softplus(Layer):
-    """``log(1 + exp(beta x)) / beta``. Example: ``pf.nn.Softplus(beta=2.0)(x)``."""
+    """``log(1 + exp(beta x)) / beta``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.Softplus(beta=2.0)(pf.zeros([1])).numpy()
+        array([0.3465736], dtype=float32)
+    """
 
     def __init__(self, beta=1.0, threshold=20.0, name=None):
         super().__init__(name_scope=name)
@@ -176,7 +248,13 @@ class Softplus(Layer):
 
 
 class LeakyReLU(Layer):
-    """``x`` where positive, ``negative_slope * x`` elsewhere."""
+    """``x`` where positive, ``negative_slope * x`` elsewhere.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.LeakyReLU(0.1)(pf.to_tensor([-1.0, 2.0])).numpy()
+        array([-0.1,  2. ], dtype=float32)
+    """
 
     def __init__(self, negative_slope=0.01, name=None):
         super().__init__(name_scope=name)
@@ -190,7 +268,13 @@ class LeakyReLU(Layer):
 
 
 class ELU(Layer):
-    """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere."""
+    """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.ELU()(pf.to_tensor([-1.0, 2.0])).numpy()
+        array([-0.63212055,  2.        ], dtype=float32)
+    """
 
     def __init__(self, alpha=1.0, name=None):
         super().__init__(name_scope=name)
@@ -204,7 +288,13 @@ class ELU(Layer):
 
 
 class Softmax(Layer):
-    """Softmax along ``axis`` (default -1). Example: ``pf.nn.Softmax()(logits)``."""
+    """Softmax along ``axis`` (default -1).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.Softmax()(pf.to_tensor([[0.0, 0.0]])).numpy()
+        array([[0.5, 0.5]], dtype=float32)
+    """
 
     def __init__(self, axis=-1, name=None):
         super().__init__(name_scope=name)
@@ -218,7 +308,13 @@ class Softmax(Layer):
 
 
 class LogSoftmax(Softmax):
-    """Log-softmax along ``axis`` (default -1)."""
+    """Log-softmax along ``axis`` (default -1).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.LogSoftmax()(pf.to_tensor([[0.0, 0.0]])).numpy()
+        array([[-0.6931472, -0.6931472]], dtype=float32)
+    """
 
     def forward(self, x):
         return F.log_softmax(x, axis=self.axis)
@@ -363,21 +459,39 @@ class _Loss(Layer):
 
 
 class MSELoss(_Loss):
-    """Mean squared error. Example: ``pf.nn.MSELoss()(pred, target)``."""
+    """Mean squared error.
+
+    Example:
+        >>> import primflow as pf
+        >>> float(pf.nn.MSELoss()(pf.to_tensor([1.0, 3.0]), pf.to_tensor([0.0, 1.0])))
+        2.5
+    """
 
     def forward(self, input, label):  # noqa: A002
         return F.mse_loss(input, label, reduction=self.reduction)
 
 
 class L1Loss(_Loss):
-    """Mean absolute error. Example: ``pf.nn.L1Loss()(pred, target)``."""
+    """Mean absolute error.
+
+    Example:
+        >>> import primflow as pf
+        >>> float(pf.nn.L1Loss()(pf.to_tensor([1.0, 3.0]), pf.to_tensor([0.0, 1.0])))
+        1.5
+    """
 
     def forward(self, input, label):  # noqa: A002
         return F.l1_loss(input, label, reduction=self.reduction)
 
 
 class BCEWithLogitsLoss(_Loss):
-    """Binary cross-entropy on logits. Example: ``pf.nn.BCEWithLogitsLoss()(logit, y)``."""
+    """Binary cross-entropy on logits.
+
+    Example:
+        >>> import primflow as pf
+        >>> round(float(pf.nn.BCEWithLogitsLoss()(pf.zeros([2]), pf.ones([2]))), 4)
+        0.6931
+    """
 
     def forward(self, logit, label):
         return F.binary_cross_entropy_with_logits(logit, label, reduction=self.reduction)

@@ -3,9 +3,10 @@
 from ..ops.activation import (binary_cross_entropy_with_logits, cross_entropy, dropout, elu,
                               gelu, l1_loss, layer_norm, leaky_relu, log_softmax, mish,
                               mse_loss, normalize, relu, relu6, rms_norm, sigmoid, silu,
-                              softmax, softplus, softsign, swish, tanhshrink)
+                              softmax, softplus, softsign, tanhshrink)
 from ..ops.linalg import linear
 from ..ops.math import tanh
+from ..ops import swish  # an alias (ops/aliases.py)
 
 __all__ = ["binary_cross_entropy_with_logits", "cross_entropy", "dropout", "elu", "gelu",
            "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "mish", "mse_loss",

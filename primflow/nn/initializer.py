@@ -27,7 +27,7 @@ from ..core.state import no_grad
 from ..core.tensor import Tensor
 from ..ops import creation
 from ..ops import math as _ops_math
-from ..ops._helpers import as_tensor, cast
+from ..ops.helpers import as_tensor, cast
 
 __all__ = ["Assign", "Constant", "Initializer", "KaimingNormal", "KaimingUniform", "Normal",
            "TruncatedNormal", "Uniform", "XavierNormal", "XavierUniform", "calculate_gain"]
@@ -96,6 +96,15 @@ class Initializer:
 
     Calling an initializer on a parameter overwrites the parameter's values in place (a
     copy-on-write update that bumps its version counter) and returns the parameter.
+
+    Example:
+        >>> import primflow as pf
+        >>> class Twos(pf.nn.initializer.Initializer):
+        ...     def generate(self, shape, dtype):
+        ...         return pf.full(shape, 2.0, dtype)
+        >>> pf.nn.Linear(2, 1, weight_attr=pf.ParamAttr(initializer=Twos())).weight.numpy()
+        array([[2.],
+               [2.]], dtype=float32)
     """
 
     def generate(self, shape, dtype=None) -> Tensor:

@@ -7,29 +7,39 @@ Ops broadcast, promote dtypes and take defaults; then they bind primitives. Comp
 from .activation import (binary_cross_entropy_with_logits, cross_entropy, dropout, elu,
                          gelu, l1_loss, layer_norm, leaky_relu, log_softmax, mish, mse_loss,
                          normalize, relu, relu6, rms_norm, sigmoid, silu, softmax, softplus,
-                         softsign, swish, tanhshrink)
+                         softsign, tanhshrink)
 from .creation import (arange, empty, eye, full, full_like, linspace, normal, ones, ones_like,
-                       rand, randint, randn, randperm, tensor, to_tensor, uniform, zeros,
+                       rand, randint, randn, randperm, to_tensor, uniform, zeros,
                        zeros_like)
 from .indexing import getitem, setitem
-from .linalg import bmm, dot, inner, linear, matmul, mm, outer
-from .manipulation import (broadcast_tensors, cat, chunk, concat, expand, flatten, flip,
+from .linalg import dot, inner, linear, matmul, mm, outer
+from .manipulation import (broadcast_tensors, chunk, concat, expand, flatten, flip,
                            gather, index_select, moveaxis, reshape, split, squeeze, stack, t,
-                           tile, transpose, tril, triu, unbind, unsqueeze, view)
-from .math import (abs, add, astype, atan2, ceil, clamp, clip, cos, cosh, divide, equal, erf,
+                           tile, transpose, tril, triu, unbind, unsqueeze)
+from .math import (abs, add, astype, atan2, ceil, clip, cos, cosh, divide, equal, erf,
                    exp, expm1, floor, floor_divide, greater_equal, greater_than, isfinite,
                    isinf, isnan, lerp, less_equal, less_than, log, log1p, log2, log10,
-                   logical_and, logical_not, logical_or, maximum, minimum, mod, multiply, neg,
-                   negative, not_equal, pow, reciprocal, remainder, round, rsqrt, scale, sign,
+                   logical_and, logical_not, logical_or, maximum, minimum, multiply, neg,
+                   not_equal, pow, reciprocal, remainder, round, rsqrt, scale, sign,
                    sin, sinh, sqrt, square, subtract, tan, tanh, where)
-from .reduction import (all, amax, amin, any, argmax, argmin, cumsum, logsumexp, max, mean,
-                        min, norm, prod, std, sum, var)
+from .reduction import (all, any, argmax, argmin, cumsum, logsumexp, max, mean, min, norm,
+                        prod, std, sum, var)
 # scientific numerics (issue 18): complex numbers, FFT
 from .complex_ops import (angle, as_complex, as_real, complex, conj, imag, is_complex, polar,
                           real)
 from . import fft
-from .tensor_methods import install as _install_tensor_methods
 # Paddle compatibility (issue 20): copies and casts that always give a new tensor
 from .copying import assign, cast, clone
+from .aliases import create as _create_aliases
 
-_install_tensor_methods()
+_create_aliases(globals())  # cat, clamp, swish, ...: one table, see aliases.py
+
+# The public op surface: every function imported above (``from primflow.ops import *`` and
+# ``primflow/__init__`` export exactly these; submodules and the helpers below stay out).
+__all__ = sorted(name for name, value in globals().items()
+                 if not name.startswith("_") and callable(value))
+
+# Internal API for the layers above: the hook through which autodiff gives fused composites
+# their recorded backward (the conversions ops use themselves are ``ops.helpers``). Not part
+# of ``__all__``.
+from ._fused import set_decomposed_vjp  # noqa: E402

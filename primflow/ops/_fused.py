@@ -20,7 +20,8 @@ backward pass, saving only what that backward needs. ``call`` picks between them
 
 The last step needs the tape's reverse mode, which lives in ``primflow.autodiff`` above this
 layer. ``primflow.autodiff`` therefore installs it here at import (the hook
-``decomposed_vjp``); until it is installed, recording calls simply decompose.
+``decomposed_vjp``, through ``set_decomposed_vjp``); until it is installed, recording calls
+simply decompose.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ from ..core.trace import Tracer
 # elsewhere); recorded when ``state.grad_enabled`` is on. Installed by primflow.autodiff
 # (autodiff/fused.py); None means "not installed": recording calls then decompose.
 decomposed_vjp = None
+
+
+def set_decomposed_vjp(fn):
+    """Installs the hook above (``primflow.autodiff`` calls this when it is imported)."""
+    global decomposed_vjp
+    decomposed_vjp = fn
 
 
 def call(name, decomposed, inputs, **params):

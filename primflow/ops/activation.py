@@ -17,7 +17,7 @@ from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
 from . import _fused
-from ._helpers import as_tensor, broadcast_to, cast, float_operand, full, normalize_axis
+from .helpers import as_tensor, broadcast_to, cast, float_operand, full, normalize_axis
 from .creation import rand
 from .reduction import _broadcast_back, mean, norm, sum as _sum
 
@@ -42,20 +42,38 @@ def relu(x) -> Tensor:
 
 
 def relu6(x) -> Tensor:
-    """``min(max(x, 0), 6)``. Example: ``F.relu6(x)``."""
+    """``min(max(x, 0), 6)``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.functional.relu6(pf.to_tensor([-1.0, 3.0, 8.0])).numpy()
+        array([0., 3., 6.], dtype=float32)
+    """
     x = relu(x)
     six = _const(x, 6)
     return prims.select(prims.lt(x, six), x, six)
 
 
 def leaky_relu(x, negative_slope=0.01) -> Tensor:
-    """``x`` where positive, ``negative_slope * x`` elsewhere. Example: ``F.leaky_relu(x)``."""
+    """``x`` where positive, ``negative_slope * x`` elsewhere.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.functional.leaky_relu(pf.to_tensor([-1.0, 2.0]), 0.1).numpy()
+        array([-0.1,  2. ], dtype=float32)
+    """
     x = float_operand(x)
     return prims.select(prims.gt(x, _const(x, 0)), x, prims.mul(x, _const(x, negative_slope)))
 
 
 def elu(x, alpha=1.0) -> Tensor:
-    """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere. Example: ``F.elu(x)``."""
+    """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.functional.elu(pf.to_tensor([-1.0, 2.0])).numpy()
+        array([-0.63212055,  2.        ], dtype=float32)
+    """
     x = float_operand(x)
     zero = _const(x, 0)
     negative_part = prims.mul(_const(x, alpha), prims.expm1(prims.minimum(x, zero)))
@@ -63,7 +81,13 @@ def elu(x, alpha=1.0) -> Tensor:
 
 
 def sigmoid(x) -> Tensor:
-    """``1 / (1 + exp(-x))`` (the logistic primitive). Example: ``F.sigmoid(x)``."""
+    """``1 / (1 + exp(-x))`` (the logistic primitive).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.functional.sigmoid(pf.to_tensor([0.0, 2.0])).numpy()
+        array([0.5     , 0.880797], dtype=float32)
+    """
     return prims.logistic(float_operand(x))
 
 
@@ -89,15 +113,19 @@ def _softplus(x, *, beta):
 
 
 def silu(x) -> Tensor:
-    """``x * sigmoid(x)`` (swish). Example: ``F.silu(x)``."""
+    """``x * sigmoid(x)`` (swish).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.functional.silu(pf.to_tensor([0.0, 1.0])).numpy()
+        array([0.       , 0.7310586], dtype=float32)
+    """
     return _fused.call("silu", _silu, (float_operand(x),))
 
 
 def _silu(x):
     return prims.mul(x, prims.logistic(x))
 
-
-swish = silu
 
 
 def gelu(x, approximate=False) -> Tensor:
@@ -126,19 +154,37 @@ def _gelu(x, *, approximate):
 
 
 def tanhshrink(x) -> Tensor:
-    """``x - tanh(x)``. Example: ``F.tanhshrink(x)``."""
+    """``x - tanh(x)``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.functional.tanhshrink(pf.to_tensor([0.0, 1.0])).numpy()
+        array([0.        , 0.23840582], dtype=float32)
+    """
     x = float_operand(x)
     return prims.sub(x, prims.tanh(x))
 
 
 def softsign(x) -> Tensor:
-    """``x / (1 + |x|)``. Example: ``F.softsign(x)``."""
+    """``x / (1 + |x|)``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.functional.softsign(pf.to_tensor([-1.0, 3.0])).numpy()
+        array([-0.5 ,  0.75], dtype=float32)
+    """
     x = float_operand(x)
     return prims.div(x, prims.add(_const(x, 1.0), prims.abs(x)))
 
 
 def mish(x) -> Tensor:
-    """``x * tanh(softplus(x))``. Example: ``F.mish(x)``."""
+    """``x * tanh(softplus(x))``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.functional.mish(pf.to_tensor([0.0, 1.0])).numpy()
+        array([0.       , 0.8650984], dtype=float32)
+    """
     x = float_operand(x)
     return prims.mul(x, prims.tanh(softplus(x)))
 
@@ -281,7 +327,13 @@ def _rms_norm(x, weight, *, axes, epsilon):
 
 
 def normalize(x, p=2, axis=1, epsilon=1e-12) -> Tensor:
-    """``x / max(norm_p(x, axis), epsilon)``. Example: ``F.normalize(x, axis=-1)``."""
+    """``x / max(norm_p(x, axis), epsilon)``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.nn.functional.normalize(pf.to_tensor([[3.0, 4.0]]), axis=1).numpy()
+        array([[0.6, 0.8]], dtype=float32)
+    """
     x = float_operand(x)
     axes = normalize_axis(axis, x.ndim)
     n = norm(x, p=p, axis=axes, keepdim=True)
@@ -291,7 +343,17 @@ def normalize(x, p=2, axis=1, epsilon=1e-12) -> Tensor:
 
 def dropout(x, p=0.5, training=True) -> Tensor:
     """Zeroes each element with probability ``p`` and scales the rest by 1/(1-p) when
-    ``training``; identity otherwise. Example: ``F.dropout(x, 0.1, training=True)``."""
+    ``training``; identity otherwise.
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.ones([4])
+        >>> pf.nn.functional.dropout(x, p=0.5, training=False).numpy()  # evaluation: unchanged
+        array([1., 1., 1., 1.], dtype=float32)
+        >>> pf.seed(0); y = pf.nn.functional.dropout(x, p=0.5)
+        >>> sorted(set(y.numpy().tolist())) in ([0.0, 2.0], [2.0], [0.0])  # kept ones scaled by 2
+        True
+    """
     if not 0.0 <= p < 1.0:
         if p == 1.0:
             return prims.mul(x, _const(x, 0.0)) if training else x
@@ -341,7 +403,13 @@ def _mse_loss(input, label, *, reduction):  # noqa: A002
 
 
 def l1_loss(input, label, reduction="mean") -> Tensor:  # noqa: A002
-    """Mean absolute error. Example: ``F.l1_loss(pred, target)``."""
+    """Mean absolute error.
+
+    Example:
+        >>> import primflow as pf
+        >>> float(pf.nn.functional.l1_loss(pf.to_tensor([1.0, 3.0]), pf.to_tensor([2.0, 1.0])))
+        1.5
+    """
     input, label = float_operand(input), float_operand(label)
     if input._shape != label._shape:
         raise ValueError(f"l1_loss: input shape {input.shape} and label shape {label.shape} "
@@ -431,7 +499,15 @@ def _cross_entropy_labels(logits, label, weight=None, *, axis, ignore_index, red
 
 def binary_cross_entropy_with_logits(logit, label, reduction="mean") -> Tensor:
     """``-[y log s(x) + (1-y) log(1-s(x))]`` computed stably as
-    ``softplus(x) - y x``. Example: ``F.binary_cross_entropy_with_logits(x, y)``."""
+    ``softplus(x) - y x``.
+
+    Example:
+        >>> import primflow as pf
+        >>> F = pf.nn.functional
+        >>> loss = F.binary_cross_entropy_with_logits(pf.to_tensor([0.0]), pf.to_tensor([1.0]))
+        >>> round(float(loss), 4)  # log 2
+        0.6931
+    """
     x = float_operand(logit)
     y = cast(as_tensor(label), x.dtype)
     return _reduce_loss(prims.sub(softplus(x), prims.mul(y, x)), reduction)

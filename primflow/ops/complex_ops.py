@@ -20,7 +20,7 @@ import math as _math
 from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
-from ._helpers import as_tensor, binary_operands, cast, float_operand, full
+from .helpers import as_tensor, binary_operands, cast, float_operand, full
 from . import math
 
 
@@ -108,7 +108,13 @@ def polar(abs, angle) -> Tensor:  # noqa: A002 - PyTorch/Paddle argument names
 
 
 def is_complex(x) -> bool:
-    """Whether ``x`` has a complex dtype. Example: ``pf.is_complex(pf.ones([1]))`` is False."""
+    """Whether ``x`` has a complex dtype.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.is_complex(pf.ones([1])), pf.is_complex(pf.complex(pf.ones([1]), pf.ones([1])))
+        (False, True)
+    """
     return as_tensor(x).dtype.is_complex
 
 

@@ -9,7 +9,7 @@ from ..backends import backend_for_device, get_backend
 from ..core import dtypes
 from ..core.random import next_key
 from ..core.tensor import Tensor
-from ._helpers import as_tensor, binary_operands, cast, shape_arg
+from .helpers import as_tensor, binary_operands, cast, shape_arg
 
 
 def _float_dtype(dtype):
@@ -47,8 +47,6 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
     return out
 
 
-tensor = to_tensor
-
 
 def full(shape, fill_value, dtype=None) -> Tensor:
     """A tensor of ``shape`` filled with ``fill_value`` (dtype from the value if None).
@@ -65,17 +63,37 @@ def full(shape, fill_value, dtype=None) -> Tensor:
 
 
 def zeros(shape, dtype=None) -> Tensor:
-    """Zeros of the default float dtype (or ``dtype``). Example: ``pf.zeros([2, 3])``."""
+    """Zeros of the default float dtype (or ``dtype``).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.zeros([2, 3]).shape
+        [2, 3]
+        >>> pf.zeros([2], dtype='int64').numpy()
+        array([0, 0])
+    """
     return full(shape, 0.0, _float_dtype(dtype))
 
 
 def ones(shape, dtype=None) -> Tensor:
-    """Ones of the default float dtype (or ``dtype``). Example: ``pf.ones([2, 3])``."""
+    """Ones of the default float dtype (or ``dtype``).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.ones([2]).numpy()
+        array([1., 1.], dtype=float32)
+    """
     return full(shape, 1.0, _float_dtype(dtype))
 
 
 def empty(shape, dtype=None) -> Tensor:
-    """Uninitialised in NumPy; zeros here (deterministic). Example: ``pf.empty([2])``."""
+    """Uninitialised in NumPy; zeros here (deterministic).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.empty([2]).numpy()
+        array([0., 0.], dtype=float32)
+    """
     return zeros(shape, dtype)
 
 
@@ -86,17 +104,35 @@ def _like(x, value, dtype):
 
 
 def zeros_like(x, dtype=None) -> Tensor:
-    """Zeros shaped (and typed) like ``x``. Example: ``pf.zeros_like(x)``."""
+    """Zeros shaped (and typed) like ``x``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.zeros_like(pf.to_tensor([1, 2])).numpy()
+        array([0, 0])
+    """
     return _like(x, 0, dtype)
 
 
 def ones_like(x, dtype=None) -> Tensor:
-    """Ones shaped (and typed) like ``x``. Example: ``pf.ones_like(x)``."""
+    """Ones shaped (and typed) like ``x``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.ones_like(pf.to_tensor([[1.0, 2.0]])).numpy()
+        array([[1., 1.]], dtype=float32)
+    """
     return _like(x, 1, dtype)
 
 
 def full_like(x, fill_value, dtype=None) -> Tensor:
-    """``fill_value`` shaped (and typed) like ``x``. Example: ``pf.full_like(x, 2.0)``."""
+    """``fill_value`` shaped (and typed) like ``x``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.full_like(pf.zeros([2]), 7.0).numpy()
+        array([7., 7.], dtype=float32)
+    """
     return _like(x, fill_value, dtype)
 
 
@@ -149,7 +185,14 @@ def linspace(start, stop, num, dtype=None) -> Tensor:
 
 
 def eye(num_rows, num_columns=None, dtype=None) -> Tensor:
-    """Identity matrix. Example: ``pf.eye(3)``."""
+    """Identity matrix.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.eye(2).numpy()
+        array([[1., 0.],
+               [0., 1.]], dtype=float32)
+    """
     num_columns = num_rows if num_columns is None else num_columns
     shape = (int(num_rows), int(num_columns))
     rows = prims.iota(shape=shape, dtype=dtypes.int64, dimension=0)
@@ -158,20 +201,40 @@ def eye(num_rows, num_columns=None, dtype=None) -> Tensor:
 
 
 def rand(shape, dtype=None) -> Tensor:
-    """Uniform draws in [0, 1). Reproducible with ``pf.seed``. Example: ``pf.rand([2, 3])``."""
+    """Uniform draws in [0, 1). Reproducible with ``pf.seed``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.seed(0); a = pf.rand([2, 3])
+        >>> a.shape, bool(((a >= 0) & (a < 1)).all())
+        ([2, 3], True)
+    """
     return prims.random_uniform(shape=shape_arg(shape), dtype=_float_dtype(dtype),
                                 key=next_key())
 
 
 def randn(shape, dtype=None) -> Tensor:
-    """Standard normal draws. Example: ``pf.randn([2, 3])``."""
+    """Standard normal draws.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.seed(0); a = pf.randn([1000], 'float64')
+        >>> abs(float(a.mean())) < 0.2, abs(float(a.std()) - 1.0) < 0.1
+        (True, True)
+    """
     return prims.random_normal(shape=shape_arg(shape), dtype=_float_dtype(dtype),
                                key=next_key())
 
 
 def uniform(shape, dtype=None, min=-1.0, max=1.0, seed=0) -> Tensor:  # noqa: A002
-    """Uniform draws in [min, max) (Paddle's argument order). Example:
-    ``pf.uniform([2], min=0.0, max=2.0)``."""
+    """Uniform draws in [min, max) (Paddle's argument order).
+
+    Example:
+        >>> import primflow as pf
+        >>> a = pf.uniform([100], min=0.0, max=2.0)
+        >>> bool(((a >= 0) & (a < 2)).all())
+        True
+    """
     del seed
     u = rand(shape, dtype)
     lo = prims.full(shape=tuple(u._shape), value=min, dtype=u.dtype)
@@ -199,7 +262,14 @@ def normal(mean=0.0, std=1.0, shape=None, dtype=None) -> Tensor:
 
 
 def randint(low=0, high=None, shape=(1,), dtype="int64") -> Tensor:
-    """Integers uniform in [low, high). Example: ``pf.randint(0, 10, [3])``."""
+    """Integers uniform in [low, high).
+
+    Example:
+        >>> import primflow as pf
+        >>> a = pf.randint(0, 10, [5])
+        >>> a.dtype.name, bool(((a >= 0) & (a < 10)).all())
+        ('int64', True)
+    """
     if high is None:
         low, high = 0, low
     u = rand(shape, "float64")
@@ -213,7 +283,10 @@ def randint(low=0, high=None, shape=(1,), dtype="int64") -> Tensor:
 def randperm(n, dtype="int64") -> Tensor:
     """A random permutation of 0..n-1 (argsort of uniform draws via ranks).
 
-    Example: ``pf.randperm(5)``.
+    Example:
+        >>> import primflow as pf
+        >>> sorted(pf.randperm(5).tolist())
+        [0, 1, 2, 3, 4]
     """
     u = rand([n], "float64")
     # rank of each draw = number of draws smaller than it (O(n^2), fine for small n)

@@ -27,7 +27,7 @@ from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
-from ._helpers import as_tensor, broadcast_shapes, broadcast_to, cast, full
+from .helpers import as_tensor, broadcast_shapes, broadcast_to, cast, full
 from . import math as em
 from . import reduction
 from .manipulation import moveaxis, squeeze, stack

@@ -20,7 +20,7 @@ from __future__ import annotations
 from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
-from ._helpers import as_tensor, cast, full
+from .helpers import as_tensor, cast, full
 
 _NORMS = ("backward", "ortho", "forward")
 _DUAL = {"backward": "forward", "ortho": "ortho", "forward": "backward"}

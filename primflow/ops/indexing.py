@@ -14,7 +14,7 @@ from ..core import dtypes
 from ..core.state import state
 from ..core.tensor import Tensor, sync_views
 from ..core.trace import Tracer, outside_update_error
-from ._helpers import alias, as_tensor, broadcast_shapes, broadcast_to, cast
+from .helpers import alias, as_tensor, broadcast_shapes, broadcast_to, cast
 from .manipulation import _check_index_range, flip, moveaxis, reshape
 
 

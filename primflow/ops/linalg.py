@@ -6,7 +6,7 @@ from __future__ import annotations
 from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
-from ._helpers import as_tensor, broadcast_shapes, broadcast_to, cast
+from .helpers import as_tensor, broadcast_shapes, broadcast_to, cast
 from .manipulation import reshape, transpose
 from .math import add
 
@@ -75,11 +75,16 @@ def matmul(x, y, transpose_x=False, transpose_y=False) -> Tensor:
 
 
 def mm(x, y) -> Tensor:
-    """Product of two matrices. Example: ``pf.mm(a, b)``."""
+    """Product of two matrices.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.mm(pf.eye(2), pf.to_tensor([[1.0, 2.0], [3.0, 4.0]])).numpy()
+        array([[1., 2.],
+               [3., 4.]], dtype=float32)
+    """
     return matmul(x, y)
 
-
-bmm = mm
 
 
 def dot(x, y) -> Tensor:
@@ -100,14 +105,27 @@ def dot(x, y) -> Tensor:
 
 
 def outer(x, y) -> Tensor:
-    """Outer product of two vectors (flattened first). Example: ``pf.outer(a, b)``."""
+    """Outer product of two vectors (flattened first).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.outer(pf.to_tensor([1.0, 2.0]), pf.to_tensor([1.0, 10.0])).numpy()
+        array([[ 1., 10.],
+               [ 2., 20.]], dtype=float32)
+    """
     x, y = _promote_pair(x, y)
     x, y = reshape(x, [-1]), reshape(y, [-1])
     return prims.dot_general(x, y, contracting=((), ()), batch=((), ()))
 
 
 def inner(x, y) -> Tensor:
-    """Sum product over the last dims. Example: ``pf.inner(a, b)``."""
+    """Sum product over the last dims.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.inner(pf.to_tensor([1.0, 2.0]), pf.to_tensor([3.0, 4.0])).numpy()
+        array(11., dtype=float32)
+    """
     x, y = _promote_pair(x, y)
     if x._shape[-1] != y._shape[-1]:
         raise ValueError(f"inner: last dims differ in shapes {x.shape} and {y.shape}")

@@ -21,7 +21,7 @@ from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor, register_view, view_of
 from ..core.trace import Tracer
-from ._helpers import as_tensor, broadcast_shapes, broadcast_to, cast, normalize_axis, shape_arg
+from .helpers import as_tensor, broadcast_shapes, broadcast_to, cast, normalize_axis, shape_arg
 
 
 def reshape(x, shape) -> Tensor:
@@ -99,11 +99,15 @@ def _share(x, out, step):
     register_view(root, out, forward, inverse, tuple(steps))
 
 
-view = reshape
-
 
 def flatten(x, start_axis=0, stop_axis=-1) -> Tensor:
-    """Merges dims start_axis..stop_axis into one. Example: ``pf.flatten(x)``."""
+    """Merges dims start_axis..stop_axis into one.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.flatten(pf.ones([2, 3, 4]), start_axis=1).shape
+        [2, 12]
+    """
     x = as_tensor(x)
     if x.ndim == 0:
         return reshape(x, [1])
@@ -139,7 +143,13 @@ def transpose(x, perm) -> Tensor:
 
 
 def t(x) -> Tensor:
-    """Transpose of a tensor with at most 2 dims. Example: ``pf.t(m)``."""
+    """Transpose of a tensor with at most 2 dims.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.t(pf.to_tensor([[1, 2, 3]])).shape
+        [3, 1]
+    """
     x = as_tensor(x)
     if x.ndim > 2:
         raise ValueError(f"t() expects at most 2 dims, got shape {x.shape}; use transpose")
@@ -147,7 +157,13 @@ def t(x) -> Tensor:
 
 
 def moveaxis(x, source, destination) -> Tensor:
-    """Moves dims to new positions. Example: ``pf.moveaxis(x, 0, -1)``."""
+    """Moves dims to new positions.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.moveaxis(pf.ones([2, 3, 4]), 0, -1).shape
+        [3, 4, 2]
+    """
     x = as_tensor(x)
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
@@ -193,8 +209,14 @@ def unsqueeze(x, axis) -> Tensor:
 
 
 def expand(x, shape) -> Tensor:
-    """Broadcasts to ``shape``; -1 keeps the input's size (Paddle). Example:
-    ``pf.expand(pf.ones([1, 3]), [2, 3])``."""
+    """Broadcasts to ``shape``; -1 keeps the input's size (Paddle).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.expand(pf.to_tensor([[1.0], [2.0]]), [-1, 3]).numpy()
+        array([[1., 1., 1.],
+               [2., 2., 2.]], dtype=float32)
+    """
     x = as_tensor(x)
     shape = list(shape_arg([s if s != -1 else 1 for s in shape]) if -1 not in shape else shape)
     lead = len(shape) - x.ndim
@@ -204,8 +226,14 @@ def expand(x, shape) -> Tensor:
 
 
 def broadcast_tensors(inputs) -> list:
-    """Broadcasts several tensors against each other. Example:
-    ``a, b = pf.broadcast_tensors([a, b])``."""
+    """Broadcasts several tensors against each other.
+
+    Example:
+        >>> import primflow as pf
+        >>> a, b = pf.broadcast_tensors([pf.ones([2, 1]), pf.ones([3])])
+        >>> a.shape, b.shape
+        ([2, 3], [2, 3])
+    """
     tensors = [as_tensor(t) for t in inputs]
     shape = broadcast_shapes(*[t._shape for t in tensors])
     return [broadcast_to(t, shape) for t in tensors]
@@ -240,8 +268,6 @@ def concat(x, axis=0) -> Tensor:
         return _new_handle(tensors[0])
     return prims.concatenate(*tensors, axis=axis)
 
-
-cat = concat
 
 
 def stack(x, axis=0) -> Tensor:
@@ -295,12 +321,25 @@ def split(x, num_or_sections, axis=0) -> list:
 
 
 def chunk(x, chunks, axis=0) -> list:
-    """Splits into ``chunks`` equal parts. Example: ``a, b = pf.chunk(x, 2)``."""
+    """Splits into ``chunks`` equal parts.
+
+    Example:
+        >>> import primflow as pf
+        >>> a, b = pf.chunk(pf.arange(4), 2)
+        >>> a.numpy(), b.numpy()
+        (array([0, 1]), array([2, 3]))
+    """
     return split(x, chunks, axis)
 
 
 def unbind(x, axis=0) -> list:
-    """Removes ``axis``, returning the slices along it. Example: ``rows = pf.unbind(m)``."""
+    """Removes ``axis``, returning the slices along it.
+
+    Example:
+        >>> import primflow as pf
+        >>> [r.numpy() for r in pf.unbind(pf.to_tensor([[1, 2], [3, 4]]))]
+        [array([1, 2]), array([3, 4])]
+    """
     x = as_tensor(x)
     (axis,) = normalize_axis(axis, x.ndim)
     return [squeeze(p, axis) for p in split(x, x._shape[axis], axis)]
@@ -337,7 +376,13 @@ def index_select(x, index, axis=0) -> Tensor:
 
 
 def gather(x, index, axis=0) -> Tensor:
-    """Paddle's ``gather``: same as ``index_select`` for a 1-d index."""
+    """Paddle's ``gather``: same as ``index_select`` for a 1-d index.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.gather(pf.to_tensor([10.0, 20.0, 30.0]), pf.to_tensor([2, 0])).numpy()
+        array([30., 10.], dtype=float32)
+    """
     return index_select(x, index, axis)
 
 
@@ -372,7 +417,14 @@ def flip(x, axis) -> Tensor:
 
 
 def tile(x, repeat_times) -> Tensor:
-    """Repeats the whole tensor along each dim. Example: ``pf.tile(x, [2, 1])``."""
+    """Repeats the whole tensor along each dim.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.tile(pf.to_tensor([[1, 2]]), [2, 1]).numpy()
+        array([[1, 2],
+               [1, 2]])
+    """
     x = as_tensor(x)
     reps = list(repeat_times)
     if len(reps) < x.ndim:
@@ -389,12 +441,26 @@ def tile(x, repeat_times) -> Tensor:
 
 
 def tril(x, diagonal=0) -> Tensor:
-    """Lower triangle of the last two dims (others zeroed). Example: ``pf.tril(m)``."""
+    """Lower triangle of the last two dims (others zeroed).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.tril(pf.ones([2, 2])).numpy()
+        array([[1., 0.],
+               [1., 1.]], dtype=float32)
+    """
     return _triangle(x, diagonal, lower=True)
 
 
 def triu(x, diagonal=0) -> Tensor:
-    """Upper triangle of the last two dims (others zeroed). Example: ``pf.triu(m)``."""
+    """Upper triangle of the last two dims (others zeroed).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.triu(pf.ones([2, 2])).numpy()
+        array([[1., 1.],
+               [0., 1.]], dtype=float32)
+    """
     return _triangle(x, diagonal, lower=False)
 
 

@@ -9,7 +9,7 @@ import math as _math
 from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
-from ._helpers import (as_tensor, binary_operands, broadcast_shapes, broadcast_to, cast,
+from .helpers import (as_tensor, binary_operands, broadcast_shapes, broadcast_to, cast,
                        float_operand, full)
 
 
@@ -27,12 +27,24 @@ def add(x, y) -> Tensor:
 
 
 def subtract(x, y) -> Tensor:
-    """Elementwise ``x - y`` with broadcasting. Example: ``pf.subtract(x, 1.0)``."""
+    """Elementwise ``x - y`` with broadcasting.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.subtract(pf.to_tensor([3.0, 5.0]), 1.0).numpy()
+        array([2., 4.], dtype=float32)
+    """
     return prims.sub(*binary_operands(x, y))
 
 
 def multiply(x, y) -> Tensor:
-    """Elementwise ``x * y`` with broadcasting. Example: ``pf.multiply(x, x)``."""
+    """Elementwise ``x * y`` with broadcasting.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.multiply(pf.to_tensor([2.0, 3.0]), pf.to_tensor([4.0, 5.0])).numpy()
+        array([ 8., 15.], dtype=float32)
+    """
     return prims.mul(*binary_operands(x, y))
 
 
@@ -51,7 +63,13 @@ def divide(x, y) -> Tensor:
 
 
 def floor_divide(x, y) -> Tensor:
-    """``floor(x / y)`` (not differentiable). Example: ``pf.floor_divide(x, 2)``."""
+    """``floor(x / y)`` (not differentiable).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.floor_divide(pf.to_tensor([7, -7]), 2).numpy()
+        array([ 3, -4])
+    """
     x, y = binary_operands(x, y)
     if x.dtype.is_floating:
         return prims.floor(prims.div(x, y))
@@ -60,12 +78,16 @@ def floor_divide(x, y) -> Tensor:
 
 
 def remainder(x, y) -> Tensor:
-    """``x - floor(x / y) * y`` (sign of y, as NumPy's ``mod``). Example: ``pf.remainder(x, 3)``."""
+    """``x - floor(x / y) * y`` (sign of y, as NumPy's ``mod``).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.remainder(pf.to_tensor([7.0, -7.0]), 3.0).numpy()
+        array([1., 2.], dtype=float32)
+    """
     x, y = binary_operands(x, y)
     return prims.sub(x, prims.mul(floor_divide(x, y), y))
 
-
-mod = remainder
 
 
 def pow(x, y) -> Tensor:  # noqa: A001 - public name
@@ -84,19 +106,35 @@ def pow(x, y) -> Tensor:  # noqa: A001 - public name
 
 
 def maximum(x, y) -> Tensor:
-    """Elementwise maximum (ties split the gradient evenly). Example: ``pf.maximum(x, 0.0)``."""
+    """Elementwise maximum (ties split the gradient evenly).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.maximum(pf.to_tensor([-1.0, 2.0]), 0.0).numpy()
+        array([0., 2.], dtype=float32)
+    """
     return prims.maximum(*binary_operands(x, y))
 
 
 def minimum(x, y) -> Tensor:
-    """Elementwise minimum. Example: ``pf.minimum(x, 1.0)``."""
+    """Elementwise minimum.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.minimum(pf.to_tensor([-1.0, 2.0]), 1.0).numpy()
+        array([-1.,  1.], dtype=float32)
+    """
     return prims.minimum(*binary_operands(x, y))
 
 
 def atan2(x, y) -> Tensor:
     """Angle of the point (y, x), i.e. ``arctan(x / y)`` with the right quadrant.
 
-    Example: ``pf.atan2(pf.to_tensor([1.0]), pf.to_tensor([1.0]))`` is pi/4.
+    Example:
+        >>> import primflow as pf
+        >>> one = pf.to_tensor([1.0], "float64")
+        >>> pf.atan2(one, one).numpy()  # pi / 4
+        array([0.78539816])
     """
     x, y = binary_operands(float_operand(x), float_operand(y))
     return prims.atan2(x, y)
@@ -104,44 +142,76 @@ def atan2(x, y) -> Tensor:
 
 # ---- unary primitives ----------------------------------------------------------------------
 
-def _float_unary(prim, doc):
+def _with_example(doc, call, result):
+    """``doc`` followed by a doctest example: ``call`` (after ``import primflow as pf``)
+    printing ``result``."""
+    return (f"{doc}\n\n    Example:\n        >>> import primflow as pf\n        >>> {call}\n"
+            f"        {result}\n    ")
+
+
+def _float_unary(prim, doc, call, result):
     def op(x) -> Tensor:
         return prim(float_operand(x))
 
     op.__name__ = prim.name
-    op.__doc__ = doc
+    op.__doc__ = _with_example(doc, call, result)
     return op
 
 
-exp = _float_unary(prims.exp, "Elementwise e**x. Example: ``pf.exp(pf.zeros([2]))`` is ones.")
-log = _float_unary(prims.log, "Natural logarithm. Example: ``pf.log(pf.ones([2]))`` is zeros.")
-log1p = _float_unary(prims.log1p, "log(1 + x), accurate near 0. Example: ``pf.log1p(x)``.")
-expm1 = _float_unary(prims.expm1, "exp(x) - 1, accurate near 0. Example: ``pf.expm1(x)``.")
-sin = _float_unary(prims.sin, "Sine. Example: ``pf.sin(pf.zeros([1]))`` is 0.")
-cos = _float_unary(prims.cos, "Cosine. Example: ``pf.cos(pf.zeros([1]))`` is 1.")
-tanh = _float_unary(prims.tanh, "Hyperbolic tangent. Example: ``pf.tanh(x)``.")
-sqrt = _float_unary(prims.sqrt, "Square root. Example: ``pf.sqrt(pf.to_tensor([4.0]))`` is 2.")
-rsqrt = _float_unary(prims.rsqrt, "1 / sqrt(x). Example: ``pf.rsqrt(pf.to_tensor([4.0]))``.")
-erf = _float_unary(prims.erf, "Error function. Example: ``pf.erf(pf.zeros([1]))`` is 0.")
-sigmoid = _float_unary(prims.logistic, "Logistic sigmoid 1 / (1 + exp(-x)). Example: "
-                                       "``pf.sigmoid(pf.zeros([1]))`` is 0.5.")
-floor = _float_unary(prims.floor, "Round down (not differentiable). Example: ``pf.floor(x)``.")
-ceil = _float_unary(prims.ceil, "Round up (not differentiable). Example: ``pf.ceil(x)``.")
-round = _float_unary(prims.round, "Round half to even (not differentiable).")  # noqa: A001
+exp = _float_unary(prims.exp, "Elementwise e**x.", "pf.exp(pf.to_tensor([0.0, 1.0])).numpy()",
+                   "array([1.      , 2.718282], dtype=float32)")
+log = _float_unary(prims.log, "Natural logarithm.", "pf.log(pf.to_tensor([1.0, 2.0])).numpy()",
+                   "array([0.       , 0.6931472], dtype=float32)")
+log1p = _float_unary(prims.log1p, "log(1 + x), accurate near 0.",
+                     'pf.log1p(pf.to_tensor([0.0, 1e-8], "float64")).numpy()',
+                     "array([0.00000000e+00, 9.99999995e-09])")
+expm1 = _float_unary(prims.expm1, "exp(x) - 1, accurate near 0.",
+                     'pf.expm1(pf.to_tensor([0.0, 1e-8], "float64")).numpy()',
+                     "array([0.00000000e+00, 1.00000001e-08])")
+sin = _float_unary(prims.sin, "Sine.", "pf.sin(pf.to_tensor([0.0, 1.0])).numpy()",
+                   "array([0.      , 0.841471], dtype=float32)")
+cos = _float_unary(prims.cos, "Cosine.", "pf.cos(pf.to_tensor([0.0, 1.0])).numpy()",
+                   "array([1.       , 0.5403023], dtype=float32)")
+tanh = _float_unary(prims.tanh, "Hyperbolic tangent.", "pf.tanh(pf.to_tensor([0.0, 1.0])).numpy()",
+                    "array([0.       , 0.7615942], dtype=float32)")
+sqrt = _float_unary(prims.sqrt, "Square root.", "pf.sqrt(pf.to_tensor([4.0, 2.0])).numpy()",
+                    "array([2.       , 1.4142135], dtype=float32)")
+rsqrt = _float_unary(prims.rsqrt, "1 / sqrt(x).", "pf.rsqrt(pf.to_tensor([4.0])).numpy()",
+                     "array([0.5], dtype=float32)")
+erf = _float_unary(prims.erf, "Error function.", "pf.erf(pf.to_tensor([0.0, 1.0])).numpy()",
+                   "array([0.       , 0.8427008], dtype=float32)")
+sigmoid = _float_unary(prims.logistic, "Logistic sigmoid 1 / (1 + exp(-x)).",
+                       "pf.sigmoid(pf.to_tensor([0.0])).numpy()", "array([0.5], dtype=float32)")
+floor = _float_unary(prims.floor, "Round down (not differentiable).",
+                     "pf.floor(pf.to_tensor([-1.5, 1.5])).numpy()",
+                     "array([-2.,  1.], dtype=float32)")
+ceil = _float_unary(prims.ceil, "Round up (not differentiable).",
+                    "pf.ceil(pf.to_tensor([-1.5, 1.5])).numpy()",
+                    "array([-1.,  2.], dtype=float32)")
+round = _float_unary(prims.round, "Round half to even (not differentiable).",  # noqa: A001
+                     "pf.round(pf.to_tensor([0.5, 1.5, 2.6])).numpy()",
+                     "array([0., 2., 3.], dtype=float32)")
 
 
 def neg(x) -> Tensor:
-    """``-x``. Example: ``pf.neg(pf.ones([2]))``."""
+    """``-x``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.neg(pf.to_tensor([1.0, -2.0])).numpy()
+        array([-1.,  2.], dtype=float32)
+    """
     return prims.neg(as_tensor(x))
 
-
-negative = neg
 
 
 def abs(x) -> Tensor:  # noqa: A001 - public name
     """``|x|`` (gradient 0 at 0; the modulus of complex x, with gradient ``g z / |z|``).
 
-    Example: ``pf.abs(pf.to_tensor([-1.0]))`` is 1.
+    Example:
+        >>> import primflow as pf
+        >>> pf.abs(pf.to_tensor([-1.0, 2.0])).numpy()
+        array([1., 2.], dtype=float32)
     """
     x = as_tensor(x)
     if x.dtype.is_complex:
@@ -161,50 +231,98 @@ def _complex_abs(z):
 
 
 def sign(x) -> Tensor:
-    """-1, 0 or 1 by the sign of x (not differentiable). Example: ``pf.sign(x)``."""
+    """-1, 0 or 1 by the sign of x (not differentiable).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.sign(pf.to_tensor([-3.0, 0.0, 2.0])).numpy()
+        array([-1.,  0.,  1.], dtype=float32)
+    """
     return prims.sign(as_tensor(x))
 
 
 # ---- composites ----------------------------------------------------------------------------
 
 def square(x) -> Tensor:
-    """``x * x``. Example: ``pf.square(pf.to_tensor([3.0]))`` is 9."""
+    """``x * x``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.square(pf.to_tensor([3.0])).numpy()
+        array([9.], dtype=float32)
+    """
     return prims.integer_pow(as_tensor(x), y=2)
 
 
 def reciprocal(x) -> Tensor:
-    """``1 / x``. Example: ``pf.reciprocal(pf.to_tensor([4.0]))`` is 0.25."""
+    """``1 / x``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.reciprocal(pf.to_tensor([4.0])).numpy()
+        array([0.25], dtype=float32)
+    """
     return divide(1.0, float_operand(x))
 
 
 def tan(x) -> Tensor:
-    """Tangent as sin / cos. Example: ``pf.tan(pf.zeros([1]))`` is 0."""
+    """Tangent as sin / cos.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.tan(pf.zeros([1])).numpy()
+        array([0.], dtype=float32)
+    """
     x = float_operand(x)
     return prims.div(prims.sin(x), prims.cos(x))
 
 
 def sinh(x) -> Tensor:
-    """Hyperbolic sine (e^x - e^-x) / 2. Example: ``pf.sinh(pf.zeros([1]))`` is 0."""
+    """Hyperbolic sine (e^x - e^-x) / 2.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.sinh(pf.zeros([1])).numpy()
+        array([0.], dtype=float32)
+    """
     x = float_operand(x)
     half = full(x._shape, 0.5, x.dtype)
     return prims.mul(half, prims.sub(prims.exp(x), prims.exp(prims.neg(x))))
 
 
 def cosh(x) -> Tensor:
-    """Hyperbolic cosine (e^x + e^-x) / 2. Example: ``pf.cosh(pf.zeros([1]))`` is 1."""
+    """Hyperbolic cosine (e^x + e^-x) / 2.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.cosh(pf.zeros([1])).numpy()
+        array([1.], dtype=float32)
+    """
     x = float_operand(x)
     half = full(x._shape, 0.5, x.dtype)
     return prims.mul(half, prims.add(prims.exp(x), prims.exp(prims.neg(x))))
 
 
 def log2(x) -> Tensor:
-    """Base-2 logarithm. Example: ``pf.log2(pf.to_tensor([8.0]))`` is 3."""
+    """Base-2 logarithm.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.log2(pf.to_tensor([8.0])).numpy()
+        array([3.], dtype=float32)
+    """
     x = float_operand(x)
     return prims.div(prims.log(x), full(x._shape, _math.log(2.0), x.dtype))
 
 
 def log10(x) -> Tensor:
-    """Base-10 logarithm. Example: ``pf.log10(pf.to_tensor([100.0]))`` is 2."""
+    """Base-10 logarithm.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.log10(pf.to_tensor([100.0])).numpy()
+        array([2.], dtype=float32)
+    """
     x = float_operand(x)
     return prims.div(prims.log(x), full(x._shape, _math.log(10.0), x.dtype))
 
@@ -226,8 +344,6 @@ def clip(x, min=None, max=None) -> Tensor:  # noqa: A002 - Paddle's argument nam
         x = prims.select(prims.gt(x_b, hi), hi, x_b)
     return x
 
-
-clamp = clip
 
 
 def where(condition, x=None, y=None) -> Tensor:
@@ -252,27 +368,40 @@ def where(condition, x=None, y=None) -> Tensor:
 
 
 def lerp(x, y, weight) -> Tensor:
-    """``x + weight * (y - x)``. Example: ``pf.lerp(a, b, 0.5)``."""
+    """``x + weight * (y - x)``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.lerp(pf.zeros([2]), pf.to_tensor([2.0, 4.0]), 0.5).numpy()
+        array([1., 2.], dtype=float32)
+    """
     return add(x, multiply(weight, subtract(y, x)))
 
 
 # ---- comparisons and logic -----------------------------------------------------------------
 
-def _compare(prim, doc):
+def _compare(prim, doc, call, result):
     def op(x, y) -> Tensor:
         return prim(*binary_operands(x, y))
 
     op.__name__ = prim.name
-    op.__doc__ = doc
+    op.__doc__ = _with_example(doc, call, result)
     return op
 
 
-equal = _compare(prims.eq, "Elementwise ``x == y`` (bool). Example: ``pf.equal(x, 0.0)``.")
-not_equal = _compare(prims.ne, "Elementwise ``x != y`` (bool).")
-less_than = _compare(prims.lt, "Elementwise ``x < y`` (bool).")
-less_equal = _compare(prims.le, "Elementwise ``x <= y`` (bool).")
-greater_than = _compare(prims.gt, "Elementwise ``x > y`` (bool).")
-greater_equal = _compare(prims.ge, "Elementwise ``x >= y`` (bool).")
+_PAIR = "pf.to_tensor([1.0, 2.0])"
+equal = _compare(prims.eq, "Elementwise ``x == y`` (bool).", f"pf.equal({_PAIR}, 2.0).numpy()",
+                 "array([False,  True])")
+not_equal = _compare(prims.ne, "Elementwise ``x != y`` (bool).",
+                     f"pf.not_equal({_PAIR}, 2.0).numpy()", "array([ True, False])")
+less_than = _compare(prims.lt, "Elementwise ``x < y`` (bool).",
+                     f"pf.less_than({_PAIR}, 2.0).numpy()", "array([ True, False])")
+less_equal = _compare(prims.le, "Elementwise ``x <= y`` (bool).",
+                      f"pf.less_equal({_PAIR}, 2.0).numpy()", "array([ True,  True])")
+greater_than = _compare(prims.gt, "Elementwise ``x > y`` (bool).",
+                        f"pf.greater_than({_PAIR}, 1.0).numpy()", "array([False,  True])")
+greater_equal = _compare(prims.ge, "Elementwise ``x >= y`` (bool).",
+                         f"pf.greater_equal({_PAIR}, 2.0).numpy()", "array([False,  True])")
 
 
 def _as_bool(x):
@@ -281,28 +410,60 @@ def _as_bool(x):
 
 
 def logical_and(x, y) -> Tensor:
-    """Elementwise and of truth values. Example: ``pf.logical_and(x > 0, x < 1)``."""
+    """Elementwise and of truth values.
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.to_tensor([-1.0, 0.5, 2.0])
+        >>> pf.logical_and(x > 0, x < 1).numpy()
+        array([False,  True, False])
+    """
     return prims.logical_and(*binary_operands(_as_bool(x), _as_bool(y)))
 
 
 def logical_or(x, y) -> Tensor:
-    """Elementwise or of truth values. Example: ``pf.logical_or(x < 0, x > 1)``."""
+    """Elementwise or of truth values.
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.to_tensor([-1.0, 0.5, 2.0])
+        >>> pf.logical_or(x < 0, x > 1).numpy()
+        array([ True, False,  True])
+    """
     return prims.logical_or(*binary_operands(_as_bool(x), _as_bool(y)))
 
 
 def logical_not(x) -> Tensor:
-    """Elementwise not. Example: ``pf.logical_not(x > 0)``."""
+    """Elementwise not.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.logical_not(pf.to_tensor([True, False])).numpy()
+        array([False,  True])
+    """
     return prims.logical_not(_as_bool(x))
 
 
 def isnan(x) -> Tensor:
-    """True where x is NaN (NaN is the only value unequal to itself)."""
+    """True where x is NaN (NaN is the only value unequal to itself).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.isnan(pf.to_tensor([1.0, float('nan')])).numpy()
+        array([False,  True])
+    """
     x = as_tensor(x)
     return prims.ne(x, x)
 
 
 def isfinite(x) -> Tensor:
-    """True where x is neither NaN nor infinite."""
+    """True where x is neither NaN nor infinite.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.isfinite(pf.to_tensor([1.0, float('inf'), float('nan')])).numpy()
+        array([ True, False, False])
+    """
     x = as_tensor(x)
     if not x.dtype.is_floating:
         return full(x._shape, True, dtypes.bool_)
@@ -313,7 +474,13 @@ def isfinite(x) -> Tensor:
 
 
 def isinf(x) -> Tensor:
-    """True where x is +inf or -inf."""
+    """True where x is +inf or -inf.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.isinf(pf.to_tensor([1.0, -float('inf')])).numpy()
+        array([False,  True])
+    """
     x = as_tensor(x)
     if not x.dtype.is_floating:
         return full(x._shape, False, dtypes.bool_)
@@ -324,12 +491,24 @@ def isinf(x) -> Tensor:
 
 def astype(x, dtype) -> Tensor:
     """``x`` converted to ``dtype``; a new tensor even when the dtype is the same (the
-    aliasing rule of ops/manipulation.py). Example: ``pf.astype(x, "float64")``."""
+    aliasing rule of ops/manipulation.py).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.astype(pf.to_tensor([1.5, 2.5]), 'int64').numpy()
+        array([1, 2])
+    """
     return prims.convert_element_type(as_tensor(x), dtype=dtypes.as_dtype(dtype))
 
 
 def scale(x, scale=1.0, bias=0.0, bias_after_scale=True) -> Tensor:
-    """Paddle's ``scale``: ``scale * x + bias`` (or ``scale * (x + bias)``)."""
+    """Paddle's ``scale``: ``scale * x + bias`` (or ``scale * (x + bias)``).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.scale(pf.to_tensor([1.0, 2.0]), scale=2.0, bias=1.0).numpy()
+        array([3., 5.], dtype=float32)
+    """
     x = as_tensor(x)
     if bias_after_scale:
         return add(multiply(x, scale), bias)

@@ -10,7 +10,7 @@ from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
 from . import _fused
-from ._helpers import as_tensor, cast, float_operand, full, normalize_axis
+from .helpers import as_tensor, cast, float_operand, full, normalize_axis
 
 
 def _keep(out, x_shape, axes, keepdim):
@@ -72,14 +72,17 @@ def max(x, axis=None, keepdim=False) -> Tensor:  # noqa: A001 - public name
 
 
 def min(x, axis=None, keepdim=False) -> Tensor:  # noqa: A001 - public name
-    """Minimum over ``axis``. Example: ``pf.min(x, axis=0)``."""
+    """Minimum over ``axis``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.min(pf.to_tensor([[3.0, 1.0], [0.0, 2.0]]), axis=0).numpy()
+        array([0., 1.], dtype=float32)
+    """
     x = as_tensor(x)
     axes = normalize_axis(axis, x.ndim)
     _check_nonempty(x, axes, "min")
     return _keep(prims.reduce_min(x, axes=axes), x._shape, axes, keepdim)
-
-
-amax, amin = max, min
 
 
 def _check_nonempty(x, axes, name):
@@ -110,12 +113,25 @@ def argmax(x, axis=None, keepdim=False, dtype="int64") -> Tensor:
 
 
 def argmin(x, axis=None, keepdim=False, dtype="int64") -> Tensor:
-    """Index of the minimum. Example: ``pf.argmin(x, axis=1)``."""
+    """Index of the minimum.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.argmin(pf.to_tensor([[3.0, 1.0], [0.0, 2.0]]), axis=1).numpy()
+        array([1, 0])
+    """
     return _arg(prims.argmin, x, axis, keepdim, dtype)
 
 
 def all(x, axis=None, keepdim=False) -> Tensor:  # noqa: A001 - public name
-    """True where every element along ``axis`` is true. Example: ``pf.all(x > 0)``."""
+    """True where every element along ``axis`` is true.
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.to_tensor([[1.0, -1.0], [2.0, 3.0]])
+        >>> pf.all(x > 0, axis=1).numpy()
+        array([False,  True])
+    """
     x = as_tensor(x)
     if not x.dtype.is_bool:
         x = prims.ne(x, full(x._shape, 0, x.dtype))
@@ -126,7 +142,14 @@ def all(x, axis=None, keepdim=False) -> Tensor:  # noqa: A001 - public name
 
 
 def any(x, axis=None, keepdim=False) -> Tensor:  # noqa: A001 - public name
-    """True where some element along ``axis`` is true. Example: ``pf.any(x > 0)``."""
+    """True where some element along ``axis`` is true.
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.to_tensor([[1.0, -1.0], [2.0, 3.0]])
+        >>> pf.any(x < 0, axis=1).numpy()
+        array([ True, False])
+    """
     x = as_tensor(x)
     if not x.dtype.is_bool:
         x = prims.ne(x, full(x._shape, 0, x.dtype))
@@ -155,7 +178,13 @@ def var(x, axis=None, unbiased=True, keepdim=False) -> Tensor:
 
 
 def std(x, axis=None, unbiased=True, keepdim=False) -> Tensor:
-    """Standard deviation, ``sqrt(var)``. Example: ``pf.std(x, axis=0)``."""
+    """Standard deviation, ``sqrt(var)``.
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.std(pf.to_tensor([1.0, 3.0]), unbiased=False).numpy()
+        array(1., dtype=float32)
+    """
     return prims.sqrt(var(x, axis, unbiased, keepdim))
 
 
@@ -238,7 +267,12 @@ def prod(x, axis=None, keepdim=False) -> Tensor:
     """Product over ``axis``, as a running product via repeated multiplication.
 
     Built by splitting the reduced axis into slices and multiplying them, so it is exact and
-    differentiable everywhere (zeros included). Example: ``pf.prod(x, axis=0)``.
+    differentiable everywhere (zeros included).
+
+    Example:
+        >>> import primflow as pf
+        >>> pf.prod(pf.to_tensor([[1.0, 2.0], [3.0, 4.0]]), axis=0).numpy()
+        array([3., 8.], dtype=float32)
     """
     x = as_tensor(x)
     axes = normalize_axis(axis, x.ndim)

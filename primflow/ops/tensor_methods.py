@@ -1,4 +1,6 @@
-"""Attaches operators and methods to Tensor (core cannot import ops, so ops installs them).
+"""The implementations of Tensor's operators and methods (``TENSOR_METHODS``) and of the
+tracer's ``set_value`` (``TRACER_METHODS``). core/tensor.py declares the names
+(``DEFERRED_METHODS``) and looks each up here on first use; nothing here touches Tensor.
 
 Every method is a thin alias of a public op, so ``x.sum(axis=0)`` and ``pf.sum(x, axis=0)``
 are one code path.
@@ -14,7 +16,7 @@ from ..core.tensor import Tensor, sync_views
 from ..core.trace import Tracer
 from . import activation, creation, indexing, linalg, manipulation, math, reduction
 from . import complex_ops
-from ._helpers import alias, as_tensor, cast
+from .helpers import alias, as_tensor, cast
 
 
 def _reflected(op):
@@ -244,11 +246,12 @@ def _T(self):  # noqa: N802 - NumPy's name
     return manipulation.transpose(self, list(range(self.ndim))[::-1])
 
 
-def install():
-    for name, fn in {**_OPERATORS, **_METHODS}.items():
-        setattr(Tensor, name, fn)
-    Tracer.set_value = Tracer._set_value = _traced_set_value
-    Tensor.T = property(_T)
-    Tensor.place = property(_place)  # devices (issue 17)
-    Tensor.cpu, Tensor.cuda = _cpu, _cuda
-    Tensor.mT = property(lambda self: linalg._swap_last(self))
+def _mT(self):  # noqa: N802 - PyTorch's name
+    """The last two dims swapped (PyTorch's ``.mT``)."""
+    return linalg._swap_last(self)
+
+
+TENSOR_METHODS = {**_OPERATORS, **_METHODS, "T": property(_T), "mT": property(_mT),
+                  # devices (issue 17)
+                  "place": property(_place), "cpu": _cpu, "cuda": _cuda}
+TRACER_METHODS = {"set_value": _traced_set_value, "_set_value": _traced_set_value}

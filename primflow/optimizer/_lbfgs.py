@@ -15,7 +15,7 @@ from ..core.state import enable_grad, no_grad
 from ..core.tensor import Tensor
 from ..ops import math as _math
 from ..ops import reduction as _red
-from ..ops._helpers import cast
+from ..ops.helpers import cast
 from ..ops.creation import zeros_like
 from ..ops.manipulation import concat, reshape
 from ._optimizer import Optimizer
@@ -75,6 +75,17 @@ def strong_wolfe(obj, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9
     Returns:
         ``(f_new, g_new, t, n_evals)``. When the evaluation budget runs out first, the best
         point found that decreases ``f`` sufficiently (or ``t = 0``) is returned.
+
+    Example:
+        >>> import primflow as pf
+        >>> from primflow.optimizer import strong_wolfe
+        >>> def obj(x, t, d):  # f(y) = |y|^2 / 2 at y = x + t d
+        ...     y = x + t * d
+        ...     return float((y * y).sum()) / 2, y
+        >>> x = pf.to_tensor([2.0]); g = x; d = -g
+        >>> t = strong_wolfe(obj, x, 1.0, d, 2.0, g, float((g * d).sum()))[2]
+        >>> t  # the exact minimiser along d
+        1.0
     """
     if not gtd < 0:
         raise ValueError(f"strong_wolfe: d must be a descent direction (g.d < 0), got g.d = "

@@ -14,7 +14,7 @@ from ..core.state import enable_grad, no_grad
 from ..autodiff import tape
 from ..core.tensor import Tensor
 from ..ops import math as _math
-from ..ops._helpers import cast
+from ..ops.helpers import cast
 from ..ops.creation import to_tensor
 from .lr import LRScheduler
 
@@ -25,7 +25,12 @@ class L2Decay:
     """L2 weight decay (coupled): adds ``coeff * param`` to the gradient, i.e. the
     gradient of ``coeff / 2 * ||param||^2``. A float ``weight_decay`` means ``L2Decay``.
 
-    Example: ``pf.optimizer.SGD(0.1, parameters=ps, weight_decay=pf.optimizer.L2Decay(1e-4))``.
+    Example:
+        >>> import primflow as pf
+        >>> init = pf.nn.initializer.Constant(2.0)
+        >>> p = pf.create_parameter([1], 'float32', default_initializer=init)
+        >>> pf.optimizer.L2Decay(0.1)(p, pf.zeros([1])).numpy()  # adds 0.1 * p to the gradient
+        array([0.2], dtype=float32)
     """
 
     def __init__(self, coeff=0.0):
@@ -45,7 +50,12 @@ class L2Decay:
 class L1Decay:
     """L1 weight decay: adds ``coeff * sign(param)`` to the gradient.
 
-    Example: ``pf.optimizer.SGD(0.1, parameters=ps, weight_decay=pf.optimizer.L1Decay(1e-4))``.
+    Example:
+        >>> import primflow as pf
+        >>> init = pf.nn.initializer.Constant(-2.0)
+        >>> p = pf.create_parameter([1], 'float32', default_initializer=init)
+        >>> pf.optimizer.L1Decay(0.1)(p, pf.zeros([1])).numpy()  # adds 0.1 * sign(p)
+        array([-0.1], dtype=float32)
     """
 
     def __init__(self, coeff=0.0):
@@ -100,6 +110,13 @@ class Optimizer:
 
     Subclasses define ``_hyper`` (their hyperparameters' defaults), ``_state_tensors``
     (names of per-parameter state tensors shaped like the parameter) and ``_update``.
+
+    Example:
+        >>> import primflow as pf
+        >>> p = pf.create_parameter([1], 'float32')
+        >>> opt = pf.optimizer.SGD(learning_rate=0.1, parameters=[p])
+        >>> isinstance(opt, pf.optimizer.Optimizer), opt.get_lr()
+        (True, 0.1)
     """
 
     _hyper: dict = {}

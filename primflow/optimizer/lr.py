@@ -35,7 +35,16 @@ def _check_float(value, what):
 
 class LRScheduler:
     """Base class: subclasses implement ``get_lr()`` from ``self.base_lr`` and
-    ``self.last_epoch``; ``state_dict`` saves the attributes named in ``self.keys``."""
+    ``self.last_epoch``; ``state_dict`` saves the attributes named in ``self.keys``.
+
+    Example:
+        >>> import primflow as pf
+        >>> class Halving(pf.optimizer.lr.LRScheduler):
+        ...     def get_lr(self):
+        ...         return self.base_lr * 0.5 ** self.last_epoch
+        >>> s = Halving(1.0); s.step(); s.step(); s()
+        0.25
+    """
 
     def __init__(self, learning_rate=0.1, last_epoch=-1, verbose=False):
         self.base_lr = _check_float(learning_rate, f"{type(self).__name__} learning_rate")
@@ -84,7 +93,14 @@ class LRScheduler:
 class StepDecay(LRScheduler):
     """``base_lr * gamma ** (epoch // step_size)``.
 
-    Example: ``pf.optimizer.lr.StepDecay(learning_rate=0.1, step_size=30, gamma=0.1)``.
+    Example:
+        >>> import primflow as pf
+        >>> s = pf.optimizer.lr.StepDecay(learning_rate=0.1, step_size=2, gamma=0.5)
+        >>> rates = []
+        >>> for _ in range(4):
+        ...     rates.append(s()); s.step()
+        >>> rates
+        [0.1, 0.1, 0.05, 0.05]
     """
 
     def __init__(self, learning_rate, step_size, gamma=0.1, last_epoch=-1, verbose=False):
@@ -102,7 +118,14 @@ class StepDecay(LRScheduler):
 class MultiStepDecay(LRScheduler):
     """Multiplies by ``gamma`` at each epoch in ``milestones``.
 
-    Example: ``pf.optimizer.lr.MultiStepDecay(0.1, milestones=[30, 80], gamma=0.1)``.
+    Example:
+        >>> import primflow as pf
+        >>> s = pf.optimizer.lr.MultiStepDecay(0.1, milestones=[1, 3], gamma=0.5)
+        >>> rates = []
+        >>> for _ in range(4):
+        ...     rates.append(s()); s.step()
+        >>> rates
+        [0.1, 0.05, 0.05, 0.025]
     """
 
     def __init__(self, learning_rate, milestones, gamma=0.1, last_epoch=-1, verbose=False):
@@ -122,8 +145,14 @@ class MultiStepDecay(LRScheduler):
 class PiecewiseDecay(LRScheduler):
     """``values[i]`` while ``epoch < boundaries[i]`` (``values`` has one more entry).
 
-    Example: ``pf.optimizer.lr.PiecewiseDecay(boundaries=[100, 200], values=[1e-2, 1e-3,
-    1e-4])``.
+    Example:
+        >>> import primflow as pf
+        >>> s = pf.optimizer.lr.PiecewiseDecay(boundaries=[2], values=[0.1, 0.01])
+        >>> rates = []
+        >>> for _ in range(3):
+        ...     rates.append(s()); s.step()
+        >>> rates
+        [0.1, 0.1, 0.01]
     """
 
     def __init__(self, boundaries, values, last_epoch=-1, verbose=False):
@@ -143,7 +172,11 @@ class PiecewiseDecay(LRScheduler):
 class ExponentialDecay(LRScheduler):
     """``base_lr * gamma ** epoch``.
 
-    Example: ``pf.optimizer.lr.ExponentialDecay(learning_rate=1e-3, gamma=0.99)``.
+    Example:
+        >>> import primflow as pf
+        >>> s = pf.optimizer.lr.ExponentialDecay(learning_rate=1.0, gamma=0.5)
+        >>> s.step(); s.step(); s()
+        0.25
     """
 
     def __init__(self, learning_rate, gamma, last_epoch=-1, verbose=False):
@@ -160,7 +193,11 @@ class CosineAnnealingDecay(LRScheduler):
     """``eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2`` (the closed form;
     it continues periodically past ``T_max`` as Paddle's does).
 
-    Example: ``pf.optimizer.lr.CosineAnnealingDecay(learning_rate=1e-3, T_max=1000)``.
+    Example:
+        >>> import primflow as pf
+        >>> s = pf.optimizer.lr.CosineAnnealingDecay(learning_rate=1.0, T_max=2)
+        >>> s.step(); round(s(), 6)  # half way: (1 + cos(pi / 2)) / 2
+        0.5
     """
 
     def __init__(self, learning_rate, T_max, eta_min=0, last_epoch=-1, verbose=False):  # noqa: N803
@@ -178,7 +215,11 @@ class PolynomialDecay(LRScheduler):
     """``(base_lr - end_lr) * (1 - epoch / decay_steps) ** power + end_lr`` until
     ``decay_steps``, then ``end_lr`` (``cycle=True`` restarts with a longer period).
 
-    Example: ``pf.optimizer.lr.PolynomialDecay(1e-2, decay_steps=100, end_lr=1e-4)``.
+    Example:
+        >>> import primflow as pf
+        >>> s = pf.optimizer.lr.PolynomialDecay(1.0, decay_steps=2, end_lr=0.0)
+        >>> s.step(); s()
+        0.5
     """
 
     def __init__(self, learning_rate, decay_steps, end_lr=0.0001, power=1.0, cycle=False,
@@ -203,7 +244,11 @@ class LambdaDecay(LRScheduler):
     """``base_lr * lr_lambda(epoch)``. (Its state_dict holds progress only, not the
     function.)
 
-    Example: ``pf.optimizer.lr.LambdaDecay(0.5, lr_lambda=lambda e: 0.95 ** e)``.
+    Example:
+        >>> import primflow as pf
+        >>> s = pf.optimizer.lr.LambdaDecay(0.5, lr_lambda=lambda e: 0.9 ** e)
+        >>> s.step(); round(s(), 6)
+        0.45
     """
 
     def __init__(self, learning_rate, lr_lambda, last_epoch=-1, verbose=False):

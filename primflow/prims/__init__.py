@@ -20,3 +20,6 @@ from .complex import complex, conj, imag, real
 from .fft import fft
 from .decompositions import (cholesky, eigh, lu, lu_permutation, lu_pivots, qr, slogdet,
                              solve, svd, triangular_solve)
+
+# Internal API for the transforms (not primitives): vmap's batch-axis moves.
+from ._batching import move_axis, with_batch_front  # noqa: E402

@@ -11,7 +11,7 @@ from ..core import dtypes
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from ._util import binary_infer, zeros_like
 from .complex import reject_complex
-from . import _sharding as sr
+from . import sharding as sr
 from .families import COMPARE
 
 

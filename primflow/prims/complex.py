@@ -24,7 +24,7 @@ import functools
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from . import creation
-from . import _sharding as sr
+from . import sharding as sr
 from .families import COMPLEX
 
 

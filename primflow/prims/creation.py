@@ -7,7 +7,7 @@ the rules are empty and the Taylor rule is a constant).
 from __future__ import annotations
 
 from ..core.primitive import Aval, Primitive
-from . import _sharding as sr
+from . import sharding as sr
 from .families import CREATION, RANDOM
 
 

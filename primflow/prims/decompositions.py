@@ -42,7 +42,7 @@ from ..core.primitive import Aval, Primitive, PrimitiveError
 from ..core.trace import Tracer
 from . import _batching as bt, _matrix as mx, _taylor as tl, compare as cmp, creation
 from . import elementwise as ew, reduce as rd, shape as sh
-from . import _sharding as sr
+from . import sharding as sr
 from .families import DECOMPOSITION as _F
 
 

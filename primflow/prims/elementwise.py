@@ -15,7 +15,7 @@ from ..core.primitive import Primitive, RuleTemplate
 from . import _taylor as tl, compare
 from ._util import binary_infer, float_unary_infer, full_like, same_aval, zeros_like
 from .complex import reject_complex
-from . import _sharding as sr
+from . import sharding as sr
 from .families import ELEMENTWISE_BINARY, ELEMENTWISE_TRANSCENDENTAL, ELEMENTWISE_UNARY
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)

@@ -30,7 +30,7 @@ from __future__ import annotations
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from . import _batching as bt, creation, elementwise as ew, shape as sh
-from . import _sharding as sr
+from . import sharding as sr
 from .families import FFT
 KINDS = ("fft", "ifft", "rfft", "irfft")
 NORMS = ("backward", "ortho", "forward")

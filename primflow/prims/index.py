@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from . import _batching as bt, creation, shape as sh
-from . import _sharding as sr
+from . import sharding as sr
 from .families import INDEX
 
 

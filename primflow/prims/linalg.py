@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from . import _batching as bt, _taylor as tl, shape as sh
 from .complex import holomorphic_vjp
-from . import _sharding as sr
+from . import sharding as sr
 from .families import DOT
 
 

@@ -9,7 +9,7 @@ from ..core import dtypes
 from ..core.primitive import Aval, Primitive, RuleTemplate
 from . import compare, elementwise as ew, shape as sh
 from .complex import reject_complex
-from . import _sharding as sr
+from . import sharding as sr
 from .families import AXIS, REDUCE
 
 

@@ -11,7 +11,7 @@ import math
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from . import _batching as bt, creation, elementwise as ew, reduce as rd
-from . import _sharding as sr
+from . import sharding as sr
 from .families import SHAPE, VIEW
 
 

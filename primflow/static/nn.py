@@ -81,7 +81,7 @@ def switch_case(branch_index, branch_fns, default=None, name=None):
     keys = [k for k, _ in pairs]
     fns = [f for _, f in pairs] + [default]
     from ..ops.math import equal, where
-    from ..ops._helpers import as_tensor
+    from ..ops.helpers import as_tensor
 
     index = as_tensor(branch_index)
     if index.dtype.is_floating:

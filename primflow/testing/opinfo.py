@@ -1575,8 +1575,9 @@ def public_ops() -> dict:
     from primflow import ops
 
     out = {}
-    for name, fn in vars(ops).items():
-        if name.startswith("_") or not callable(fn) or isinstance(fn, type):
+    for name in ops.__all__:  # (ops' internal helpers are not in __all__)
+        fn = getattr(ops, name)
+        if not callable(fn) or isinstance(fn, type):
             continue
         if getattr(fn, "__module__", "").startswith("primflow.ops"):
             out[name] = fn

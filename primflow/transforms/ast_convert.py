@@ -214,7 +214,7 @@ def _check_defined(values, what):
 
 def _as_carry(values):
     """Loop-carried Python numbers become tensors (a traced loop carries tensors)."""
-    from ..ops._helpers import as_tensor
+    from ..ops.helpers import as_tensor
 
     out = []
     for v in values:

@@ -36,14 +36,15 @@ from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import enable_grad, state
 from ..core.trace import Tracer, new_trace
 from ..ir import Builder, Function, evaluate_bound
+from ..ir.interpreter import set_control_rule
 from ..ir.regions import TupleAval, result_avals
-from ..ops._helpers import as_tensor
+from ..ops.helpers import as_tensor
 from ..ops.creation import zeros_like
 from ..ops.manipulation import stack
 from ..ops.math import equal, where
 from .jit import JitTrace, JitTracer
 from ..ops.reduction import any as any_
-from ..prims._batching import move_axis, with_batch_front
+from ..prims import move_axis, with_batch_front
 from .vmap import BatchTrace, BatchTracer
 
 __all__ = ["cond", "fori_loop", "scan", "switch", "while_loop"]
@@ -986,3 +987,6 @@ def scan(f, init, xs=None, length=None, reverse=False):
                          "give at least one step")
     outs = _scan_python_flat(step, init_leaves, xs_leaves, length, reverse)
     return (tree_unflatten(init_tree, outs[:k]), tree_unflatten(y_tree_box[0], outs[k:]))
+
+
+set_control_rule(apply_control)  # evaluate_bound (ir, below this layer) runs regions with it

@@ -32,7 +32,7 @@ from ..core.primitive import Aval
 from ..core.random import next_key
 from ..core.trace import Tracer, new_trace
 from ..ops import creation, manipulation
-from ..ops._helpers import as_tensor
+from ..ops.helpers import as_tensor
 from ..ops.math import add, multiply
 from .vmap import vmap
 

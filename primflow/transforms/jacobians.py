@@ -8,9 +8,9 @@ from __future__ import annotations
 import functools
 
 from ..autodiff.forward import jvp
-from ..autodiff.functional import _check_argnums, vjp
+from ..autodiff.functional import check_argnums, vjp
 from ..core.pytree import tree_flatten, tree_unflatten
-from ..ops._helpers import as_tensor, exact_reshape
+from ..ops.helpers import as_tensor, exact_reshape
 from ..ops.creation import eye, zeros_like
 from .second_order import hessian_by_adjoints
 from .vmap import vmap
@@ -43,7 +43,7 @@ def jacrev(f, argnums=0, has_aux=False):
 
     @functools.wraps(f)
     def wrapped(*args):
-        nums = _check_argnums(argnums, len(args))
+        nums = check_argnums(argnums, len(args))
 
         def restricted(*diff):
             full = list(args)
@@ -86,7 +86,7 @@ def jacfwd(f, argnums=0, has_aux=False):
 
     @functools.wraps(f)
     def wrapped(*args):
-        nums = _check_argnums(argnums, len(args))
+        nums = check_argnums(argnums, len(args))
         in_leaves, in_tree = tree_flatten(tuple(args[i] for i in nums))
         in_leaves = [as_tensor(x) for x in in_leaves]
         aux_box = []
@@ -129,9 +129,19 @@ def hessian(f, argnums=0, has_aux=False):
     (transforms/second_order.py), which is cheaper: one forward Jacobian sweep instead of
     a backward pass repeated for every input direction.
 
+    Two Hessians, side by side: ``pf.hessian`` (this one, JAX's ``jax.hessian``) is a
+    *transform*: it takes a function and returns a function. ``pf.autograd.hessian(ys, xs)``
+    (Paddle's ``paddle.autograd.hessian``) takes an already computed scalar ``ys`` on the
+    tape and returns a lazy object, evaluated block by block when indexed (``H[:]``).
+
     Example:
         >>> import primflow as pf
-        >>> pf.hessian(lambda x: (x ** 3).sum())(pf.to_tensor([1.0, 2.0])).numpy()
+        >>> x = pf.to_tensor([1.0, 2.0])
+        >>> pf.hessian(lambda x: (x ** 3).sum())(x).numpy()
+        array([[ 6.,  0.],
+               [ 0., 12.]], dtype=float32)
+        >>> x.stop_gradient = False  # the Paddle form: from a recorded output
+        >>> pf.autograd.hessian((x ** 3).sum(), x)[:].numpy()
         array([[ 6.,  0.],
                [ 0., 12.]], dtype=float32)
     """

@@ -66,8 +66,7 @@ from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import state
 from ..core.tensor import Tensor
 from ..core.trace import Trace, Tracer, new_trace, outside_update_error
-from ..ir import Builder, evaluate_bound
-from ..ir._program import IMPURE, normalize_params
+from ..ir import IMPURE, Builder, evaluate_bound, normalize_params
 from ..ir.regions import all_ops
 
 __all__ = ["RETRACE_WARNING_THRESHOLD", "JitTrace", "JitTracer", "Jitted", "Lowered",
@@ -79,7 +78,20 @@ RETRACE_WARNING_THRESHOLD = 8
 
 
 class TracerConversionError(TypeError):
-    """A concrete value was asked of a traced value inside ``pf.jit``."""
+    """A concrete value was asked of a traced value inside ``pf.jit`` (with
+    ``full_graph=True``; otherwise the graph breaks there, see ``jit``).
+
+    Example:
+        >>> import primflow as pf
+        >>> @pf.jit(full_graph=True)
+        ... def f(x):
+        ...     return x * 2 if float(x.sum()) > 0 else x
+        >>> try:
+        ...     f(pf.ones([2]))
+        ... except pf.TracerConversionError as e:
+        ...     print(type(e).__name__)
+        TracerConversionError
+    """
 
 
 class RetraceWarning(UserWarning):
@@ -323,7 +335,8 @@ class Jitted:
     """A function compiled per input signature. See ``jit``."""
 
     def __init__(self, fun, static_argnums=(), static_argnames=(), optimize=True,
-                 backend=None, extra_key=None, name=None, full_graph=False):
+                 backend=None, extra_key=None, name=None, full_graph=False,
+                 tiered=None, blocking=None):
         if not callable(fun):
             raise TypeError(f"pf.jit needs a callable, got {type(fun).__name__}")
         functools.update_wrapper(self, fun, updated=())
@@ -334,6 +347,7 @@ class Jitted:
                                 else tuple(static_argnames))
         self.optimize = optimize
         self.backend = backend
+        self.tiered, self.blocking = tiered, blocking  # None: pf.config's, when compiling
         self._extra_key = extra_key
         self._name = name or getattr(fun, "__name__", "f")
         if not self._name.isidentifier():
@@ -684,8 +698,8 @@ class Jitted:
 
         self.traces += 1
         builder = Builder(self._name)
-        random_before = (_random._SEED, _random._counter)
-        epoch_before = _random._epoch
+        random_before = _random.get_state()
+        epoch_before = _random.reseed_count()
         with new_trace(JitTrace, builder) as trace:
             try:
                 trace.fn_name = self._display
@@ -732,9 +746,9 @@ class Jitted:
         fn.outputs = outputs
         # pf.seed(...) inside the function: its draws are fixed by that seed, so replay the
         # traced keys and leave the generator where the traced call left it
-        random_after = (_random._SEED, _random._counter)
+        random_after = _random.get_state()
         # pf.seed ran inside (even to the state the generator was already in): replay
-        reseeded = _random._epoch != epoch_before
+        reseeded = _random.reseed_count() != epoch_before
         drawn = frozenset() if reseeded else _keys_drawn(random_before, random_after)
         # draws inside control-flow regions count too (each run of a region draws afresh)
         n_draws = sum(op.prim in IMPURE and op.params["key"] in drawn for op in all_ops(fn))
@@ -742,7 +756,8 @@ class Jitted:
         captures = [entry[0] for entry in trace.captured.values()]
         traced = fn.copy()
         program = optimize_program(fn) if self.optimize else fn
-        executable = compile_program(program, backend=self.backend)
+        executable = compile_program(program, backend=self.backend, blocking=self.blocking,
+                                     tiered=self.tiered)
         return _Entry(traced=traced, program=program, executable=executable,
                       captures=captures, n_args=sum(isinstance(x, Tensor) for x in leaves),
                       out_tree=out_tree, out_slots=out_slots, out_requires_grad=requires,
@@ -781,19 +796,19 @@ def _keys_drawn(before, after):
     random ops while tracing: those draw fresh keys on every call)."""
     if before[0] != after[0] or after[1] < before[1]:
         return frozenset()  # reseeded: handled by replaying the traced keys
-    saved = (_random._SEED, _random._counter)
+    saved = _random.get_state()
     try:
-        _random._SEED, _random._counter = before
+        _random.set_state(before)
         return frozenset(_random.next_key() for _ in range(after[1] - before[1]))
     finally:
-        _random._SEED, _random._counter = saved
+        _random.set_state(saved)
 
 
 def _fresh_keys(entry):
     """One key per random operation: a fresh draw where the traced call drew one from the
     generator, the traced key where the key was given explicitly."""
     if entry.reseed is not None:
-        _random._SEED, _random._counter = entry.reseed
+        _random.set_state(entry.reseed)
         return [key for key, _ in entry.impure] or None
     if not entry.impure:
         return None
@@ -1033,7 +1048,7 @@ def _layer_key(treedef):
 
 
 def jit(fun=None, *, static_argnums=(), static_argnames=(), optimize=True, backend=None,
-        full_graph=False):
+        full_graph=False, tiered=None, blocking=None):
     """Compiles ``fun`` into a static program per input signature (JAX's ``jax.jit``).
 
     Args:
@@ -1050,11 +1065,15 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), optimize=True, backe
         optimize: run the IR passes (simplify, fold, CSE, DCE) before compiling.
         backend: ``"numpy"`` (generated NumPy code), ``"numba"`` (NumPy code plus numba
             kernels for arithmetic groups, compiled in the first call; needs numba),
-            ``"interpret"`` (the reference interpreter) or None (numpy, with numba for large
-            arithmetic groups when numba is importable: kernels not yet in the disk cache
-            compile in a background process while the first calls run the NumPy code, see
-            ``Jitted.wait_compiled``; ``PRIMFLOW_JIT_TIERED=0`` compiles them in the first
-            call instead).
+            ``"interpret"`` (the reference interpreter), ``"auto"`` (numpy, with numba for
+            large arithmetic groups when numba is importable) or None:
+            ``pf.config.jit_backend`` (default ``"auto"``).
+        tiered: with ``"auto"``, compile numba kernels not yet in the disk cache in a
+            background process while the first calls run the NumPy code (True, see
+            ``Jitted.wait_compiled``) or in the first call (False). None:
+            ``pf.config.jit_tiered`` (default True).
+        blocking: run programs whose rows are independent in cache-sized row blocks. None:
+            ``pf.config.jit_blocking`` (default True).
         full_graph: make a graph break an error. By default, Python control flow on
             traced values (``if``/``while``/``for i in range(n)`` with a tensor condition
             or bound, with ``break``/``continue``/early ``return``) is converted to
@@ -1084,9 +1103,11 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), optimize=True, backe
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums,
                                  static_argnames=static_argnames, optimize=optimize,
-                                 backend=backend, full_graph=full_graph)
+                                 backend=backend, full_graph=full_graph, tiered=tiered,
+                                 blocking=blocking)
     return Jitted(fun, static_argnums=static_argnums, static_argnames=static_argnames,
-                  optimize=optimize, backend=backend, full_graph=full_graph)
+                  optimize=optimize, backend=backend, full_graph=full_graph, tiered=tiered,
+                  blocking=blocking)
 
 
 def to_static(function=None, input_spec=None, build_strategy=None, backend=None, **kwargs):

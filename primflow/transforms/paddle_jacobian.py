@@ -137,6 +137,16 @@ class Jacobian(LazyMatrix):
     Arithmetic, comparisons and tensor attributes act on the dense value (``J + 1.0``,
     ``J.dtype``). A 0-d block (scalar by scalar) has no dim to slice: read it with
     ``J[()]`` (``J[:]`` raises IndexError, as in NumPy and Paddle).
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.to_tensor([1.0, 2.0], stop_gradient=False)
+        >>> J = pf.autograd.jacobian(x * x, x)
+        >>> J[:].numpy()
+        array([[2., 0.],
+               [0., 4.]], dtype=float32)
+        >>> J[0].numpy()
+        array([2., 0.], dtype=float32)
     """
 
     def __init__(self, engine, index, y, x):
@@ -250,10 +260,19 @@ def hessian(ys, xs, batch_axis=None):
 
     Tuple ``xs`` give nested blocks: ``H[i][j][:]`` has shape ``[n_i, n_j]``.
 
+    Two Hessians, side by side: ``pf.autograd.hessian(ys, xs)`` (this one, Paddle's
+    ``paddle.autograd.hessian``) differentiates an output already recorded on the tape and
+    returns a lazy object, evaluated block by block when indexed. ``pf.hessian(f)`` (JAX's
+    ``jax.hessian``) is a transform: it takes a function and returns the function computing
+    its Hessian, and composes with ``pf.vmap`` and ``pf.jit``.
+
     Example:
         >>> import primflow as pf
         >>> x = pf.to_tensor([1.0, 2.0], stop_gradient=False)
         >>> pf.autograd.hessian((x ** 3).sum(), x)[:].numpy()
+        array([[ 6.,  0.],
+               [ 0., 12.]], dtype=float32)
+        >>> pf.hessian(lambda x: (x ** 3).sum())(x).numpy()  # the JAX form: of a function
         array([[ 6.,  0.],
                [ 0., 12.]], dtype=float32)
     """

@@ -36,15 +36,15 @@ from __future__ import annotations
 import math
 
 from ..autodiff.forward import jvp, push_tangents
-from ..autodiff.functional import _check_argnums, _grad_handle, _reaches_outside, split_aux
-from ..autodiff.tape import _apply_vjp, _saved_output, _topological_order
+from ..autodiff.functional import check_argnums, grad_handle, reaches_outside, split_aux
+from ..autodiff.tape import apply_vjp, saved_output, topological_order
 from ..core.primitive import Aval, Node, Primitive
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import decompose, enable_grad, set_grad_mode, state
 from ..core.tensor import Tensor
 from ..ops import math as ew
 from ..ops import manipulation
-from ..ops._helpers import as_tensor, exact_reshape
+from ..ops.helpers import as_tensor, exact_reshape
 from ..ops.complex_ops import conj, real
 from ..ops.creation import eye, ones_like, zeros
 from ..ops.linalg import matmul
@@ -64,7 +64,7 @@ def hessian_by_adjoints(f, args, argnums=0, has_aux=False, always=False):
         array([[ 6.,  0.],
                [ 0., 12.]], dtype=float32)
     """
-    nums = _check_argnums(argnums, len(args))
+    nums = check_argnums(argnums, len(args))
     in_leaves, in_tree = tree_flatten(tuple(args[i] for i in nums))
     in_leaves = [as_tensor(x) for x in in_leaves]
     if len({x.dtype for x in in_leaves}) != 1:
@@ -72,7 +72,7 @@ def hessian_by_adjoints(f, args, argnums=0, has_aux=False, always=False):
     # composites run as their primitives (no fused kernels, whose tape nodes are custom
     # rules without forward rules): their second derivatives are the decomposition's anyway
     with enable_grad(), decompose():
-        handles = [_grad_handle(x) for x in in_leaves]
+        handles = [grad_handle(x) for x in in_leaves]
         full = list(args)
         for i, d in zip(nums, tree_unflatten(in_tree, handles)):
             full[i] = d
@@ -85,7 +85,7 @@ def hessian_by_adjoints(f, args, argnums=0, has_aux=False, always=False):
     if out.size != 1 or not out.dtype.is_floating:
         return None
     create_graph = (bool(state.trace_stack) or any(not x.stop_gradient for x in in_leaves)
-                    or _reaches_outside([out], handles))
+                    or reaches_outside([out], handles))
     prev = set_grad_mode(create_graph)
     try:
         h = _accumulate(out, handles, create_graph, always)
@@ -107,7 +107,7 @@ def _accumulate(out, handles, create_graph, always):
     start = _start_tangents(handles, d)  # handle -> its Jacobian, [d, *shape]
     sources = {h._node: t for h, t in zip(handles, start) if h._node is not None}
     leaf_sources = {id(h): t for h, t in zip(handles, start) if h._node is None}
-    order = _topological_order([out._node], stop=sources)  # consumers first
+    order = topological_order([out._node], stop=sources)  # consumers first
     dependent = _depending_on_x(order, sources, leaf_sources)
     if any(not isinstance(n.prim, Primitive) for n in dependent if n not in sources):
         return None
@@ -154,7 +154,7 @@ def _adjoints(out, order, dependent, sources, create_graph):
     adjoints = {out._node: ones_like(out)}
     for node in order:  # consumers first: a node's cotangent is complete when it is reached
         if node in dependent and node not in sources and node in adjoints:
-            _apply_vjp(node, adjoints[node], adjoints, {}, dependent, create_graph)
+            apply_vjp(node, adjoints[node], adjoints, {}, dependent, create_graph)
     return adjoints
 
 
@@ -224,7 +224,7 @@ def _push(node, ts, create_graph):
     """The node's output Jacobian [d, *shape] from its inputs' (None: zero), by the jvp
     rules mapped over the d directions."""
     idx = [i for i, t in enumerate(ts) if t is not None]
-    out = _saved_output(node, create_graph)
+    out = saved_output(node, create_graph)
 
     def one_direction(*tangents):
         full = [None] * len(ts)

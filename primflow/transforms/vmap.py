@@ -14,8 +14,8 @@ from ..core.primitive import Aval
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.tensor import Tensor
 from ..core.trace import Trace, Tracer, new_trace
-from ..ops._helpers import as_tensor
-from ..prims._batching import move_axis, with_batch_front
+from ..ops.helpers import as_tensor
+from ..prims import move_axis, with_batch_front
 
 
 class BatchTracer(Tracer):

@@ -1,7 +1,7 @@
 """Every primitive under every placement combination on 1-D (2 ranks) and 2-D (4 ranks)
 meshes matches the single-process result (values and gradients)."""
 
-from primflow.prims._sharding import SHARDING_RULES
+from primflow.prims.sharding import SHARDING_RULES
 
 import primflow as pf
 
@@ -10,7 +10,7 @@ from mpi_helpers import check, run_mpi
 
 def test_every_primitive_has_a_sharding_rule():
     missing = sorted(set(pf.primitives()) - set(SHARDING_RULES))
-    assert not missing, f"primitives without a sharding rule in prims/_sharding.py: {missing}"
+    assert not missing, f"primitives without a sharding rule in prims/sharding.py: {missing}"
 
 
 def test_table_one_process():

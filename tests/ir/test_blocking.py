@@ -117,8 +117,8 @@ def test_a_size_that_occurs_twice_in_a_value_is_ambiguous():
 def test_blocked_jit_equals_eager_values_and_gradients(backend, monkeypatch, tmp_path):
     from primflow.compiler import _pipeline
 
-    monkeypatch.setenv("PRIMFLOW_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("PRIMFLOW_JIT_TIERED", "0")
+    monkeypatch.setattr(pf.config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(pf.config, "jit_tiered", False)
     monkeypatch.setattr(_pipeline, "BLOCK_BYTES", 4096)
     rng = np.random.default_rng(3)
     w1, w2 = (pf.to_tensor(rng.standard_normal(s) / 2) for s in ((2, 16), (16, 1)))
@@ -166,7 +166,7 @@ def test_random_draws_run_once_in_the_prologue(monkeypatch):
     a = blocked(x).numpy()
     (entry,) = blocked._cache.values()
     assert "with a prologue" in repr(entry.executable)
-    monkeypatch.setenv("PRIMFLOW_JIT_BLOCKING", "0")
+    monkeypatch.setattr(pf.config, "jit_blocking", False)
     whole = pf.jit(f, backend="numpy")
     pf.seed(5)
     b = whole(x).numpy()

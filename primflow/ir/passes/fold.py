@@ -39,11 +39,11 @@ def fold_constants(fn, max_elements=MAX_FOLDED_ELEMENTS):
     Example:
         >>> from primflow.ir import parse
         >>> from primflow.ir.passes import dce, fold_constants
-        >>> fn = parse("def f():\\n    %0: float32[2] = full(shape=(2,), value=2.0, "
-        ...            "dtype=float32)\\n    %1: float32[2] = exp(%0)\\n    return %1\\n")
+        >>> fn = parse("def f():\\n    %0: float64[2] = full(shape=(2,), value=2.0, "
+        ...            "dtype=float64)\\n    %1: float64[2] = exp(%0)\\n    return %1\\n")
         >>> print(dce(fold_constants(fn)).as_text(), end="")
         def f():
-            %0: float32[2] = full(shape=(2,), value=7.38905620574951, dtype=float32)
+            %0: float64[2] = full(shape=(2,), value=7.38905609893065, dtype=float64)
             return %0
     """
     kernels = _backend.kernels

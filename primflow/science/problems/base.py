@@ -26,6 +26,7 @@ import math
 
 import primflow as pf
 from primflow import prims
+from primflow.core.dtypes import as_dtype
 
 from ..geometry import _mix
 
@@ -87,7 +88,7 @@ class Problem:
     dim = 1
 
     def __init__(self, dtype="float64"):
-        self.dtype = pf.dtypes.as_dtype(dtype)
+        self.dtype = as_dtype(dtype)
         self._validation = None
 
     # ---- configuration --------------------------------------------------------------------

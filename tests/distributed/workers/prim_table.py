@@ -10,7 +10,7 @@ import numpy as np
 import primflow as pf
 import primflow.distributed as dist
 from primflow import prims
-from primflow.prims._sharding import SHARDING_RULES
+from primflow.prims.sharding import SHARDING_RULES
 
 pf.set_default_dtype("float64")
 R, S, P = dist.Replicate, dist.Shard, dist.Partial

@@ -26,7 +26,7 @@ creation. Each primitive declares its rule (``Primitive(..., shard=...)``);
 ``SHARDING_RULES`` maps names to the declared rules; a test fails if a primitive has none.
 
 Example:
-    >>> from primflow.prims._sharding import SHARDING_RULES
+    >>> from primflow.prims.sharding import SHARDING_RULES
     >>> from primflow.core.primitive import Aval
     >>> from primflow.core import dtypes
     >>> a = Aval((4, 3), dtypes.float64)
@@ -432,7 +432,7 @@ def sharding_rule(name: str) -> ShardingRule:
     except KeyError:
         raise NotImplementedError(
             f"primitive {name!r} has no sharding rule, so it cannot run on distributed "
-            f"tensors; declare its shard= rule (builders in primflow/prims/_sharding.py; or "
+            f"tensors; declare its shard= rule (builders in primflow/prims/sharding.py; or "
             f"reshard the inputs to Replicate and use their local values)") from None
 
 

@@ -53,7 +53,7 @@ def broadcast_shapes(*shapes) -> tuple:
     """NumPy broadcasting of several shapes; a clear error names them when they clash.
 
     Example:
-        >>> from primflow.ops._helpers import broadcast_shapes
+        >>> from primflow.ops.helpers import broadcast_shapes
         >>> broadcast_shapes((3, 1), (4,))
         (3, 4)
     """
