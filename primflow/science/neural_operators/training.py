@@ -25,6 +25,7 @@ import random as _random
 import time
 
 import primflow as pf
+from primflow.core.dtypes import as_dtype
 
 from ..threads import blas_threads
 from .models import relative_l2_loss
@@ -123,7 +124,7 @@ def train_operator(model, data, settings=None, *, progress=True, log=None, evalu
     if x_norm is not None:
         x_train, x_test = x_norm.encode(x_train), x_norm.encode(x_test)
     model_dtype = model.parameters()[0].dtype
-    dtype = pf.dtypes.as_dtype(dtype)
+    dtype = as_dtype(dtype)
     if model_dtype != dtype:
         model.to(dtype=dtype)
     params = model.parameters()
