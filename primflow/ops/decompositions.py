@@ -53,6 +53,16 @@ def _matrix(x, name, square=True):
     return x
 
 
+def _broadcast_batch(a, b, name):
+    """``a`` and ``b`` broadcast to their common batch dims (all but the last two)."""
+    try:
+        batch = broadcast_shapes(a._shape[:-2], b._shape[:-2])
+    except ValueError:
+        raise ValueError(f"{name}: the batch dims of shapes {a.shape} and {b.shape} do not "
+                         f"broadcast") from None
+    return (broadcast_to(a, batch + a._shape[-2:]), broadcast_to(b, batch + b._shape[-2:]))
+
+
 def _pair(a, b, name):
     """Matrices ``a`` [..., n, n] and ``b`` [..., n, k] with broadcast batch dims and one
     dtype."""
@@ -65,12 +75,7 @@ def _pair(a, b, name):
     if b._shape[-2] != a._shape[-1]:
         raise ValueError(f"{name}: shapes {a.shape} and {b.shape} do not match: the matrix "
                          f"has {a._shape[-1]} columns, the right-hand side {b._shape[-2]} rows")
-    try:
-        batch = broadcast_shapes(a._shape[:-2], b._shape[:-2])
-    except ValueError:
-        raise ValueError(f"{name}: the batch dims of shapes {a.shape} and {b.shape} do not "
-                         f"broadcast") from None
-    return (broadcast_to(a, batch + a._shape[-2:]), broadcast_to(b, batch + b._shape[-2:]))
+    return _broadcast_batch(a, b, name)
 
 
 def _rhs(y, name):
@@ -420,12 +425,7 @@ def _pair_rows(a, b, name):
     if b._shape[-2] != a._shape[-2]:
         raise ValueError(f"{name}: shapes {a.shape} and {b.shape} do not match: the matrix "
                          f"has {a._shape[-2]} rows, the right-hand side {b._shape[-2]}")
-    try:
-        batch = broadcast_shapes(a._shape[:-2], b._shape[:-2])
-    except ValueError:
-        raise ValueError(f"{name}: the batch dims of shapes {a.shape} and {b.shape} do not "
-                         f"broadcast") from None
-    return (broadcast_to(a, batch + a._shape[-2:]), broadcast_to(b, batch + b._shape[-2:]))
+    return _broadcast_batch(a, b, name)
 
 
 # ---- LU ------------------------------------------------------------------------------------
