@@ -155,8 +155,8 @@ class HighDimPDE(Problem):
                             lr_final=1e-4, lbfgs_steps=0, resample_every=1, sampling="uniform",
                             validate_every=100, target=5e-2)
         # a wide single SiLU layer learns the solution's curvature (see the module
-        # docstring): 1.8e-2 at d = 100 after 4,000 steps (506 s under load), where tanh 128 x 3 stalled at
-        # the best affine fit (1.75e-1)
+        # docstring): 1.8e-2 at d = 100 after 4,000 steps (506 s under load), where
+        # tanh 128 x 3 stalled at the best affine fit (1.75e-1)
         return Settings(hidden=1024, depth=1, activation="silu", n_interior=100,
                         adam_steps=4000, lr=1e-3, lr_final=1e-5, lbfgs_steps=0,
                         resample_every=1, sampling="uniform", validate_every=500,
