@@ -324,9 +324,11 @@ def _compile_blocked(fn, backend, found, threads, tiered):
             return None
     else:
         rows = n // blocks
-    blocked = block_sums_program(fn, axis_of, n, rows, early_row_bytes=per_row // EARLY_FRACTION)
-    prologue, body, epilogue = blocked.prologue, blocked.body, blocked.epilogue
     n_random = sum(op.prim in IMPURE for op in fn.ops)
+    # on several threads, what only the epilogue reads runs beside the blocks
+    blocked = block_sums_program(fn, axis_of, n, rows, early_row_bytes=per_row // EARLY_FRACTION,
+                                 side=threads > 1 and not n_random)
+    prologue, body, epilogue = blocked.prologue, blocked.body, blocked.epilogue
     if n_random and (prologue is None or n_random != sum(op.prim in IMPURE
                                                          for op in prologue.ops)):
         return None  # every draw must run once, in the prologue, in program order
@@ -334,9 +336,11 @@ def _compile_blocked(fn, backend, found, threads, tiered):
         prologue = compile_program(prologue, "numpy", blocking=False)
     if epilogue is not None:
         epilogue = compile_program(epilogue, "numpy", blocking=False)
+    side = None if blocked.side is None else compile_program(blocked.side, "numpy",
+                                                             blocking=False)
     inner = compile_program(body, backend, blocking=False, tiered=tiered)
     return BlockedExecutable(fn, prologue, inner, axis_of, n, rows, epilogue=epilogue,
-                             row_outputs=blocked.row_outputs, threads=threads)
+                             row_outputs=blocked.row_outputs, threads=threads, side=side)
 
 
 def _may_use_threads(fn, found, backend):
@@ -422,9 +426,10 @@ class BlockedExecutable:
     executable's."""
 
     def __init__(self, fn, prologue, inner, axis_of, n, rows, epilogue=None, row_outputs=None,
-                 threads=1):
+                 threads=1, side=None):
         self.fn = fn
         self.prologue, self.inner, self.epilogue = prologue, inner, epilogue
+        self.side = side  # what only the epilogue reads: one more task beside the blocks
         self.n, self.rows, self.threads = n, rows, threads
         self.n_random = sum(op.prim in IMPURE for op in fn.ops)
         self.in_axes = [axis_of[v] for v in fn.inputs]
@@ -468,7 +473,14 @@ class BlockedExecutable:
                 out[(slice(None),) * ax + (rows,)] = res
             return results[n_rows:]  # partial sums
 
-        partials = parallel_map(run_block, self.n // self.rows, self.threads)
+        blocks = self.n // self.rows
+        if self.side is None:
+            partials = parallel_map(run_block, blocks, self.threads)
+        else:  # the side program is the last task (the blocks start first)
+            side = self.side
+            partials = parallel_map(lambda b: side(full) if b == blocks else run_block(b),
+                                    blocks + 1, self.threads)
+            full = full + partials.pop()
         if self.epilogue is None:
             return outs
         sums = [sum_in_order([p[k] for p in partials]) for k in range(len(partials[0]))]
@@ -483,6 +495,8 @@ class BlockedExecutable:
             parts.append(f"on {self.threads} threads")
         if self.prologue is not None:
             parts.append("with a prologue")
+        if self.side is not None:
+            parts.append("a side program")
         if self.epilogue is not None:
             parts.append("partial sums and an epilogue")
         return f"BlockedExecutable({', '.join(parts)}: {self.inner!r})"
