@@ -118,6 +118,11 @@ def test_blas_runs_on_one_thread_inside_blocks_and_for_products_too_small_to_gai
     assert sorted(seen) == [(1024, one), (1024, one)]
     assert all(get() == 2 for get, _ in pools)  # restored after each product
     seen.clear()
+    # a product 4x larger again: more slabs than threads (a descheduled thread holds up one)
+    larger = np.arange(4096 * 128.0).reshape(4096, 128) / 4096, np.ones((128, 128))
+    np.testing.assert_allclose(blas.matmul(*larger), larger[0] @ larger[1], rtol=1e-15)
+    assert sorted(seen) == [(512, one)] * 8
+    seen.clear()
     threads.parallel_map(lambda i: blas.matmul(*large), 2, threads=2)
     assert seen == [(2048, one)] * 2  # inside blocks: not split, one thread each
     assert all(get() == 2 for get, _ in pools)
