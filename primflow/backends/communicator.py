@@ -131,12 +131,26 @@ class Communicator(abc.ABC):
     def allreduce(self, array, op="sum"):
         """The elementwise reduction over members of same-shape arrays (a new array)."""
 
+    def allreduce_inplace(self, array, op="sum"):
+        """``allreduce`` written into ``array`` itself (a C-contiguous, writeable buffer
+        that nothing else reads: the caller checks). No result buffer is allocated, which
+        for large arrays is most of the cost beyond the transport's."""
+        array[...] = self.allreduce(array, op)
+
+    def same_signature(self, signature):
+        """The members' ``signature`` (a tuple of ints, the same length everywhere) if they
+        all passed the same one, else the list of every member's (to name who differs).
+        One small collective; the transports that can detect disagreement cheaper may
+        override it."""
+        rows = self.allgather_ints(list(signature))
+        return None if all(tuple(r) == tuple(signature) for r in rows) else rows
+
     def allreduce_many(self, arrays, op="sum"):
         """``allreduce`` of each array, in one collective (a flat bucket)."""
         if not arrays:
             return []
-        flat = np.concatenate([np.ravel(a) for a in arrays])
-        total = self.allreduce(flat, op)
+        total = np.concatenate([np.ravel(a) for a in arrays])
+        self.allreduce_inplace(total, op)  # the bucket is ours: reduce it in place
         out, start = [], 0
         for a in arrays:
             out.append(total[start:start + a.size].reshape(a.shape))
@@ -194,6 +208,12 @@ class LocalCommunicator(Communicator):
     def allreduce(self, array, op="sum"):
         return array.copy()
 
+    def allreduce_inplace(self, array, op="sum"):
+        pass  # one member: the reduction of one array is itself (also for avg)
+
+    def same_signature(self, signature):
+        return None
+
     def allgather(self, array, axis, sizes):
         return array
 
@@ -242,6 +262,7 @@ class MPICommunicator(Communicator):
         self._ops = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD,
                      "avg": MPI.SUM}
         self._subs = {}
+        self._signature_buffers = {}
 
     def _op(self, op):
         try:
@@ -256,6 +277,26 @@ class MPICommunicator(Communicator):
         if op == "avg":
             out /= self.size
         return out
+
+    def allreduce_inplace(self, array, op="sum"):
+        self.comm.Allreduce(self._MPI.IN_PLACE, array, op=self._op(op))
+        if op == "avg":
+            array /= self.size
+
+    def same_signature(self, signature):
+        # every member sends its signature and the negated one; one MAX reduction then
+        # gives (max, -min) per entry, and they agree iff max == min everywhere. It costs
+        # the same as an Allgather but its buffers are reused (no allocation per call).
+        n = len(signature)
+        buf = self._signature_buffers.get(n)
+        if buf is None:
+            buf = self._signature_buffers[n] = np.empty(2 * n, dtype=np.int64)
+        buf[:n] = signature
+        np.negative(buf[:n], out=buf[n:])
+        self.comm.Allreduce(self._MPI.IN_PLACE, buf, op=self._MPI.MAX)
+        if np.array_equal(buf[:n], -buf[n:]):
+            return None
+        return self.allgather_ints(list(signature))
 
     def allgather(self, array, axis, sizes):
         front = _to_front(array, axis)

@@ -25,6 +25,17 @@ for op, f in ((dist.ReduceOp.SUM, np.sum), (dist.ReduceOp.MAX, np.max),
     x = pf.to_tensor(mine)
     dist.all_reduce(x, op=op)
     same(f"all_reduce {op}", x.numpy(), f(every, axis=0))
+# all_reduce reuses a buffer only its tensor holds: tensors sharing it keep their values
+x = pf.to_tensor(mine)
+kept = x.detach()
+dist.all_reduce(x)
+same("all_reduce of a shared buffer", x.numpy(), np.sum(every, axis=0))
+same("a tensor sharing the buffer is unchanged", kept.numpy(), mine)
+x = pf.to_tensor(mine) * 1.0
+version = x._version
+dist.all_reduce(x, op=dist.ReduceOp.AVG)
+same("all_reduce in place", x.numpy(), np.mean(every, axis=0))
+assert x._version == version + 1
 out = []
 dist.all_gather(out, pf.to_tensor(mine))
 same("all_gather", np.stack([t.numpy() for t in out]), np.stack(every))
