@@ -408,6 +408,66 @@ def mpi_communicator() -> MPICommunicator:
     return MPICommunicator(MPI.COMM_WORLD)
 
 
+_world = None
+
+
+def world_communicator() -> Communicator:
+    """The communicator of every process of the job: MPI's world under a launcher (joined
+    on first use), else a world of one. ``primflow.distributed`` and the collective
+    primitives' kernels share it.
+
+    Example:
+        >>> world_communicator().size >= 1
+        True
+    """
+    global _world
+    if _world is None:
+        _world = mpi_communicator() if launched_by_mpi() else LocalCommunicator()
+    return _world
+
+
+def group_communicator(ranks) -> Communicator:
+    """The communicator of the world ranks ``ranks`` (a tuple, this process among them):
+    what a collective primitive's ``ranks`` parameter names. Created on first use by every
+    member (``primflow.distributed`` creates a mesh's groups when the mesh is first used,
+    in the same order on every rank), then cached.
+
+    Example:
+        >>> group_communicator((0,)).size
+        1
+    """
+    world = world_communicator()
+    ranks = tuple(ranks)
+    if world.size > 1 and world.rank not in ranks:
+        raise CommunicationError(f"rank {world.rank} runs a collective of the group {list(ranks)} "
+                                 f"it is not a member of")
+    return world.sub(ranks)
+
+
+# ---- kernels of the collective primitives (prims/collective.py) ----------------------------
+# host arrays (MPI reads and writes host memory); other backends wrap them (array_api.py)
+
+def _all_reduce_kernel(x, *, op, ranks):
+    return group_communicator(ranks).allreduce(x, op)
+
+
+def _all_gather_kernel(x, *, axis, sizes, ranks):
+    return group_communicator(ranks).allgather(x, axis, list(sizes))
+
+
+def _reduce_scatter_kernel(x, *, op, axis, sizes, ranks):
+    return group_communicator(ranks).reduce_scatter(x, op, axis, list(sizes))
+
+
+def _all_to_all_kernel(x, *, split_axis, concat_axis, split_sizes, concat_sizes, ranks):
+    return group_communicator(ranks).alltoall(x, split_axis, concat_axis, list(split_sizes),
+                                              list(concat_sizes))
+
+
+KERNELS = {"all_reduce": _all_reduce_kernel, "all_gather": _all_gather_kernel,
+           "reduce_scatter": _reduce_scatter_kernel, "all_to_all": _all_to_all_kernel}
+
+
 def find_mpiexec():
     """Path of ``mpiexec`` (next to the running Python first, where the MPICH wheel puts
     it), or None."""

@@ -33,6 +33,7 @@ from ..core.primitive import Aval, record_custom
 from ..core.state import enable_ambient_tracers, no_grad
 from ..core.tensor import Tensor
 from ..core.trace import Trace, Tracer
+from .. import prims
 from ..prims import full
 from ..prims.sharding import (check_layout, expand, is_partial, local_shape, sharded_dims,
                                sharding_rule)
@@ -95,14 +96,35 @@ def _is_shard(s):
     return isinstance(s, int) and not isinstance(s, bool)
 
 
-def relayout(value, shape, mesh, src, dst):
-    """This rank's block of a tensor of global ``shape`` after changing its layout from the
-    specs ``src`` to ``dst`` on ``mesh`` (Paddle's reshard table, one mesh dim at a time:
-    S->R all_gather, S(i)->S(j) alltoall, P->R all_reduce, P->S reduce_scatter, R->S local
-    slice, R->P keep on one rank / zeros elsewhere)."""
+def _group(mesh, k):
+    """The world ranks of this rank's group along mesh dim ``k`` (a collective's ``ranks``)."""
+    return _comm_along(mesh, k).ranks
+
+
+def _block(local, axis, parts, index):
+    """Block ``index`` of ``local`` split along ``axis`` into ``parts`` chunks (the
+    ``slice`` primitive: traced like any op)."""
+    n = local._shape[axis]
+    c = -(-n // parts)
+    start = [0] * len(local._shape)
+    limit = list(local._shape)
+    start[axis] = min(n, index * c)
+    limit[axis] = min(n, start[axis] + c)
+    if start[axis] == 0 and limit[axis] == n:
+        return local
+    return prims.slice(local, start=tuple(start), limit=tuple(limit),
+                       strides=(1,) * len(start))
+
+
+def relayout(local, shape, mesh, src, dst):
+    """This rank's block (a tensor) of a tensor of global ``shape`` after changing its layout
+    from the specs ``src`` to ``dst`` on ``mesh`` (Paddle's reshard table, one mesh dim at a
+    time: S->R all_gather, S(i)->S(j) all_to_all, P->R all_reduce, P->S reduce_scatter, R->S
+    local slice, R->P keep on one rank / zeros elsewhere). The communication is done by the
+    collective primitives (``prims/collective.py``), so ``pf.jit`` records it."""
     src, dst = tuple(src), tuple(dst)
-    if src == dst or value is None:
-        return value
+    if src == dst or local is None:
+        return local
     sizes = _effective_shape(mesh)
     coords = _coords(mesh)
     cur = list(src)
@@ -110,30 +132,34 @@ def relayout(value, shape, mesh, src, dst):
     def others(k):
         return {cur[j] for j in range(len(cur)) if j != k}
 
-    # 1. shards that change: alltoall into a free dim, else gather
+    # 1. shards that change: all_to_all into a free dim, else gather
     for k in range(len(cur)):
         s, t = cur[k], dst[k]
         if not _is_shard(s) or s == t:
             continue
         m = sizes[k]
         if _is_shard(t) and t not in others(k) and t not in dst[:k] + dst[k + 1:]:
-            value = _comm_along(mesh, k).alltoall(
-                value, t, s, comms.chunk_sizes(shape[t], m), comms.chunk_sizes(shape[s], m))
+            local = prims.all_to_all(
+                local, split_axis=t, concat_axis=s,
+                split_sizes=tuple(comms.chunk_sizes(shape[t], m)),
+                concat_sizes=tuple(comms.chunk_sizes(shape[s], m)), ranks=_group(mesh, k))
             cur[k] = t
         else:
-            value = _comm_along(mesh, k).allgather(value, s, comms.chunk_sizes(shape[s], m))
+            local = prims.all_gather(local, axis=s, sizes=tuple(comms.chunk_sizes(shape[s], m)),
+                                     ranks=_group(mesh, k))
             cur[k] = None
-    # 2. partials that change: reduce_scatter into a free dim, else all_reduce
+    # 2. partials that change: reduce_scatter into a free dim (sum, avg), else all_reduce
     for k in range(len(cur)):
         s, t = cur[k], dst[k]
         if not is_partial(s) or s == t:
             continue
-        if _is_shard(t) and t not in others(k):
-            value = _comm_along(mesh, k).reduce_scatter(value, s, t,
-                                                        comms.chunk_sizes(shape[t], sizes[k]))
+        if _is_shard(t) and t not in others(k) and s in ("sum", "avg"):
+            local = prims.reduce_scatter(local, op=s, axis=t,
+                                         sizes=tuple(comms.chunk_sizes(shape[t], sizes[k])),
+                                         ranks=_group(mesh, k))
             cur[k] = t
         else:
-            value = _comm_along(mesh, k).allreduce(value, s)
+            local = prims.all_reduce(local, op=s, ranks=_group(mesh, k))
             cur[k] = None
     # 3. replicated -> shard (a local slice) or partial
     for k in range(len(cur)):
@@ -141,17 +167,20 @@ def relayout(value, shape, mesh, src, dst):
         if s == t:
             continue
         if s is None and _is_shard(t):
-            value = comms.chunk(value, t, sizes[k], coords[k])
+            local = _block(local, t, sizes[k], coords[k])
         elif s is None and is_partial(t):
-            if coords[k] != 0:
-                if t == "sum":
-                    value = comms.zeros_like(value)
-                elif t == "prod":
-                    value = comms.zeros_like(value) + 1
+            if coords[k] != 0 and t in ("sum", "prod"):
+                local = prims.full(shape=tuple(local._shape), value=0 if t == "sum" else 1,
+                                   dtype=local.dtype)
         else:
             raise AssertionError(f"relayout {src} -> {dst} left {cur}")
         cur[k] = t
-    return value
+    return local
+
+
+def _relayout_native(value, shape, mesh, src, dst):
+    """``relayout`` of a native array (eager helpers: a native array back)."""
+    return relayout(Tensor._wrap(value), shape, mesh, src, dst)._value
 
 
 # ---- the tensor -------------------------------------------------------------------------------
@@ -245,9 +274,8 @@ class DistTensor(Tracer):
             t = value if isinstance(value, Tensor) else Tensor(value, dtype=self.dtype)
             if tuple(t._shape) != tuple(self._shape):
                 raise ValueError(f"set_value: expected shape {self.shape}, got {t.shape}")
-            new = relayout(t._value, self._shape, self._mesh,
+            new = relayout(Tensor._wrap(t._value), self._shape, self._mesh,
                            (None,) * len(self._specs), self._specs)
-            new = Tensor._wrap(new)
         if isinstance(new, Tensor) and new.dtype != self.dtype:
             from ..ops import astype as cast  # noqa: PLC0415
             new = cast(new, self.dtype)
@@ -341,8 +369,9 @@ class DistTrace(Trace):
             return DistTensor._make(None, mesh, out_specs, out_aval)
         locals_ = []
         for a, src, dst, av in zip(args, specs, wanted, avals):
-            value = a._local._value if isinstance(a, DistTensor) else a._value
-            locals_.append(Tensor._wrap(relayout(value, av.shape, mesh, src, dst)))
+            # this rank's block, cut from any tape (the DistTensor op itself is recorded)
+            local = a._local if isinstance(a, DistTensor) else a.detach()
+            locals_.append(relayout(local, av.shape, mesh, src, dst))
         if rule.empty_fill is not None and any(not t.size for t in locals_):
             out_local = full(shape=out_shape, value=rule.empty_fill, dtype=out_aval.dtype)
         else:
@@ -454,7 +483,7 @@ def shard_tensor(data, mesh, placements, dtype=None, place=None, stop_gradient=N
     _create_mesh_comms(mesh)
     local = None
     if _is_member(mesh):
-        local = Tensor._wrap(relayout(t._value, t._shape, mesh, (None,) * mesh.ndim, specs))
+        local = relayout(Tensor._wrap(t._value), t._shape, mesh, (None,) * mesh.ndim, specs)
     out = DistTensor._make(local, mesh, specs, Aval(t._shape, t.dtype))
     out.name = getattr(t, "name", None)
     for attr in ("optimize_attr", "regularizer", "need_clip", "do_model_average"):
@@ -496,7 +525,7 @@ def reshard(x, mesh, placements):
     if mesh == x._mesh:
         local = None
         if x._local is not None:
-            local = Tensor._wrap(relayout(x._local._value, x._shape, mesh, x._specs, specs))
+            local = relayout(x._local, x._shape, mesh, x._specs, specs)
     else:
         local = _cross_mesh(x, mesh, specs)
     out = DistTensor._make(local, mesh, specs, x.aval)
@@ -520,8 +549,8 @@ def _cross_mesh(x, mesh, specs):
     if comm.size == 1:
         value = x._local._value
         if not same_status:
-            value = relayout(value, shape, x._mesh, x._specs, (None,) * x._mesh.ndim)
-            value = relayout(value, shape, mesh, (None,) * mesh.ndim, specs)
+            value = _relayout_native(value, shape, x._mesh, x._specs, (None,) * x._mesh.ndim)
+            value = _relayout_native(value, shape, mesh, (None,) * mesh.ndim, specs)
         return Tensor._wrap(value)
     if same_status:
         sends, recvs, out = [], [], None
@@ -541,7 +570,8 @@ def _cross_mesh(x, mesh, specs):
         return None if out is None else Tensor._wrap(out)
     full = None
     if me in src_ids:
-        full = relayout(x._local._value, shape, x._mesh, x._specs, (None,) * x._mesh.ndim)
+        full = _relayout_native(x._local._value, shape, x._mesh, x._specs,
+                                (None,) * x._mesh.ndim)
     sends, recvs = [], []
     for j, b in enumerate(dst_ids):
         a = b if b in src_ids else src_ids[j % len(src_ids)]
@@ -555,7 +585,7 @@ def _cross_mesh(x, mesh, specs):
     comm.sendrecv(sends, recvs)
     if me not in dst_ids:
         return None
-    return Tensor._wrap(relayout(full, shape, mesh, (None,) * mesh.ndim, specs))
+    return relayout(Tensor._wrap(full), shape, mesh, (None,) * mesh.ndim, specs)
 
 
 def full_value(x):
@@ -564,7 +594,7 @@ def full_value(x):
         raise RuntimeError(f"rank {world().rank} is not in the mesh of the {_describe(x)}, so "
                            f"it holds no part of it; read it on a rank of "
                            f"{x._mesh.process_ids} (or reshard it onto a mesh with this rank)")
-    return relayout(x._local._value, x._shape, x._mesh, x._specs, (None,) * len(x._specs))
+    return relayout(x._local, x._shape, x._mesh, x._specs, (None,) * len(x._specs))._value
 
 
 def unshard_dtensor(x):
