@@ -18,7 +18,11 @@ relayouts (``reshard``) are the identity on global values; their adjoint reshard
 cotangent back.
 
 Transforms nest above: ``pf.jvp``/``pf.vmap`` tracers (level >= 1) carry DistTensors as
-their payload. ``pf.jit`` does not stage distributed programs (they run eagerly).
+their payload. Relayouts run the collective primitives (``prims/collective.py``) on the
+local blocks, so a program can be staged: ``staging()`` pushes a DistTrace above a
+``pf.jit`` trace, whose tracers are then the local blocks, and the jitted program holds
+the collectives as ops (``dist.to_static`` compiles its step this way). A DistTensor
+passed to ``pf.jit`` directly still runs eagerly.
 
 Plain tensors mixed with DistTensors count as Replicate (Paddle's rule). A rank outside a
 tensor's mesh holds no local block (``None``) and skips the computation.
@@ -26,13 +30,14 @@ tensor's mesh holds no local block (``None``) and skips the computation.
 
 from __future__ import annotations
 
+import contextlib
 import zlib
 
 from ..backends import communicator as comms
 from ..core.primitive import Aval, record_custom
 from ..core.state import enable_ambient_tracers, no_grad
 from ..core.tensor import Tensor
-from ..core.trace import Trace, Tracer
+from ..core.trace import Trace, Tracer, new_trace
 from .. import prims
 from ..prims import full
 from ..prims.sharding import (check_layout, expand, is_partial, local_shape, sharded_dims,
@@ -67,6 +72,9 @@ def _coords(mesh):
 def _is_member(mesh):
     comm = world()
     return comm.size == 1 or mesh.contains(comm.rank)
+
+
+is_member = _is_member  # for the other modules of this package
 
 
 _comm_cache = {}
@@ -412,14 +420,43 @@ def _plan(prim, mesh, avals, specs, params):
 
 
 _the_trace = None
+_staging_trace = None
 
 
 def _trace():
+    if _staging_trace is not None:
+        return _staging_trace
     global _the_trace
     if _the_trace is None:
         enable_ambient_tracers()
         _the_trace = DistTrace(0)
     return _the_trace
+
+
+@contextlib.contextmanager
+def staging():
+    """Stages a distributed program for a transform that is tracing (``pf.jit``: what
+    ``dist.to_static`` compiles). Distributed tensors made inside belong to a ``DistTrace``
+    pushed *above* the transform's trace: their ops are relaid out first (the collectives
+    they need become primitives on the local blocks, which the transform records), and
+    values the transform traces that are not distributed (constants made inside) mix with
+    them as Replicate. Their local blocks are the transform's tracers."""
+    global _staging_trace
+    previous = _staging_trace
+    with new_trace(DistTrace) as trace:
+        _staging_trace = trace
+        try:
+            yield trace
+        finally:
+            _staging_trace = previous
+
+
+def from_local_like(local, template):
+    """A distributed tensor with ``template``'s mesh, placements and global shape whose
+    block here is ``local`` (no checks, no communication: ``dist.to_static``'s programs
+    rebuild their distributed inputs from the blocks they are given)."""
+    return DistTensor._make(local, template._mesh, template._specs,
+                            Aval(template._shape, local.dtype))
 
 
 # ---- conversions -----------------------------------------------------------------------------
@@ -472,18 +509,25 @@ def shard_tensor(data, mesh, placements, dtype=None, place=None, stop_gradient=N
     if isinstance(data, DistTensor):
         return reshard(data, mesh, placements)
     t = data if isinstance(data, Tensor) else Tensor(data, dtype=dtype)
-    if isinstance(t, Tracer):
+    # a value traced by the transform a distributed program is staged for (a constant or
+    # a seed cotangent made inside it) is the same on every rank: it is laid out like a
+    # global value, by traced ops
+    staged = (isinstance(t, Tracer) and _staging_trace is not None
+              and t._trace.level < _staging_trace.level)
+    if isinstance(t, Tracer) and not staged:
         raise TypeError(f"shard_tensor cannot take a value traced by "
                         f"{t._trace.transform_name}; shard the inputs outside the transform")
     if dtype is not None and t.dtype.name != str(dtype).replace("paddle.", ""):
         from ..ops import cast  # noqa: PLC0415
         t = cast(t, dtype)
     specs = _check_placements(placements, mesh, t._shape, "shard_tensor")
-    _check_same_across_ranks("shard_tensor", t._shape, t.dtype, specs, mesh)
+    if not staged:
+        _check_same_across_ranks("shard_tensor", t._shape, t.dtype, specs, mesh)
     _create_mesh_comms(mesh)
     local = None
     if _is_member(mesh):
-        local = relayout(Tensor._wrap(t._value), t._shape, mesh, (None,) * mesh.ndim, specs)
+        value = t.detach() if staged else Tensor._wrap(t._value)
+        local = relayout(value, t._shape, mesh, (None,) * mesh.ndim, specs)
     out = DistTensor._make(local, mesh, specs, Aval(t._shape, t.dtype))
     out.name = getattr(t, "name", None)
     for attr in ("optimize_attr", "regularizer", "need_clip", "do_model_average"):

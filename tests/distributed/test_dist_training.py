@@ -24,6 +24,12 @@ def test_seed_demo_same_losses_on_1_and_2_ranks():
     assert losses(one) == pytest.approx(losses(two), rel=1e-5)
 
 
+def test_to_static_compiles_the_step_with_collectives_as_ops():
+    # losses equal to the eager step's; lower().as_text() shows all_gather, all_reduce and
+    # reduce_scatter (tensor parallel) and all_reduce (data parallel); eval/predict too
+    assert "to_static ok" in check(run_mpi(2, "to_static.py"))
+
+
 def test_hybrid_two_meshes_4_ranks():
     out = check(run_mpi(4, "hybrid.py"))
     assert out.count("hybrid ok") == 2  # printed by the two ranks of the second mesh
