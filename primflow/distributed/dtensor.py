@@ -230,10 +230,12 @@ class DistTensor(Tracer):
         """True: this tensor is laid out over a process mesh."""
         return True
 
-    def _local_value(self):
+    def _local_value(self, grad_placements=None):
         """This rank's block (an ordinary tensor; differentiable: its cotangent is this
-        rank's block of the DistTensor's, Partial where the tensor is not sharded)."""
-        return local_value(self)
+        rank's block of the DistTensor's, Partial where the tensor is not sharded unless
+        ``grad_placements`` says otherwise, e.g. Replicate when every rank's cotangent is
+        already the whole one)."""
+        return local_value(self, grad_placements)
 
     @property
     def _value(self):
@@ -660,23 +662,44 @@ def unshard_dtensor(x):
                          lambda g, _o, _x: (shard_tensor(g, mesh, placements),))
 
 
-def local_value(x):
-    """This rank's block of ``x`` as an ordinary tensor (differentiable)."""
+def local_value(x, grad_placements=None):
+    """This rank's block of ``x`` as an ordinary tensor (differentiable).
+
+    The block's cotangent becomes a distributed cotangent of ``x`` laid out by
+    ``grad_placements`` (one per mesh dim), by default ``x``'s shards and ``Partial(sum)``
+    elsewhere: each rank's cotangent is its contribution to the sum over ranks (the
+    gradient convention of ``primflow.distributed``). Declare ``Replicate`` where every
+    rank's cotangent is already the whole one (the same loss computed on every rank,
+    counted once), as torch's ``to_local(grad_placements=...)``."""
     if x._local is None:
         raise RuntimeError(f"rank {world().rank} holds no block of the {_describe(x)}")
-    out = Tensor._wrap(x._local._value)
+    out = x._local.detach()
     mesh = x._mesh
-    grad_specs = tuple(s if _is_shard(s) else "sum" for s in x._specs)
+    if grad_placements is None:
+        grad_specs = tuple(s if _is_shard(s) else "sum" for s in x._specs)
+    else:
+        grad_specs = _check_placements(grad_placements, mesh, x._shape, "grad_placements")
+        for k, (g, s) in enumerate(zip(grad_specs, x._specs)):
+            if _is_shard(s) != _is_shard(g) or (_is_shard(s) and g != s):
+                raise ValueError(
+                    f"grad_placements {list(grad_placements)}: mesh dim {k} of the "
+                    f"{_describe(x)} is {from_spec(s)}, so its block's cotangent must be "
+                    f"laid out the same way there (a shard stays that shard; Replicate or "
+                    f"Partial where the tensor is not sharded)")
     shape = x._shape
     return record_custom(out, (x,), "local_value",
                          lambda g, _o, _x: (_from_local(g, mesh, grad_specs, shape),))
 
 
 def _from_local(local, mesh, specs, shape):
-    """A DistTensor from this rank's block with known global ``shape`` (differentiable)."""
-    out = DistTensor._make(Tensor._wrap(local._value) if _is_member(mesh) else None,
+    """A DistTensor from this rank's block with known global ``shape`` (differentiable).
+
+    Its adjoint gives each rank its block of the cotangent laid out like the tensor, except
+    that where the tensor is Partial (the sum of the blocks) every block's cotangent is the
+    whole cotangent (Replicate), as in torch's ``DTensor.from_local``."""
+    out = DistTensor._make(local.detach() if _is_member(mesh) else None,
                            mesh, specs, Aval(shape, local.dtype))
-    wanted = tuple(s for s in specs)
+    wanted = tuple(None if is_partial(s) else s for s in specs)
     return record_custom(out, (local,), "dtensor_from_local",
                          lambda g, _o, _l: (local_value(_reshard_specs(g, mesh, wanted)),))
 
@@ -746,9 +769,21 @@ def dtensor_from_fn(fn, mesh, placements, *args, **kwargs):
     return shard_tensor(fn(*args, **kwargs), mesh, placements)
 
 
-def dtensor_to_local(x, mesh=None, placements=None):
-    """This rank's block of ``x`` (Paddle's ``dtensor_to_local``)."""
-    return x._local_value()
+def dtensor_to_local(x, mesh=None, placements=None, grad_placements=None):
+    """This rank's block of ``x`` (Paddle's ``dtensor_to_local``; differentiable, see
+    ``grad_placements`` in ``DistTensor._local_value``).
+
+    Example:
+        >>> import primflow as pf
+        >>> import primflow.distributed as dist
+        >>> x = dist.shard_tensor(pf.ones([4]), dist.ProcessMesh([0]), [dist.Shard(0)])
+        >>> dist.dtensor_to_local(x).shape
+        [4]
+    """
+    if mesh is not None or placements is not None:
+        x = reshard(x, mesh if mesh is not None else x._mesh,
+                    placements if placements is not None else x.placements)
+    return local_value(x, grad_placements)
 
 
 def is_dist_tensor(x) -> bool:

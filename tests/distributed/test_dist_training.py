@@ -30,6 +30,10 @@ def test_to_static_compiles_the_step_with_collectives_as_ops():
     assert "to_static ok" in check(run_mpi(2, "to_static.py"))
 
 
+def test_local_map_and_grad_placements_2_ranks():
+    assert "local_map ok" in check(run_mpi(2, "local_map.py"))
+
+
 def test_hybrid_two_meshes_4_ranks():
     out = check(run_mpi(4, "hybrid.py"))
     assert out.count("hybrid ok") == 2  # printed by the two ranks of the second mesh
