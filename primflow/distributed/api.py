@@ -12,7 +12,7 @@ from ..core.tensor import Tensor
 from ..ops import astype as cast
 from ..transforms.jit import Jitted
 from .dtensor import (DistTensor, dtensor_from_local, from_local_like, is_member,
-                      reduce_gradients, reshard, shard_tensor, staging)
+                      reduce_gradients, reduced_gradients, reshard, shard_tensor, staging)
 from .placement import ProcessMesh, Replicate, Shard
 
 
@@ -383,12 +383,8 @@ class DistModel:
             if mode == "eval":
                 return [_block_of(loss)]
             grads = autodiff_grad(loss, dparams, allow_unused=True)
-            blocks = [_block_of(loss)]
-            for g, p in zip(grads, dparams):
-                if g is not None:
-                    g = reshard(g, p.process_mesh, p.placements)  # the gradient reduction
-                blocks.append(None if g is None else _block_of(g))
-            return blocks
+            grads = reduced_gradients(grads, dparams)  # bucketed, as reduce_gradients
+            return [_block_of(loss)] + [None if g is None else _block_of(g) for g in grads]
 
     def _run_compiled(self, mesh, args):
         mode = self._mode

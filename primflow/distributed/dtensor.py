@@ -31,6 +31,7 @@ tensor's mesh holds no local block (``None``) and skips the computation.
 from __future__ import annotations
 
 import contextlib
+import math
 import zlib
 
 from ..backends import communicator as comms
@@ -39,6 +40,7 @@ from ..core.state import enable_ambient_tracers, no_grad
 from ..core.tensor import Tensor
 from ..core.trace import Trace, Tracer, new_trace
 from .. import prims
+from ..ops import concat, reshape
 from ..prims import full
 from ..prims.sharding import (check_layout, expand, is_partial, local_shape, sharded_dims,
                                sharding_rule)
@@ -343,6 +345,38 @@ def reduce_gradients(parameters):
         for p, value in zip(params, arrays):
             g = DistTensor._make(Tensor._wrap(value), mesh, p._specs, p.grad.aval)
             Tracer.grad.__set__(p, g)
+
+
+def reduced_gradients(grads, params):
+    """``grads`` (of ``params``) laid out like the parameters, by the collective primitives
+    (so a traced step records them): the Partial gradients of Replicate parameters in one
+    bucketed all_reduce per mesh, reduced mesh dims and dtype (what ``reduce_gradients``
+    does eagerly), any other layout by ``reshard``."""
+    out = list(grads)
+    buckets = {}
+    for i, (g, p) in enumerate(zip(grads, params)):
+        if not isinstance(g, DistTensor) or g._specs == p._specs:
+            continue
+        if g._mesh == p._mesh and g._local is not None and _pending_reduction(g._specs,
+                                                                                p._specs):
+            dims = tuple((k, s) for k, s in enumerate(g._specs) if s != p._specs[k])
+            buckets.setdefault((p._mesh, dims, g.dtype), []).append(i)
+        else:
+            out[i] = reshard(g, p._mesh, p.placements)
+    for (mesh, dims, _dtype), members in buckets.items():
+        blocks = [grads[i]._local for i in members]
+        flat = concat([reshape(b, [-1]) for b in blocks]) if len(blocks) > 1 else \
+            reshape(blocks[0], [-1])
+        for k, op in dims:
+            flat = prims.all_reduce(flat, op=op, ranks=_group(mesh, k))
+        start = 0
+        for i, b in zip(members, blocks):
+            n = math.prod(b._shape)
+            part = prims.slice(flat, start=(start,), limit=(start + n,), strides=(1,))
+            out[i] = DistTensor._make(reshape(part, list(b._shape)), mesh, params[i]._specs,
+                                      grads[i].aval)
+            start += n
+    return out
 
 
 def _describe(x):

@@ -65,6 +65,8 @@ for name, make, wanted in (("tensor parallel", TensorParallel,
     text = model.lower().as_text()
     for op in wanted:
         assert f"= {op}(" in text and f"ranks={group}" in text, (name, op, text)
+    if name == "data parallel":  # the loss, and every gradient in one bucket
+        assert text.count("= all_reduce(") == 2, text
     # eval and predict compile too and agree with the eager layer
     x, y = sharded(batches[0])
     model.eval()
