@@ -371,8 +371,8 @@ class DistModel:
             dargs = [from_local_like(b, a) if isinstance(a, DistTensor) else b
                      for b, a in zip(arg_blocks, self._layout_args)]
             if mode == "train":
-                for p in dparams:
-                    p.stop_gradient = False
+                for dp, p in zip(dparams, params):
+                    dp.stop_gradient = p.stop_gradient  # frozen parameters get no gradient
             if mode == "predict":
                 with _parameters_replaced(self.network, dparams):
                     out = self.network(*dargs)
@@ -382,9 +382,12 @@ class DistModel:
             loss = _replicated(loss)
             if mode == "eval":
                 return [_block_of(loss)]
-            grads = autodiff_grad(loss, dparams, allow_unused=True)
-            grads = reduced_gradients(grads, dparams)  # bucketed, as reduce_gradients
-            return [_block_of(loss)] + [None if g is None else _block_of(g) for g in grads]
+            trainable = [p for p in dparams if not p.stop_gradient]
+            grads = iter(reduced_gradients(  # bucketed, as reduce_gradients
+                autodiff_grad(loss, trainable, allow_unused=True), trainable)
+                if trainable else ())
+            return [_block_of(loss)] + [None if p.stop_gradient else _block_of(next(grads))
+                                        for p in dparams]
 
     def _run_compiled(self, mesh, args):
         mode = self._mode

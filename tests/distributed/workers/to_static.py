@@ -35,6 +35,12 @@ def sharded(batch):
     return [dist.shard_tensor(pf.to_tensor(v), mesh, [dist.Shard(0)]) for v in batch]
 
 
+def frozen_first_weight():
+    net = data_parallel()
+    net[0].weight.stop_gradient = True
+    return net
+
+
 def train(make, compiled):
     pf.seed(7)
     net = make()
@@ -81,5 +87,13 @@ for name, make, wanted in (("tensor parallel", TensorParallel,
     assert "= all_reduce(" in model.lower(mode="eval").as_text()
     if rank == 0:
         print(f"{name}: losses {compiled[0]:.6f} -> {compiled[-1]:.6f}, equal to eager")
+# a frozen parameter gets no gradient and keeps its value, as in the eager step
+(_, net_c, compiled), (_, net_e, eager) = (train(frozen_first_weight, c) for c in (True, False))
+assert np.allclose(compiled, eager, rtol=1e-12, atol=0), (compiled, eager)
+pf.seed(7)
+initial = frozen_first_weight()[0].weight.numpy()
+assert np.array_equal(net_c[0].weight.numpy(), initial)
+assert np.array_equal(net_e[0].weight.numpy(), initial)
+assert net_c[0].weight.grad is None
 if rank == 0:
     print("to_static ok")
