@@ -59,22 +59,6 @@ def chunk_sizes(n: int, parts: int) -> list:
     return [max(0, min(c, n - i * c)) for i in range(parts)]
 
 
-def chunk(array, axis: int, parts: int, index: int):
-    """Block ``index`` of ``array`` split along ``axis`` into ``parts`` chunks (a view)."""
-    n = array.shape[axis]
-    c = -(-n // parts)
-    start = min(n, index * c)
-    stop = min(n, start + c)
-    key = [slice(None)] * array.ndim
-    key[axis] = slice(start, stop)
-    return array[tuple(key)]
-
-
-def zeros_like(array):
-    """A zero array with ``array``'s shape and dtype."""
-    return np.zeros_like(array)
-
-
 def to_numpy_copy(array):
     """A NumPy copy of a native array."""
     return np.array(array, copy=True)
