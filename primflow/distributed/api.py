@@ -450,6 +450,11 @@ class DistModel:
         with no_grad():
             return self._program(mode).lower(param_blocks, arg_blocks)
 
+    def dist_main_program(self, mode=None):
+        """The optimized program of the last compiled step of ``mode`` (Paddle's name; the
+        IR program ``lower().program``: ``.as_text()`` prints it)."""
+        return self.lower(mode=mode).program
+
     def state_dict(self, mode="all"):
         return self.network.state_dict()
 

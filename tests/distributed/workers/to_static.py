@@ -69,6 +69,7 @@ for name, make, wanted in (("tensor parallel", TensorParallel,
     assert np.allclose(compiled, eager, rtol=1e-12, atol=0), (name, compiled, eager)
     assert compiled[-1] < compiled[0], (name, compiled)
     text = model.lower().as_text()
+    assert model.dist_main_program().as_text() == text
     for op in wanted:
         assert f"= {op}(" in text and f"ranks={group}" in text, (name, op, text)
     if name == "data parallel":  # the loss, and every gradient in one bucket
