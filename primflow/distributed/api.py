@@ -9,6 +9,7 @@ import contextlib
 from ..autodiff import grad as autodiff_grad
 from ..core.state import enable_grad, no_grad
 from ..core.tensor import Tensor
+from ..backends import communicator as comms
 from ..ops import astype as cast
 from ..transforms.jit import Jitted
 from .dtensor import (DistTensor, dtensor_from_local, from_local_like, is_member,
@@ -287,8 +288,11 @@ class DistModel:
         else:
             self._mode = "predict"
         self._programs = {}  # mode -> the jitted step
-        self._layouts = None  # the distributed layouts of the call being traced
-        self._last = {}  # mode -> the blocks of the last compiled call (for lower())
+        # the call being traced: its signature's layouts (global shapes, placements, which
+        # parameters train) and the layouts of its arguments (None: not distributed)
+        self._layouts = None
+        self._templates = None
+        self._last = {}  # mode -> what lower() needs to find the last call's program
 
     def train(self):
         if self._loss_fn is None or self._optimizer is None:
@@ -365,11 +369,10 @@ class DistModel:
         """The traced step on this rank's blocks: forward, loss and (train) the gradients
         reduced to the parameters' placements; returns the blocks of the results."""
         params = self.network.parameters()
-        *inputs, label = self._layout_args
         with staging(), enable_grad():
             dparams = [from_local_like(b, p) for b, p in zip(param_blocks, params)]
-            dargs = [from_local_like(b, a) if isinstance(a, DistTensor) else b
-                     for b, a in zip(arg_blocks, self._layout_args)]
+            dargs = [b if t is None else from_local_like(b, t)
+                     for b, t in zip(arg_blocks, self._templates)]
             if mode == "train":
                 for dp, p in zip(dparams, params):
                     dp.stop_gradient = p.stop_gradient  # frozen parameters get no gradient
@@ -389,18 +392,28 @@ class DistModel:
             return [_block_of(loss)] + [None if p.stop_gradient else _block_of(next(grads))
                                         for p in dparams]
 
-    def _run_compiled(self, mesh, args):
-        mode = self._mode
+    def _prepare(self, mode, args):
+        """This rank's blocks of the parameters and ``args``, with the signature's layouts
+        set for tracing."""
         params = self.network.parameters()
         param_blocks = [p._local.detach() for p in params]
         arg_blocks = [a._local.detach() if isinstance(a, DistTensor) else a for a in args]
-        self._layout_args = args
-        self._layouts = (mode, tuple(_layout(p) for p in params),
-                         tuple(_layout(a) for a in args))
+        self._templates = [_Template.of(a) for a in args]
+        self._layouts = (mode, tuple((_Template.of(p).key, p.stop_gradient) for p in params),
+                         tuple(None if t is None else t.key for t in self._templates))
+        return param_blocks, arg_blocks
+
+    def _run_compiled(self, mesh, args):
+        mode = self._mode
+        params = self.network.parameters()
+        param_blocks, arg_blocks = self._prepare(mode, args)
         program = self._program(mode)
         with no_grad():
             blocks = program(param_blocks, arg_blocks)
-        self._last[mode] = (param_blocks, arg_blocks, args, self._layouts)
+        # what lower() needs to find this program again (not the arrays: they would pin
+        # the old parameter values in memory)
+        self._last[mode] = (self._templates, self._layouts,
+                            [(b._shape, b.dtype, b.stop_gradient) for b in arg_blocks])
         if mode == "predict":
             outs = [_global_from(b, mesh) for b in blocks]
             return outs[0] if len(outs) == 1 else outs
@@ -431,22 +444,22 @@ class DistModel:
         """
         mode = mode or self._mode
         if args:
-            mesh = self._compiled_mesh(args)
-            if mesh is None:
+            if self._compiled_mesh(args) is None:
                 raise ValueError("DistModel.lower: this model's step runs eagerly (its "
                                  "parameters are not all distributed tensors on one mesh "
                                  "with this rank), so it has no program")
-            params = self.network.parameters()
-            param_blocks = [p._local.detach() for p in params]
-            arg_blocks = [a._local.detach() if isinstance(a, DistTensor) else a for a in args]
-            layout_args = args
-            layouts = (mode, tuple(_layout(p) for p in params), tuple(_layout(a) for a in args))
+            param_blocks, arg_blocks = self._prepare(mode, args)
         elif mode in self._last:
-            param_blocks, arg_blocks, layout_args, layouts = self._last[mode]
+            self._templates, self._layouts, arg_avals = self._last[mode]
+            param_blocks = [p._local.detach() for p in self.network.parameters()]
+            arg_blocks = []
+            for shape, dtype, stop in arg_avals:  # stand-ins of the same signature
+                block = Tensor._wrap(comms.empty(shape, dtype))
+                block.stop_gradient = stop
+                arg_blocks.append(block)
         else:
             raise ValueError(f"DistModel.lower: no {mode} step has run yet; pass a batch: "
                              f"model.lower(*inputs, label)")
-        self._layout_args, self._layouts = layout_args, layouts
         with no_grad():
             return self._program(mode).lower(param_blocks, arg_blocks)
 
@@ -477,10 +490,19 @@ def _parameters_replaced(layer, values):
             table[key] = old
 
 
-def _layout(x):
-    if isinstance(x, DistTensor):
-        return (x.process_mesh, tuple(x._specs), tuple(x._shape))
-    return None
+class _Template:
+    """The layout of a distributed tensor (mesh, placements, global shape): what
+    ``from_local_like`` needs to rebuild it from a block."""
+
+    def __init__(self, mesh, specs, shape):
+        self._mesh, self._specs, self._shape = mesh, tuple(specs), tuple(shape)
+        self.key = (mesh, self._specs, self._shape)
+
+    @classmethod
+    def of(cls, x):
+        if not isinstance(x, DistTensor):
+            return None
+        return cls(x.process_mesh, x._specs, x._shape)
 
 
 def _replicated(x):
@@ -499,16 +521,7 @@ def _as_list(out):
 
 def _global_from(block, mesh):
     """A replicated distributed tensor on ``mesh`` from this rank's (whole) block."""
-    return from_local_like(block, _Replicated(mesh, block))
-
-
-class _Replicated:
-    """The layout of a tensor replicated on ``mesh`` whose block is ``block``."""
-
-    def __init__(self, mesh, block):
-        self._mesh = mesh
-        self._specs = (None,) * mesh.ndim
-        self._shape = tuple(block._shape)
+    return from_local_like(block, _Template(mesh, (None,) * mesh.ndim, block._shape))
 
 
 def to_static(layer, loader=None, loss=None, optimizer=None, strategy=None, input_spec=None):
