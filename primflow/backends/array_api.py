@@ -369,7 +369,20 @@ def _kernels(backend):
         "random_normal": random_normal,
     }
     kernels.update(_numerics_kernels(backend))
+    kernels.update(_collective_kernels(backend))  # distributed (issue 15)
     return kernels
+
+
+def _collective_kernels(backend):
+    """The collectives: MPI moves host memory, so they run on host copies."""
+    from .communicator import KERNELS as host  # noqa: PLC0415
+
+    def on_host(kernel):
+        def run(x, **params):
+            return backend.asarray(kernel(backend.to_numpy(x), **params))
+        return run
+
+    return {name: on_host(kernel) for name, kernel in host.items()}
 
 
 def _numerics_kernels(backend):

@@ -23,6 +23,7 @@ from . import blas
 from .base import Backend
 from .numpy_fused import FUSED
 from .numpy_numerics import KERNELS as _NUMERICS_KERNELS
+from .communicator import KERNELS as _COLLECTIVE_KERNELS  # distributed (issue 15)
 from .numpy_taylor import TAYLOR, is_zero as _taylor_is_zero, rescale as _taylor_rescale
 
 try:  # SciPy's erf is vectorised C; without SciPy fall back to the exact math.erf per element
@@ -254,6 +255,8 @@ KERNELS = {
 # ---- kernels of further family files, one line each: KERNELS.update(numpy_<family>.KERNELS)
 # ---- scientific numerics (issue 18): complex parts, FFT, decompositions --------------------
 KERNELS.update(_NUMERICS_KERNELS)
+# ---- distributed (issue 15): collectives run the group's communicator ----------------------
+KERNELS.update(_COLLECTIVE_KERNELS)
 
 
 def _real_only(kernel, name):
