@@ -1,7 +1,8 @@
 """The array-API backend over NumPy against the NumPy backend on W2 (jitted collapsed
 biharmonic, N = 1,024) and W3's plate step: milliseconds per call and the ratio (issue 17's
-target: within 1.3x). The array-API backend has no code generator, so its jitted programs
-run through the interpreter on its kernels.
+target: within 1.3x). Jitted programs on the array-API backend run code generated over the
+namespace (``compiler/array_api_codegen.py``): the NumPy backend's fusion groups and memory
+plan, with ``out=`` where the namespace's functions take it (NumPy's ufuncs do).
 
     PYTHONPATH=$PWD python -m bench.array_api_backend [--repeat 5]
 """

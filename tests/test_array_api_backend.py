@@ -5,8 +5,7 @@ nothing leaks NumPy past the backend interface), and on PyTorch CPU when torch i
 Each check runs the same computation on the NumPy backend, itself checked against
 references and finite differences by tests/test_opinfo.py, and on the array-API backend,
 and compares: values, gradients of orders 1 and 2 (the tape, create_graph), vmap, and jit
-(which runs its optimized program through the interpreter there: ``Backend.codegen`` is
-None). Entries whose ops cannot run on a standard namespace are listed in ``EXPECTED``
+(which runs code generated over the namespace there: ``compiler/array_api_codegen.py``). Entries whose ops cannot run on a standard namespace are listed in ``EXPECTED``
 with the reason.
 """
 
@@ -112,12 +111,60 @@ def test_values(info, namespace):
         _compare(got, expected, f"{info.name} {sample!r}")
 
 
-@pytest.mark.parametrize("namespace", _namespaces())
+# jit also over NumPy through array-api-compat: its ufuncs write into planned buffers
+@pytest.mark.parametrize("namespace", _namespaces() + [pytest.param(np, id="compat-numpy")])
 @pytest.mark.parametrize("info", _entries(("diff", "nondiff", "nograd")))
 def test_jit(info, namespace):
     sample = info.samples()[0]
-    got, expected = _on(namespace, _forward(info, sample, pf.jit))
+    got, expected = _on(namespace, _forward(info, sample, _jit_generated))
     _compare(got, expected, f"jit {info.name} {sample!r}")
+
+
+def _jit_generated(fn):
+    """``pf.jit(fn)`` that also checks each call ran generated code, not the interpreter."""
+    jitted = pf.jit(fn)
+
+    def run(*args):
+        out = jitted(*args)
+        executable = jitted.lower(*args).compile()
+        assert executable.backend == pf.get_backend().codegen, executable.backend
+        assert executable.source is not None
+        return out
+    return run
+
+
+def test_jit_writes_source_over_the_namespace_and_matches_numpy():
+    """A training-like program (matmul, tanh, reductions, its gradient) compiles to calls on
+    ``xp`` over array-api-strict (no buffers: nothing there takes ``out=``) and over NumPy
+    through array-api-compat (ufuncs write into planned buffers), with the NumPy backend's
+    values."""
+    rng = np.random.default_rng(3)
+    x0, w0 = rng.standard_normal((16, 3)), rng.standard_normal((3, 8))
+
+    def loss(x, w):
+        h = pf.tanh(x @ w)
+        return (h * h).sum() + pf.exp(-x).mean()
+
+    def run():
+        f = pf.jit(pf.value_and_grad(loss, (0, 1)))
+        args = pf.to_tensor(x0), pf.to_tensor(w0)
+        value, grads = f(*args)
+        lowered = f.lower(*args)
+        return [value.numpy()] + [g.numpy() for g in grads], lowered
+
+    expected, lowered = run()
+    for namespace in (array_api_strict, np):
+        with pf.backend("array_api", namespace=namespace):
+            got, lowered = run()
+        _compare(got, expected, f"value_and_grad on {namespace.__name__}")
+        exe = lowered.compile()
+        assert exe.backend == "array_api"
+        source = lowered.as_text("compiled")
+        assert "xp.tanh(" in source and "matmul(" in source, source
+        if namespace is np:
+            assert "out=b" in source and exe.plan.buffers, source
+        else:
+            assert "out=" not in source and not exe.plan.buffers, source
 
 
 def _grads(info, sample, order):

@@ -4,8 +4,8 @@
 (``docs/backend-contract.md``) with functions of the standard only, through
 ``array_api_compat.array_namespace`` (so NumPy, CuPy and PyTorch work through their
 compatibility wrappers, and ``array_api_strict`` checks that nothing outside the standard is
-used). It has no fast paths and no code generator: rules run as written in primitives and
-``pf.jit`` runs its optimized programs through the interpreter on these kernels.
+used). It has no fast paths: rules run as written in primitives. ``pf.jit`` writes its
+optimized programs as Python source over the namespace (``compiler/array_api_codegen.py``).
 
 Two things the standard lacks are built from it: ``erf`` (a power series for ``|x| < 3`` and
 a continued fraction for ``erfc`` beyond, accurate to ~1e-13 relative in float64) and
@@ -64,7 +64,7 @@ class ArrayAPIBackend(Backend):
     """
 
     fast_paths = {}
-    codegen = None  # pf.jit interprets its optimized programs on these kernels
+    codegen = "array_api"  # pf.jit writes source over ``xp`` (compiler/array_api_codegen.py)
 
     def __init__(self, namespace, device=None):
         xp = compat_namespace(namespace)
@@ -85,6 +85,11 @@ class ArrayAPIBackend(Backend):
                 self._to_native[dtypes.as_dtype(name)] = native
         self._from_native = [(v, k) for k, v in self._to_native.items()]
         self._array_type = type(xp.asarray(0.0))
+        # matrix products: over NumPy through primflow's BLAS wrapper (see ``_kernels``)
+        self.matmul = blas.matmul if self._array_type is np.ndarray else xp.matmul
+        # whether ``matmul`` writes into ``out=`` (generated code then reuses buffers)
+        self.matmul_takes_out = self._array_type is np.ndarray or (
+            getattr(xp.matmul, "nin", None) == 2)
         self.kernels = _kernels(self)
 
     # ---- allocation and dtypes ------------------------------------------------------------
@@ -116,6 +121,12 @@ class ArrayAPIBackend(Backend):
         kwargs = {} if self.device is None else {"device": self.device}
         with self._device_context():
             return self.xp.full(tuple(shape), value, dtype=self.native_dtype(dtype), **kwargs)
+
+    def empty(self, shape, dtype):
+        """An uninitialized native array (a buffer of compiled programs)."""
+        kwargs = {} if self.device is None else {"device": self.device}
+        with self._device_context():
+            return self.xp.empty(tuple(shape), dtype=self.native_dtype(dtype), **kwargs)
 
     def dtype_of(self, array):
         if not isinstance(array, (self._array_type, np.generic)):
@@ -180,7 +191,7 @@ def _kernels(backend):
     # over NumPy itself, matrix products go through primflow's BLAS wrapper, which keeps
     # small products on one BLAS thread (OpenBLAS's own threads are ~100x slower on a busy
     # machine) and sizes the pools to pf.get_num_threads()
-    matmul = blas.matmul if backend._array_type is np.ndarray else xp.matmul
+    matmul = backend.matmul
 
     def scalar_like(x, value):
         return xp.asarray(value, dtype=x.dtype, device=xp_device(x))

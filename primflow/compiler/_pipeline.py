@@ -68,14 +68,15 @@ class _Workspace(threading.local):
     allocated at a thread's first call (not where the program was generated: a background
     compile thread must not hold a copy)."""
 
-    def __init__(self, specs):
+    def __init__(self, specs, allocate=npc.allocate):
         self.specs = specs
+        self.allocate = allocate
         self._buffers = None
 
     @property
     def buffers(self):
         if self._buffers is None:
-            self._buffers = [npc.allocate(shape, dtype) for shape, dtype in self.specs]
+            self._buffers = [self.allocate(shape, dtype) for shape, dtype in self.specs]
         return self._buffers
 
 
@@ -183,11 +184,16 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
     backend = _choose_backend(backend)
     blocking = config.jit_blocking if blocking is None else blocking
     tiered = config.jit_tiered if tiered is None else tiered
-    if get_backend().codegen != "numpy":  # issue 17: no generator for this backend's arrays
+    codegen = get_backend().codegen
+    if codegen not in ("numpy", "array_api"):  # no generator for this backend's arrays
         backend = "interpret"
     if backend == "interpret":
         return Executable(fn, lambda args, keys: evaluate(fn, args, keys=keys or "traced"),
                           None, backend="interpret")
+    if codegen == "array_api":  # issue 17: source over the namespace, no numba, no blocks
+        from .array_api_codegen import emitter_for
+
+        return _generate(fn, fuse(fn), {}, "numpy", emitter_for(get_backend()))
     if blocking:
         found = batch_axes(fn, reductions=True)
         if found is not None and threads is None and _may_use_threads(fn, found, backend):
@@ -516,7 +522,9 @@ def _tiered(exe, fn, groups, numba_groups, backend):
 
 # ---- code generation -----------------------------------------------------------------------
 
-def _generate(fn, groups, numba_groups, backend):
+def _generate(fn, groups, numba_groups, backend, emitter=npc):
+    """One Python function for ``fn``; ``emitter`` spells each operation (the NumPy
+    backend's ``numpy_codegen`` module, or an ``array_api_codegen.ArrayAPIEmitter``)."""
     names = names_of(fn)
     kernel_of = {}  # id(op) -> (group, kernel index) for the first op of a numba group
     skip = set()  # ids of ops computed by a numba kernel
@@ -532,18 +540,19 @@ def _generate(fn, groups, numba_groups, backend):
 
     if kernel_groups:
         fn = _schedule(fn, kernel_groups)
-    fn = _fuse_products_into_sums(fn, skip)
+    if getattr(emitter, "fuses_products", True):
+        fn = _fuse_products_into_sums(fn, skip)
     unread = _views_only_kernels_see_through(fn, skip, kernel_groups)
 
     def can_write(op):
         if id(op) in skip:
             return op.out in kernel_outputs
-        return npc.can_write(op)
+        return emitter.can_write(op)
 
     # a kernel reads and writes element by element: no buffer it reads may be handed to a
     # result of the same kernel (memory planning treats each kernel group as one unit)
     plan = plan_memory(fn, can_write=can_write, units=[g.ops for g in kernel_groups])
-    ns = npc.namespace()
+    ns = emitter.namespace()
     var = {}
     scalar = {}  # full values -> the name of their scalar
     for i, v in enumerate(fn.inputs):
@@ -556,7 +565,7 @@ def _generate(fn, groups, numba_groups, backend):
         bnames = [f"b{i}" for i in range(len(plan.buffers))]
         body.append("    " + ", ".join(bnames) + ("," if len(bnames) == 1 else "")
                     + " = ws.buffers")
-    workspace = _Workspace(plan.buffers)
+    workspace = _Workspace(plan.buffers, emitter.allocate)
     group_of = {}
     for g in groups:
         for op in g.ops:
@@ -574,7 +583,7 @@ def _generate(fn, groups, numba_groups, backend):
             ns[f"c{name}"] = ns[f"K_{op.prim}"](**op.params)
             if op.prim == "full":  # elementwise consumers broadcast a scalar instead
                 scalar[op.out] = f"s{name}"
-                ns[f"s{name}"] = npc.scalar(op.params["value"], op.params["dtype"])
+                ns[f"s{name}"] = emitter.scalar(op.params["value"], op.params["dtype"])
             continue
         if id(op) in unread:
             continue
@@ -627,7 +636,7 @@ def _generate(fn, groups, numba_groups, backend):
             random_index += 1
         else:
             ns[pname] = op.params
-            expr = npc.emit(op, args, out, pname)
+            expr = emitter.emit(op, args, out, pname)
         v = f"v{name}"
         var[op.out] = v
         note = format_op(op, names)
@@ -643,7 +652,8 @@ def _generate(fn, groups, numba_groups, backend):
     code = _compile_source(source)
     exec(code, ns)  # noqa: S102 - our own generated source
     return Executable(fn, ns["program"], source, plan, groups, compiled_kernels,
-                      backend="numba" if compiled_kernels else "numpy", workspace=workspace)
+                      backend="numba" if compiled_kernels else getattr(
+                          emitter, "label", "numpy"), workspace=workspace)
 
 
 def _views_only_kernels_see_through(fn, skip, kernel_groups):
