@@ -228,6 +228,84 @@ def test_vmap(info, namespace):
     _compare(got, expected, f"vmap {info.name}")
 
 
+# ---- a backend with only the required kernels (issue 17: the contract's count) ----------------
+
+def _required_only_backend():
+    """The array-API backend over array-api-strict stripped to the contract's required
+    kernels: every optional one is the default of ``backends/defaults.py``."""
+    from primflow.backends.array_api import ArrayAPIBackend  # noqa: PLC0415
+    from primflow.backends.defaults import DEFAULTS  # noqa: PLC0415
+
+    class RequiredOnly(ArrayAPIBackend):
+        def __init__(self):
+            super().__init__(array_api_strict)
+            self.name = "required-only:array_api_strict"
+            self.kernels = {k: v for k, v in self.kernels.items() if k not in DEFAULTS}
+
+        def derive_kernel(self, name, family):
+            return None if name in DEFAULTS else super().derive_kernel(name, family)
+
+    return RequiredOnly()
+
+
+_REQUIRED_ONLY = []
+
+
+def _on_required_only(compute):
+    if not _REQUIRED_ONLY:
+        _REQUIRED_ONLY.append(_required_only_backend())
+    expected = compute()
+    with pf.backend(_REQUIRED_ONLY[0]) as b:
+        got = compute()
+    from primflow.backends.defaults import DEFAULTS  # noqa: PLC0415
+
+    assert all(b.kernels[k] is not getattr(array_api_strict, k, None) for k in DEFAULTS)
+    return got, expected
+
+
+@pytest.mark.parametrize("info", _entries(("diff", "nondiff", "nograd", "random")))
+def test_required_kernels_suffice_values_and_jit(info):
+    """The OpInfo table's values (eager and jitted) and first-order gradients on a backend
+    that implements only the required kernels, against the NumPy backend."""
+    sample = info.samples()[0]
+    got, expected = _on_required_only(_forward(info, sample))
+    _compare(got, expected, f"required-only {info.name} {sample!r}")
+    if info.kind == "random":
+        return
+    got, expected = _on_required_only(_forward(info, sample, pf.jit))
+    _compare(got, expected, f"required-only jit {info.name} {sample!r}")
+    if info.kind == "diff":
+        got, expected = _on_required_only(_grads(info, sample, 1))
+        _compare(got, expected, f"required-only grad {info.name} {sample!r}")
+
+
+def test_required_only_backend_uses_the_defaults():
+    from primflow.backends.defaults import DEFAULTS  # noqa: PLC0415
+
+    b = _required_only_backend()
+    assert not set(DEFAULTS) & set(b.kernels)
+    with pf.backend(b):
+        x = pf.to_tensor([-1.5, 0.0, 2.0], dtype="float64")
+        np.testing.assert_array_equal(pf.minimum(x, x * 0).numpy(), [-1.5, 0.0, 0.0])
+        np.testing.assert_array_equal(pf.ceil(x).numpy(), [-1.0, 0.0, 2.0])
+        assert set(DEFAULTS) <= set(b.kernels)  # built at install
+
+
+def test_an_elementwise_primitive_named_like_a_namespace_function_needs_no_kernel():
+    """Declaring a primitive ``sinh`` in a family file is enough: the NumPy backend derives
+    ``np.sinh``, the array-API backend ``xp.sinh`` (no kernel tables are edited)."""
+    from primflow.backends import get_backend  # noqa: PLC0415
+    from primflow.backends.array_api import ArrayAPIBackend  # noqa: PLC0415
+    from primflow.prims.families import ELEMENTWISE_TRANSCENDENTAL  # noqa: PLC0415
+
+    assert get_backend().kernel_for("sinh", ELEMENTWISE_TRANSCENDENTAL) is np.sinh
+    strict = ArrayAPIBackend(array_api_strict)
+    assert strict.kernel_for("sinh", ELEMENTWISE_TRANSCENDENTAL) is array_api_strict.sinh
+    assert strict.kernel_for("sub") is array_api_strict.subtract  # the standard's name
+    with pytest.raises(KeyError):
+        strict.kernel_for("no_such_function", ELEMENTWISE_TRANSCENDENTAL)
+
+
 # ---- selection, errors, the rest of the framework -------------------------------------------
 
 def test_selection_and_context_manager_restore_the_backend():

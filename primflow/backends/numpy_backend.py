@@ -289,6 +289,14 @@ class NumpyBackend(Backend):
     fast_paths = {"composite": FUSED, "taylor": TAYLOR,
                   "jet": {"is_zero": _taylor_is_zero, "rescale": _taylor_rescale}}
 
+    # ---- derived kernels (issue 17): an elementwise primitive named like a NumPy ufunc
+    # needs no entry in KERNELS
+    def derive_kernel(self, name, family):
+        ufunc = getattr(np, name, None)
+        if family is not None and family.elementwise and isinstance(ufunc, np.ufunc):
+            return ufunc
+        return None
+
     def asarray(self, data, dtype=None):
         if dtype is None:
             return np.asarray(data)

@@ -19,14 +19,8 @@ primitive compiles.
 
 from __future__ import annotations
 
+from ..backends.array_api import STANDARD_NAMES
 from . import numpy_codegen as npc  # the dot_general forms (pure IR analysis, no NumPy calls)
-
-# primitive name -> the standard's name where they differ (the others are the same)
-STANDARD_NAMES = {
-    "neg": "negative", "sub": "subtract", "mul": "multiply", "div": "divide",
-    "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal", "gt": "greater",
-    "ge": "greater_equal", "select": "where",
-}
 
 # reductions: the ufunc whose reduce writes into a buffer, and the standard's function
 _REDUCERS = {"reduce_sum": ("add", "sum"), "reduce_max": ("maximum", "max"),
