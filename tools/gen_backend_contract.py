@@ -91,7 +91,8 @@ def render():
         f"allocation/dtype methods. The other {len(defaulted)} kernels are optional: each "
         f"has a default built from the backend's other kernels (`backends/defaults.py`), used "
         f"when a backend has none; a backend implementing only the required ones passes "
-        f"the OpInfo table (tests/test_array_api_backend.py proves it). Everything else below is optional.",
+        f"the OpInfo table (tests/test_array_api_backend.py proves it). Everything else "
+        f"below is optional.",
         "",
         f"The target is at most {TARGET} required entries"
         + ("." if total <= TARGET else f"; the count is over it by {total - TARGET}."),

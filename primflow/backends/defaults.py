@@ -3,8 +3,9 @@
 A backend must implement the required kernels (``docs/backend-contract.md`` counts them);
 each kernel listed here is optional: when a backend's table lacks it (and the backend
 derives none, ``Backend.derive_kernel``), ``Backend.kernel_for`` builds it from this
-module, composed of the backend's other kernels (constants from its ``full`` method), once. Backends with a faster kernel keep
-theirs (the NumPy backend has all of them: ``np.subtract``, ``np.not_equal``, ...).
+module, once, composed of the backend's other kernels (constants from its ``full``
+method). Backends with a faster kernel keep theirs (the NumPy backend has all of them:
+``np.subtract``, ``np.not_equal``, ...).
 
 The compositions are exact where the primitive's definition allows: ``sub(x, y)`` is
 ``add(x, neg(y))`` (negation is exact), ``gt(x, y)`` is ``lt(y, x)``, ``ceil(x)`` is
