@@ -720,7 +720,8 @@ def _fuse_products_into_sums(fn, skip):
     outputs = set(fn.outputs)
     replace, dropped = {}, set()
     for op in fn.ops:
-        if op.prim != "reduce_sum" or id(op) in skip or not op.out.aval.dtype.is_floating:
+        if (op.prim != "reduce_sum" or id(op) in skip or not op.out.aval.dtype.is_floating
+                or npc.holds_bfloat16(op)):  # (no einsum for bfloat16)
             continue
         v = op.inputs[0]
         prod = v.op

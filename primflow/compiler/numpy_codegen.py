@@ -58,10 +58,19 @@ def allocate(shape, dtype):
     return np.empty(shape, dtype=_backend.native_dtype(dtype))
 
 
+def holds_bfloat16(op) -> bool:
+    """Whether ``op`` reads or makes bfloat16 (issue 17): it then runs as its kernel, which
+    computes in float32 where NumPy has no bfloat16 loop, or as an ml_dtypes ufunc; never
+    into a buffer."""
+    return any(v.aval.dtype.name == "bfloat16" for v in (*op.inputs, op.out))
+
+
 def can_write(op) -> bool:
     """Whether ``emit`` can compute ``op`` into a preallocated buffer."""
     aval = op.out.aval
     prim = op.prim
+    if holds_bfloat16(op):
+        return False
     if aval.dtype.is_bool and ufunc_source(prim, len(op.inputs)) is not None:
         return True  # comparisons and logic
     if not aval.dtype.is_floating:
@@ -166,6 +175,8 @@ def emit(op, args, out, params_name):
     ufunc = ufunc_source(prim, len(args)) if floating or aval.dtype.is_bool else None
     if ufunc is not None:
         return f"{ufunc}({', '.join(args)}{_out(out)})"
+    if holds_bfloat16(op) and prim not in ("reshape", "transpose"):
+        return f"K_{prim}({', '.join(args)}{', ' if args else ''}**{params_name})"
     if prim == "rsqrt" and out is not None:
         return f"np.reciprocal(np.sqrt({args[0]}, out={out}), out={out})"
     if prim == "integer_pow" and floating:
