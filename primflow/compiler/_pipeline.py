@@ -149,7 +149,8 @@ class Executable:
 
     def __repr__(self):
         return (f"Executable({self.backend}: {len(self.fn.ops)} ops, {len(self.groups)} fused "
-                f"groups, {len(self.kernels)} numba kernels, {self.plan})")
+                f"groups, {len(self.kernels)} "
+                f"{'cupy' if self.backend == 'cupy' else 'numba'} kernels, {self.plan})")
 
 
 def _choose_backend(backend):
@@ -191,9 +192,17 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
         return Executable(fn, lambda args, keys: evaluate(fn, args, keys=keys or "traced"),
                           None, backend="interpret")
     if codegen == "array_api":  # issue 17: source over the namespace, no numba, no blocks
+        from . import cupy_codegen
         from .array_api_codegen import emitter_for
 
-        return _generate(fn, fuse(fn), {}, "numpy", emitter_for(get_backend()))
+        if not cupy_codegen.uses_kernels(get_backend()):
+            return _generate(fn, fuse(fn), {}, "numpy", emitter_for(get_backend()))
+        # CuPy: each fused elementwise group is one generated CUDA kernel (reductions stay
+        # CuPy calls: the groups are formed without them)
+        groups = fuse(fn, exclude=REDUCTIONS)
+        gpu_groups = {id(g): g for g in groups if cupy_codegen.supports(g)}
+        return _generate(fn, groups, gpu_groups, "numpy", emitter_for(get_backend()),
+                         cupy_codegen)
     if blocking:
         found = batch_axes(fn, reductions=True)
         if found is not None and threads is None and _may_use_threads(fn, found, backend):
@@ -522,9 +531,13 @@ def _tiered(exe, fn, groups, numba_groups, backend):
 
 # ---- code generation -----------------------------------------------------------------------
 
-def _generate(fn, groups, numba_groups, backend, emitter=npc):
+def _generate(fn, groups, numba_groups, backend, emitter=npc, kernel_maker=None):
     """One Python function for ``fn``; ``emitter`` spells each operation (the NumPy
-    backend's ``numpy_codegen`` module, or an ``array_api_codegen.ArrayAPIEmitter``)."""
+    backend's ``numpy_codegen`` module, or an ``array_api_codegen.ArrayAPIEmitter``), and
+    ``kernel_maker`` (``numba_codegen`` by default, ``cupy_codegen`` on CuPy) compiles the
+    groups in ``numba_groups`` into kernels."""
+    if kernel_maker is None and numba_groups:
+        from . import numba_codegen as kernel_maker
     names = names_of(fn)
     kernel_of = {}  # id(op) -> (group, kernel index) for the first op of a numba group
     skip = set()  # ids of ops computed by a numba kernel
@@ -542,7 +555,7 @@ def _generate(fn, groups, numba_groups, backend, emitter=npc):
         fn = _schedule(fn, kernel_groups)
     if getattr(emitter, "fuses_products", True):
         fn = _fuse_products_into_sums(fn, skip)
-    unread = _views_only_kernels_see_through(fn, skip, kernel_groups)
+    unread = _views_only_kernels_see_through(fn, skip, kernel_groups, kernel_maker)
 
     def can_write(op):
         if id(op) in skip:
@@ -600,9 +613,7 @@ def _generate(fn, groups, numba_groups, backend, emitter=npc):
         if id(op) in skip:
             if id(op) in kernel_of:
                 g, k = kernel_of[id(op)]
-                from . import numba_codegen
-
-                kernel = numba_codegen.compile_group(g)
+                kernel = kernel_maker.compile_group(g)
                 compiled_kernels.append(kernel)
                 ns[f"N{k}"] = kernel
                 outs = []
@@ -613,9 +624,10 @@ def _generate(fn, groups, numba_groups, backend, emitter=npc):
                         outs.append(f"b{plan.buffer_of[v]}")
                     else:
                         outs.append(f"empty({v.aval.shape!r}, dtype=D_{vname})")
-                        ns[f"D_{vname}"] = npc.native_dtype(v.aval.dtype)
-                ins = ", ".join(var[numba_codegen.kernel_operand(v)] for v in g.inputs)
-                body.append(f"    # numba kernel {k}: group {g.gid} "
+                        ns[f"D_{vname}"] = emitter.native_dtype(v.aval.dtype)
+                ins = ", ".join(var[kernel_maker.kernel_operand(v)] for v in g.inputs)
+                body.append(f"    # {getattr(kernel_maker, 'LABEL', 'numba')} kernel {k}: "
+                            f"group {g.gid} "
                             f"({' '.join(o.prim for o in g.ops)})")
                 body.append(f"    {', '.join(var[v] for v in g.outputs)}"
                             f"{',' if len(g.outputs) == 1 else ''} = "
@@ -652,21 +664,19 @@ def _generate(fn, groups, numba_groups, backend, emitter=npc):
     code = _compile_source(source)
     exec(code, ns)  # noqa: S102 - our own generated source
     return Executable(fn, ns["program"], source, plan, groups, compiled_kernels,
-                      backend="numba" if compiled_kernels else getattr(
-                          emitter, "label", "numpy"), workspace=workspace)
+                      backend=getattr(kernel_maker, "LABEL", "numba") if compiled_kernels
+                      else getattr(emitter, "label", "numpy"), workspace=workspace)
 
 
-def _views_only_kernels_see_through(fn, skip, kernel_groups):
+def _views_only_kernels_see_through(fn, skip, kernel_groups, kernel_maker=None):
     """Ids of the broadcasts (and views of them) nothing reads: a numba kernel reads a
     broadcast's source instead (``numba_codegen.kernel_operand``), so the NumPy view would
     only cost a call per block."""
     if not kernel_groups:
         return set()
-    from . import numba_codegen
-
     read = set(fn.outputs)
     for g in kernel_groups:
-        read.update(numba_codegen.kernel_operand(v) for v in g.inputs)
+        read.update(kernel_maker.kernel_operand(v) for v in g.inputs)
     unread = set()
     for op in reversed(fn.ops):
         if id(op) in skip:

@@ -72,10 +72,15 @@ class ArrayAPIEmitter:
 
     def namespace(self):
         """Globals of generated code: ``xp``, the kernels (``K_<prim>``), ``matmul``."""
-        ns = {"xp": self.xp, "matmul": self.matmul}
+        ns = {"xp": self.xp, "matmul": self.matmul, "empty": self._empty}
         for name, kernel in self.backend.kernels.items():
             ns[f"K_{name}"] = kernel
         return ns
+
+    def _empty(self, shape, dtype):
+        """A kernel's output array (``dtype`` native), on the backend's device."""
+        kwargs = {} if self.backend.device is None else {"device": self.backend.device}
+        return self.xp.empty(shape, dtype=dtype, **kwargs)
 
     def native_dtype(self, dtype):
         return self.backend.native_dtype(dtype)
