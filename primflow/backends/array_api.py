@@ -35,7 +35,7 @@ STANDARD_NAMES = {
 }
 
 _DTYPE_NAMES = ["bool", "int32", "int64", "float32", "float64", "uint8", "int8", "int16",
-                "float16", "complex64", "complex128"]
+                "float16", "complex64", "complex128", "bfloat16"]  # (bfloat16 where it has one)
 
 
 def compat_namespace(namespace):

@@ -64,6 +64,7 @@ class _NativeDtypes(dict):
         _BFLOAT16.append(native)
         _FROM_NATIVE[native] = dtypes.bfloat16
         self[dtype] = native
+        _compute_bfloat16_in_float32()
         return native
 
 
@@ -325,10 +326,23 @@ for _name in ("abs", "sign", "erf", "logistic", "floor", "ceil", "round", "maxim
     KERNELS[_name] = _real_only(KERNELS[_name], _name)
 
 
-# ---- bfloat16 (issue 17): the kernels that compute it in float32 ----------------------------
-for _name in ("reduce_sum", "cumsum", "dot_general", "erf", "scatter_add",
-              *_NUMERICS_KERNELS):
-    KERNELS[_name] = _in_float32(KERNELS[_name])
+# ---- bfloat16 (issue 17): the kernels that compute it in float32, wrapped when ml_dtypes is
+# first loaded (so float32/float64 calls pay nothing in a process that never uses bfloat16)
+_FLOAT32_COMPUTED = ("reduce_sum", "cumsum", "dot_general", "erf", "scatter_add",
+                     *_NUMERICS_KERNELS)
+
+
+def _compute_bfloat16_in_float32():
+    from ..core.backend import get_backend  # noqa: PLC0415 - the active backend
+    from ..core.primitive import bind_kernels  # noqa: PLC0415
+
+    for name in _FLOAT32_COMPUTED:
+        KERNELS[name] = _in_float32(KERNELS[name])
+    active = get_backend()
+    if isinstance(active, NumpyBackend):  # primitives run the wrapped kernels from now on
+        if active.kernels is not KERNELS:  # (an instance's copy, see Backend.kernel_for)
+            active.kernels.update({name: KERNELS[name] for name in _FLOAT32_COMPUTED})
+        bind_kernels(active)
 
 
 class NumpyBackend(Backend):
