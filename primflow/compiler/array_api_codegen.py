@@ -54,6 +54,9 @@ class ArrayAPIEmitter:
         # einsum is outside the standard: reduce_sum(mul(a, b)) is fused into one only
         # where the namespace has it (NumPy, CuPy, PyTorch)
         self.fuses_products = hasattr(self.xp, "einsum")
+        # NumPy's einsum writes into out= (CuPy's and PyTorch's have none)
+        self._einsum_into = getattr(getattr(self.xp, "einsum", None), "__module__",
+                                    "").startswith("numpy")
         # NumPy's ufuncs reduce into a buffer (add.reduce(x, axis, out=)); CuPy's and
         # the standard's reductions make a fresh array
         self._reduces_into = all(_takes_out(getattr(self.xp, u, None), 2) and hasattr(
@@ -114,7 +117,7 @@ class ArrayAPIEmitter:
         if prim in _REDUCERS:
             return self._reduces_into
         if prim == "mul_reduce_sum":
-            return True  # einsum's out=
+            return self._einsum_into
         if prim == "dot_general" and self.matmul_takes_out:
             return npc._matmul_form(op) is not None or (
                 npc._gemm_form(op) is not None and npc._gemm_form(op)[0] == "gemm")
