@@ -92,6 +92,9 @@ class ArrayAPIBackend(Backend):
                 self._to_native[dtypes.as_dtype(name)] = native
         self._from_native = [(v, k) for k, v in self._to_native.items()]
         self._array_type = type(xp.asarray(0.0))
+        # arrays that are NumPy's (array-api-compat's numpy namespace): compiled programs
+        # may also use numba kernels for their fused arithmetic groups, as on NumPy's
+        self.arrays_are_numpy = self._array_type is np.ndarray
         # matrix products: over NumPy through primflow's BLAS wrapper (see ``_kernels``)
         self.matmul = blas.matmul if self._array_type is np.ndarray else xp.matmul
         # whether ``matmul`` writes into ``out=`` (generated code then reuses buffers)

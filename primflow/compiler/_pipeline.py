@@ -130,6 +130,20 @@ class Executable:
                           RuntimeWarning, stacklevel=3)
             return
         new = pending.result
+        if new is None:  # generated now, in the calling thread (see _Pending.generate)
+            owner, generate = pending.generate
+            if get_backend() is not owner:  # still another backend: at a later call
+                self._pending = pending
+                return
+            try:
+                new = generate()
+            except Exception as e:  # noqa: BLE001 - reported like a failed compile
+                import warnings
+
+                warnings.warn(f"pf.jit: loading the numba kernels failed: {e!r}; this "
+                              f"program keeps running as generated NumPy code",
+                              RuntimeWarning, stacklevel=3)
+                return
         self.fn = new.fn  # the kernels' program (with recomputed broadcast products)
         self._code = new._code
         self.source, self.plan = new.source, new.plan
@@ -191,18 +205,13 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
     if backend == "interpret":
         return Executable(fn, lambda args, keys: evaluate(fn, args, keys=keys or "traced"),
                           None, backend="interpret")
-    if codegen == "array_api":  # issue 17: source over the namespace, no numba, no blocks
-        from . import cupy_codegen
+    emitter = npc
+    if codegen == "array_api":  # issue 17: source over the namespace
         from .array_api_codegen import emitter_for
 
-        if not cupy_codegen.uses_kernels(get_backend()):
-            return _generate(fn, fuse(fn), {}, "numpy", emitter_for(get_backend()))
-        # CuPy: each fused elementwise group is one generated CUDA kernel (reductions stay
-        # CuPy calls: the groups are formed without them)
-        groups = fuse(fn, exclude=REDUCTIONS)
-        gpu_groups = {id(g): g for g in groups if cupy_codegen.supports(g)}
-        return _generate(fn, groups, gpu_groups, "numpy", emitter_for(get_backend()),
-                         cupy_codegen)
+        emitter = emitter_for(get_backend())
+        if not get_backend().arrays_are_numpy:  # numba kernels take NumPy arrays only
+            backend = "numpy"
     if blocking:
         found = batch_axes(fn, reductions=True)
         if found is not None and threads is None and _may_use_threads(fn, found, backend):
@@ -212,6 +221,8 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
                                        tiered)
             if blocked is not None:
                 return blocked
+    if codegen == "array_api" and not get_backend().arrays_are_numpy:
+        return _generate_array_api(fn, emitter)
     use_numba = False
     if backend in ("numba", "auto"):
         from . import numba_codegen
@@ -221,7 +232,7 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
             raise ImportError("pf.jit(backend='numba') needs numba (pip install numba)")
     groups = fuse(fn)
     if not use_numba:
-        return _generate(fn, groups, {}, backend)
+        return _generate(fn, groups, {}, backend, emitter)
     # the kernels' program: cheap broadcast products are recomputed inside the kernels that
     # read them, and transcendental functions stay NumPy ufuncs between the kernels
     min_size = 0 if backend == "numba" else numba_codegen.AUTO_MIN_ELEMENTS
@@ -234,7 +245,7 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
     kernel_groups = fuse(kernel_fn, min_size=1, exclude=TRANSCENDENTAL)
     numba_groups = {id(g): g for g in kernel_groups if numba_codegen.supports(g, min_size)}
     if not numba_groups:
-        return _generate(fn, groups, {}, backend)
+        return _generate(fn, groups, {}, backend, emitter)
     if backend == "auto" and not all(numba_codegen.is_loaded(g)
                                      for g in numba_groups.values()):
         try:  # the kernels' sources go to the disk cache (numba compiles from files)
@@ -246,11 +257,42 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
             warnings.warn(f"pf.jit: cannot write numba kernels to {numba_codegen.cache_dir()} "
                           f"({e}); running generated NumPy code. Set pf.config.cache_dir to a "
                           f"writable folder", RuntimeWarning, stacklevel=2)
-            return _generate(fn, groups, {}, backend)
+            return _generate(fn, groups, {}, backend, emitter)
         if tiered:
-            return _tiered(_generate(fn, groups, {}, backend),
-                           kernel_fn, kernel_groups, numba_groups, backend)
-    return _generate(kernel_fn, kernel_groups, numba_groups, backend)
+            return _tiered(_generate(fn, groups, {}, backend, emitter),
+                           kernel_fn, kernel_groups, numba_groups, backend, emitter)
+    return _generate(kernel_fn, kernel_groups, numba_groups, backend, emitter)
+
+
+def _generate_array_api(fn, emitter):
+    """The executable of an array-API backend whose arrays are not NumPy's: source over its
+    namespace; over CuPy each fused elementwise group is one generated CUDA kernel
+    (reductions stay CuPy calls: the groups are formed without them)."""
+    from . import cupy_codegen
+
+    if not cupy_codegen.uses_kernels(get_backend()):
+        return _generate(fn, fuse(fn), {}, "numpy", emitter)
+    groups = fuse(fn, exclude=REDUCTIONS)
+    gpu_groups = {id(g): g for g in groups if cupy_codegen.supports(g)}
+    return _generate(fn, groups, gpu_groups, "numpy", emitter, cupy_codegen)
+
+
+def _allocator_and_adder():
+    """How blocked programs on the active backend allocate their outputs and add partial
+    sums in block order."""
+    if get_backend().codegen != "array_api":
+        from ..backends.threads import sum_in_order
+
+        return npc.allocate, sum_in_order
+    from .array_api_codegen import emitter_for
+
+    def add_in_order(parts):
+        total = parts[0]
+        for p in parts[1:]:
+            total = total + p
+        return total
+
+    return emitter_for(get_backend()).allocate, add_in_order
 
 
 # ---- row blocking and threads -------------------------------------------------------------
@@ -446,12 +488,13 @@ class BlockedExecutable:
         self.out_axes = [axis_of[fn.outputs[i]] for i in row_outputs]
         self.out_specs = [(fn.outputs[i].aval.shape, fn.outputs[i].aval.dtype)
                           for i in row_outputs]
+        self._allocate, self._add_in_order = _allocator_and_adder()
 
     def __getattr__(self, name):  # source, plan, groups, kernels, backend, wait, compiling
         return getattr(self.inner, name)
 
     def __call__(self, args, keys=None):
-        from ..backends.threads import parallel_map, sum_in_order
+        from ..backends.threads import parallel_map
 
         if keys is None and self.n_random:
             from ..core import random as _random
@@ -462,22 +505,23 @@ class BlockedExecutable:
         hoisted = self.prologue(args, keys) if self.prologue is not None else []
         full = list(args) + hoisted
         axes = self.in_axes + self.hoisted_axes
-        outs = [npc.allocate(shape, dtype) for shape, dtype in self.out_specs]
+        outs = [self._allocate(shape, dtype) for shape, dtype in self.out_specs]
         n_rows = len(outs)
 
         def run_block(b):
             rows = slice(b * self.rows, (b + 1) * self.rows)
-            block = [a if ax is None else a[(slice(None),) * ax + (rows,)]
+            block = [a if ax is None else a[(slice(None),) * ax + (rows, ...)]
                      for a, ax in zip(full, axes)]
             results = self.inner(block)
             for out, res, ax in zip(outs, results, self.out_axes):
-                out[(slice(None),) * ax + (rows,)] = res
+                out[(slice(None),) * ax + (rows, ...)] = res
             return results[n_rows:]  # partial sums
 
         partials = parallel_map(run_block, self.n // self.rows, self.threads)
         if self.epilogue is None:
             return outs
-        sums = [sum_in_order([p[k] for p in partials]) for k in range(len(partials[0]))]
+        sums = [self._add_in_order([p[k] for p in partials])
+                for k in range(len(partials[0]))]
         rest = iter(self.epilogue(full + sums))
         row = iter(outs)
         rows = set(self.row_outputs)
@@ -495,15 +539,17 @@ class BlockedExecutable:
 
 
 class _Pending:
-    __slots__ = ("error", "ready", "result")
+    __slots__ = ("error", "ready", "result", "generate")
 
     def __init__(self):
         self.ready = threading.Event()
         self.error = None
         self.result = None
+        self.generate = None  # the generation left to the next call (another backend was
+        # installed when the kernels were ready: the generated code uses the active one's)
 
 
-def _tiered(exe, fn, groups, numba_groups, backend):
+def _tiered(exe, fn, groups, numba_groups, backend, emitter=npc):
     """``exe`` (the NumPy version) now, and the numba version of ``fn`` (the same program
     prepared for kernels) with its kernels compiled in a background process; the executable
     switches to them at the first call after they are ready.
@@ -515,11 +561,17 @@ def _tiered(exe, fn, groups, numba_groups, backend):
     from . import numba_codegen
 
     pending = exe._pending = _Pending()
+    owner = get_backend()
+
+    def generate():
+        return _generate(fn, groups, numba_groups, backend, emitter)
 
     def done(error):
         try:
-            if error is None:
-                pending.result = _generate(fn, groups, numba_groups, backend)
+            if error is None and get_backend() is not owner:  # pf.set_backend meanwhile
+                pending.generate = (owner, generate)
+            elif error is None:
+                pending.result = generate()
         except Exception as e:  # noqa: BLE001 - reported at the next call, as a warning
             error = f"loading the numba kernels failed: {e!r}"
         pending.error = error
