@@ -212,6 +212,8 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
         emitter = emitter_for(get_backend())
         if not get_backend().arrays_are_numpy:  # numba kernels take NumPy arrays only
             backend = "numpy"
+        if get_backend().place != "cpu":  # a GPU: whole arrays (row blocks are for caches)
+            blocking = False
     if blocking:
         found = batch_axes(fn, reductions=True)
         if found is not None and threads is None and _may_use_threads(fn, found, backend):
