@@ -96,11 +96,11 @@ class Burgers(Problem):
             return Settings(hidden=20, depth=6, n_interior=1000, adam_steps=300, lr=5e-3,
                             lr_final=1e-3, lbfgs_steps=600, rar_points=250, rar_rounds=4,
                             validate_every=50, target=1e-1)
-        # measured: 3.8e-3 in 846 s on the 2-core machine at load 7-9 (Adam 105 s; 4,000
-        # points, 1,200 iterations and 4 rounds gave 7.1e-3): twice the points and
-        # L-BFGS iterations, and 6 refinement rounds that keep adding shock points
+        # measured: 2.8e-3 in 251 s on the 2-core machine at load 4-5 (4,000 points, 1,200
+        # iterations and 4 rounds gave 7.1e-3; 2,400 iterations 3.8e-3 and 5.2e-3 in two
+        # runs): twice the points, 6 refinement rounds that keep adding shock points
         return Settings(hidden=20, depth=6, n_interior=8000, adam_steps=300, lr=5e-3,
-                        lr_final=1e-3, lbfgs_steps=2400, rar_points=400, rar_rounds=6,
+                        lr_final=1e-3, lbfgs_steps=3000, rar_points=400, rar_rounds=6,
                         validate_every=50, target=5e-3)
 
     def transform(self, X, N):
