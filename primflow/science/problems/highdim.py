@@ -60,7 +60,9 @@ falls slowly at 6,000 steps. A wide single hidden layer gives one independent cu
 direction per unit, SiLU curvature at zero bias (tanh is odd and flat there), and the
 ``sqrt(d)`` scaling O(1) pre-activations. With the earlier coefficient draw (a larger
 constant part) the tanh network stalled at 1.6e-2 and reached 1.3e-3 at d = 1,000 (25
-minutes, 0.26 s a step; the exact Laplacian costs 13 s a step there).
+minutes, 0.26 s a step; the exact Laplacian costs 13 s a step there). With seed 0's draw at
+d = 1,000 the default network reached 1.2e-1 in 1,500 steps (583 s at load 4-6; the 4,000
+default steps take about 45 minutes there).
 
 Cost per compiled step (``--cost-dims``: 100 points, tanh 128 x 3, 16 directions; load
 4-6): d = 10: 28.6 ms stochastic, 17.2 ms exact (collapsed); d = 100: 38.2 vs 256 ms;
