@@ -34,7 +34,8 @@ from ..ir.passes.blocking import batch_axes, block_sums_program
 from ..ir.passes.loop_products import hoist_accumulated_products
 from ..ir.passes.recompute import recompute_broadcasts
 from ..ir.printer import format_op, names_of
-from ..ir.regions import CONTROL, GET, optimize_regions, prune_results
+from ..ir.regions import CONTROL, GET, optimize_regions, prune_results, simplify_loops
+from . import numba_loops
 from ._control import control_runner
 
 _code_cache = {}  # source text -> code object
@@ -51,6 +52,11 @@ def optimize_program(fn, verify=False, assume_finite=False):
     if prune_results(fn):
         optimize_regions(fn, lambda r: _prune_then_optimize(r, verify, assume_finite))
     if hoist_accumulated_products(fn):  # regions are this program's own copies by now
+        fn = run_pipeline(fn, verify=verify, assume_finite=assume_finite)
+        optimize_regions(fn, lambda r: _prune_then_optimize(r, verify, assume_finite))
+    for _ in range(3):  # constants and unchanged carries out of the loops
+        if not simplify_loops(fn):
+            break
         fn = run_pipeline(fn, verify=verify, assume_finite=assume_finite)
         optimize_regions(fn, lambda r: _prune_then_optimize(r, verify, assume_finite))
     return fn
@@ -218,13 +224,17 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
     kernel_fn = recompute_broadcasts(fn.copy(), fusible=in_kernel)
     kernel_groups = fuse(kernel_fn, min_size=1, exclude=TRANSCENDENTAL)
     numba_groups = {id(g): g for g in kernel_groups if numba_codegen.supports(g, min_size)}
-    if not numba_groups:
+    loops = numba_loops.loop_specs(kernel_fn)  # scan/while loops run whole in numba
+    if not numba_groups and not loops:
         return _generate(fn, groups, {}, backend)
-    if backend == "auto" and not all(numba_codegen.is_loaded(g)
-                                     for g in numba_groups.values()):
+    if backend == "auto" and not (all(numba_codegen.is_loaded(g)
+                                      for g in numba_groups.values())
+                                  and all(numba_loops.is_loaded(spec) for spec in loops)):
         try:  # the kernels' sources go to the disk cache (numba compiles from files)
             for g in numba_groups.values():
                 numba_codegen.write_source(g)
+            for spec in loops:
+                numba_loops.write_source(spec)
         except OSError as e:  # the kernel cache is not writable: stay with NumPy code
             import warnings
 
@@ -234,8 +244,8 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
             return _generate(fn, groups, {}, backend)
         if tiered:
             return _tiered(_generate(fn, groups, {}, backend),
-                           kernel_fn, kernel_groups, numba_groups, backend)
-    return _generate(kernel_fn, kernel_groups, numba_groups, backend)
+                           kernel_fn, kernel_groups, numba_groups, backend, loops)
+    return _generate(kernel_fn, kernel_groups, numba_groups, backend, whole_loops=bool(loops))
 
 
 # ---- row blocking and threads -------------------------------------------------------------
@@ -488,7 +498,7 @@ class _Pending:
         self.result = None
 
 
-def _tiered(exe, fn, groups, numba_groups, backend):
+def _tiered(exe, fn, groups, numba_groups, backend, loops=()):
     """``exe`` (the NumPy version) now, and the numba version of ``fn`` (the same program
     prepared for kernels) with its kernels compiled in a background process; the executable
     switches to them at the first call after they are ready.
@@ -504,19 +514,23 @@ def _tiered(exe, fn, groups, numba_groups, backend):
     def done(error):
         try:
             if error is None:
-                pending.result = _generate(fn, groups, numba_groups, backend)
+                pending.result = _generate(fn, groups, numba_groups, backend,
+                                           whole_loops=bool(loops))
         except Exception as e:  # noqa: BLE001 - reported at the next call, as a warning
             error = f"loading the numba kernels failed: {e!r}"
         pending.error = error
         pending.ready.set()
 
-    numba_codegen.compile_in_background(list(numba_groups.values()), done)
+    numba_codegen.compile_in_background(list(numba_groups.values()), done, specs=loops)
     return exe
 
 
 # ---- code generation -----------------------------------------------------------------------
 
-def _generate(fn, groups, numba_groups, backend):
+def _generate(fn, groups, numba_groups, backend, whole_loops=False):
+    """The ``Executable`` of ``fn``: generated NumPy code calling the numba kernels of
+    ``numba_groups``, and (``whole_loops``) running each scan/while loop numba supports as
+    one whole-loop kernel (``compiler/numba_loops.py``)."""
     names = names_of(fn)
     kernel_of = {}  # id(op) -> (group, kernel index) for the first op of a numba group
     skip = set()  # ids of ops computed by a numba kernel
@@ -585,7 +599,11 @@ def _generate(fn, groups, numba_groups, backend):
             if op.prim == GET:
                 body.append(f"    {v} = {var[op.inputs[0]]}[{op.params['index']}]")
             else:
-                ns[f"R{name}"] = control_runner(op, backend)
+                launcher = numba_loops.try_compile_loop(op) if whole_loops else None
+                if launcher is not None:
+                    compiled_kernels.append(launcher)
+                    body[-1] += "  [the whole loop is one numba kernel]"
+                ns[f"R{name}"] = launcher or control_runner(op, backend)
                 body.append(f"    {v} = R{name}([{', '.join(var[u] for u in op.inputs)}])")
             continue
         if id(op) in skip:

@@ -1,0 +1,580 @@
+"""Whole-loop numba kernels for ``scan`` and ``while`` operations (issue 16).
+
+A compiled region called once per step from Python costs a few microseconds of interpreter
+work per operation (NumPy call, buffer lookup, argument checks) on top of the arithmetic:
+for an RK4 step of a small MLP (8 matrix-vector products, ~40 elementwise operations)
+that is ~30-70 us a step, several times the arithmetic. When every operation of a loop's
+regions has a numba form, the whole loop becomes ONE numba function: the Python ``for``
+(or ``while``) over the steps, each operation written as a numba array expression
+(``np.dot`` calls BLAS), the carry rebound each step, the stacked ``ys`` of a ``scan``
+written into arrays the launcher allocates once. One call runs all steps.
+
+What has a numba form (``supports``): arithmetic, comparisons, ``select``, the common
+transcendental functions, casts, ``full``/``iota`` (hoisted out of the loop), reshapes,
+transposes, broadcasts, slices, concatenation, 2-d ``dot_general`` without batch
+dimensions, and sum/max/min reductions (partial ones: sums), on float32/float64/int32/
+int64/bool values. Anything else (random draws, nested control flow, linear algebra,
+gathers, batched matrix products, complex numbers) keeps the loop in Python around the
+compiled regions (``compiler/_control.py``).
+
+The kernels share ``numba_codegen``'s machinery: the source goes to a file in the cache
+directory, numba compiles it for one signature (all array inputs C-contiguous, the
+launcher copies those that are not), under ``pf.jit``'s default ``auto`` backend in a
+background process while the NumPy code runs, and later processes load it from numba's
+disk cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+
+import numpy as np
+
+from ..ir.regions import regions_of
+from .numba_codegen import KernelSpec, cache_dir
+from .numpy_codegen import _gemm_form
+
+DTYPES = frozenset({"float32", "float64", "int32", "int64", "bool"})
+FASTMATH = {"nsz", "arcp", "contract", "afn"}  # no reassociation: sums as NumPy orders them
+
+_BINARY = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
+           "div": "({0} / {1})", "maximum": "np.maximum({0}, {1})",
+           "minimum": "np.minimum({0}, {1})", "pow": "np.power({0}, {1})",
+           "atan2": "np.arctan2({0}, {1})"}
+_COMPARE = {"eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})",
+            "le": "({0} <= {1})", "gt": "({0} > {1})", "ge": "({0} >= {1})",
+            "logical_and": "np.logical_and({0}, {1})",
+            "logical_or": "np.logical_or({0}, {1})"}
+_UNARY = {"neg": "(-{0})", "abs": "np.abs({0})", "sqrt": "np.sqrt({0})",
+          "exp": "np.exp({0})", "log": "np.log({0})", "tanh": "np.tanh({0})",
+          "sin": "np.sin({0})", "cos": "np.cos({0})", "expm1": "np.expm1({0})",
+          "log1p": "np.log1p({0})", "floor": "np.floor({0})", "ceil": "np.ceil({0})",
+          "sign": "np.sign({0})", "rsqrt": "({one} / np.sqrt({0}))",
+          "logistic": "({one} / ({one} + np.exp(-{0})))",
+          "logical_not": "np.logical_not({0})"}
+_FLOAT_ONLY = frozenset(_UNARY) - {"neg", "abs", "sign", "logical_not"} | {"div", "pow",
+                                                                           "atan2"}
+_ELEMENTWISE = frozenset(_BINARY) | frozenset(_COMPARE) | frozenset(_UNARY) | {
+    "select", "integer_pow", "convert_element_type"}
+_STRUCTURAL = frozenset({"full", "iota", "reshape", "broadcast_in_dim", "transpose", "slice",
+                         "concatenate", "dot_general", "reduce_sum", "reduce_max",
+                         "reduce_min"})
+LOOPS = frozenset({"scan", "while"})
+_spec_cache = {}  # id(op) -> (op, spec or None): compile_program asks more than once
+_failed = set()  # hashes of loop kernels numba could not compile (not tried again)
+
+
+class Unsupported(Exception):
+    """An operation of the loop has no numba form here (the loop stays in Python)."""
+
+
+def supports(op) -> bool:
+    """Whether the control-flow operation ``op`` (a ``scan`` or ``while``) can run as one
+    numba kernel.
+
+    Example:
+        >>> import primflow as pf
+        >>> f = pf.jit(lambda x: pf.scan(lambda c, v: (c * v, c), x[0], x)[0])
+        >>> op = [o for o in f.lower(pf.ones([3])).program.ops if o.prim == "scan"][0]
+        >>> supports(op)
+        True
+    """
+    return loop_spec(op) is not None
+
+
+def loop_spec(op):
+    """The ``KernelSpec`` (source, signature, hash, cache path) of ``op``'s loop kernel, or
+    None when some operation of its regions has no numba form. Cached on the operation."""
+    if op.prim not in LOOPS:
+        return None
+    hit = _spec_cache.get(id(op))
+    if hit is not None and hit[0] is op:
+        return hit[1]
+    try:
+        source, signature = _loop_source(op)
+    except Unsupported:
+        spec = None
+    else:
+        sha = hashlib.sha1((source + repr(signature)).encode()).hexdigest()[:16]
+        spec = KernelSpec(source, signature, sha, os.path.join(cache_dir(), f"L_{sha}.py"))
+    if len(_spec_cache) > 256:
+        _spec_cache.clear()
+    _spec_cache[id(op)] = (op, spec)  # (the operation is kept: its id stays its own)
+    return spec
+
+
+def loop_specs(fn) -> list:
+    """The kernel specs of the loops of ``fn`` (its own operations) that numba can run."""
+    specs = []
+    for op in fn.ops:
+        spec = loop_spec(op)
+        if spec is not None:
+            specs.append(spec)
+    return specs
+
+
+# ---- source generation ---------------------------------------------------------------------
+
+def _dtype(v):
+    return v.aval.dtype.name
+
+
+def _shape(v):
+    return tuple(v.aval.shape)
+
+
+def _literal(value, dtype):
+    if dtype == "bool":
+        return repr(bool(value))
+    if dtype.startswith("int"):
+        return f"np.{dtype}({int(value)})"
+    v = float(value)
+    if math.isnan(v):
+        text = "np.nan"
+    elif math.isinf(v):
+        text = "np.inf" if v > 0 else "-np.inf"
+    else:
+        text = repr(v)
+    return f"np.{dtype}({text})"
+
+
+def _scalar_cast(expr, dtype):
+    return f"bool({expr})" if dtype == "bool" else f"np.{dtype}({expr})"
+
+
+class _Values:
+    """What each IR value is inside the kernel: an expression and its kind ("s": a
+    numba scalar, for shape-() values; "C": a C-contiguous array; "A": any other array;
+    "lit": a constant, written as a scalar literal where an elementwise operation can
+    broadcast it, else materialised before the loop)."""
+
+    def __init__(self, hoisted):
+        self.expr = {}
+        self.kind = {}
+        self.literal = {}  # value -> (literal source, shape) for full values
+        self.hoisted = hoisted  # lines computed once before the loop
+        self.count = 0
+
+    def fresh(self, prefix="t"):
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def contiguous(self, v):
+        """An expression for ``v`` as a C-contiguous array (copying a view if needed)."""
+        kind = self.kind[v]
+        if kind == "lit":
+            return self.materialise(v)
+        if kind == "A":
+            return f"np.ascontiguousarray({self.expr[v]})"
+        return self.expr[v]
+
+    def materialise(self, v):
+        """The array expression of a constant (hoisted out of the loop once)."""
+        lit, shape = self.literal[v]
+        name = self.expr.get(v)
+        if name is None:
+            name = self.fresh("h")
+            self.hoisted.append(f"{name} = np.full({shape!r}, {lit})")
+            self.expr[v] = name
+        return name
+
+    def array(self, v):
+        """An expression usable as an array operand (any layout)."""
+        if self.kind[v] == "lit":
+            return self.materialise(v) if _shape(v) else self.literal[v][0]
+        return self.expr[v]
+
+
+def _check_value(v):
+    if _dtype(v) not in DTYPES:
+        raise Unsupported(f"dtype {_dtype(v)}")
+
+
+def _emit_region(region, inputs, values, lines, indent):
+    """Writes ``region``'s operations as kernel statements (``lines``, at ``indent``) with
+    its inputs bound to ``inputs`` ([(expr, kind)]); returns the outputs' [(expr, kind)]."""
+    for v, (expr, kind) in zip(region.inputs, inputs):
+        _check_value(v)
+        values.expr[v], values.kind[v] = expr, kind
+    pad = "    " * indent
+    for op in region.ops:
+        _check_value(op.out)
+        for v in op.inputs:
+            _check_value(v)
+        expr, kind = _emit_op(op, values)
+        if kind == "lit":
+            continue
+        name = values.fresh()
+        lines.append(f"{pad}{name} = {expr}")
+        values.expr[op.out], values.kind[op.out] = name, kind
+    out = []
+    for v in region.outputs:
+        if values.kind[v] == "lit":
+            lit, shape = values.literal[v]
+            out.append((values.materialise(v) if shape else lit, "C" if shape else "s"))
+        else:
+            out.append((values.expr[v], values.kind[v]))
+    return out
+
+
+def _emit_op(op, values):  # noqa: C901 - one case per primitive family
+    prim = op.prim
+    out = op.out
+    dtype = _dtype(out)
+    shape = _shape(out)
+    scalar_out = shape == ()
+    if prim == "full":
+        values.literal[out] = (_literal(op.params["value"], dtype), shape)
+        values.kind[out] = "lit"
+        return None, "lit"
+    if prim in _ELEMENTWISE:
+        if prim in _FLOAT_ONLY and not out.aval.dtype.is_floating:
+            raise Unsupported(f"{prim} on {dtype}")
+        if any(not v.aval.dtype.is_floating and not v.aval.dtype.is_bool
+               and not _dtype(v).startswith("int") for v in op.inputs):
+            raise Unsupported("complex")
+        args = []
+        for v in op.inputs:
+            if values.kind[v] == "lit":
+                # a constant broadcasts as a scalar when another operand has the full shape
+                others = [u for u in op.inputs if u is not v and values.kind[u] != "lit"
+                          and _shape(u) == shape]
+                args.append(values.literal[v][0] if (others or scalar_out)
+                            else values.materialise(v))
+            else:
+                args.append(values.expr[v])
+        if prim in _BINARY:
+            expr = _BINARY[prim].format(*args)
+        elif prim in _COMPARE:
+            expr = _COMPARE[prim].format(*args)
+        elif prim in _UNARY:
+            expr = _UNARY[prim].format(*args, one=_literal(1, dtype))
+        elif prim == "select":
+            if scalar_out:
+                expr = f"({args[1]} if {args[0]} else {args[2]})"
+            else:
+                expr = f"np.where({args[0]}, {args[1]}, {args[2]})"
+        elif prim == "integer_pow":
+            y = op.params["y"]
+            if y == 0:
+                return _constant(values, out, 1)
+            expr = "(" + " * ".join([args[0]] * abs(y)) + ")"
+            if y < 0:
+                if not out.aval.dtype.is_floating:
+                    raise Unsupported("negative integer power of an integer")
+                expr = f"({_literal(1, dtype)} / {expr})"
+        else:  # convert_element_type
+            src = op.inputs[0]
+            if scalar_out:
+                expr = (f"({args[0]} != 0)" if dtype == "bool"
+                        else _scalar_cast(args[0], dtype))
+            elif dtype == "bool":
+                expr = f"({args[0]} != 0)"
+            else:
+                expr = f"{args[0]}.astype(np.{dtype})"
+            if _dtype(src) == dtype:
+                expr = args[0]
+        if scalar_out:
+            return _scalar_cast(expr, dtype), "s"
+        return expr, "C"
+    if prim not in _STRUCTURAL:
+        raise Unsupported(prim)
+    if prim == "iota":
+        d = op.params["dimension"]
+        expanded = [1] * len(shape)
+        expanded[d] = shape[d]
+        name = values.fresh("h")
+        values.hoisted.append(f"{name} = np.ascontiguousarray(np.broadcast_to(np.arange("
+                              f"{shape[d]}).astype(np.{dtype}).reshape({tuple(expanded)!r}), "
+                              f"{shape!r}))")
+        return name, "C"
+    x = op.inputs[0]
+    if prim == "reshape":
+        if values.kind[x] == "lit":
+            return _constant(values, out, None, values.literal[x][0])
+        if values.kind[x] == "s":
+            return (f"np.full({shape!r}, {values.expr[x]})", "C") if shape else (
+                values.expr[x], "s")
+        src = values.contiguous(x)
+        if scalar_out:
+            return f"{src}.reshape((1,))[0]", "s"
+        return f"{src}.reshape({shape!r})", "C"
+    if prim == "broadcast_in_dim":
+        if values.kind[x] == "lit":
+            return _constant(values, out, None, values.literal[x][0])
+        if values.kind[x] == "s":
+            return f"np.full({shape!r}, {values.expr[x]})", "C"
+        expanded = [1] * len(shape)
+        for src_dim, dst in enumerate(op.params["broadcast_dimensions"]):
+            expanded[dst] = _shape(x)[src_dim]
+        return (f"np.broadcast_to({values.contiguous(x)}.reshape({tuple(expanded)!r}), "
+                f"{shape!r})", "A")
+    if prim == "transpose":
+        if values.kind[x] == "s":
+            return values.expr[x], "s"
+        perm = tuple(op.params["perm"])
+        if perm == tuple(range(len(perm))):
+            return values.array(x), values.kind[x] if values.kind[x] != "lit" else "C"
+        return f"np.transpose({values.array(x)}, {perm!r})", "A"
+    if prim == "slice":
+        if values.kind[x] == "s":
+            return values.expr[x], "s"
+        index = ", ".join(f"{s}:{e}:{st}" for s, e, st in zip(
+            op.params["start"], op.params["limit"], op.params["strides"]))
+        if scalar_out:
+            return f"np.ascontiguousarray({values.array(x)}[{index}]).reshape((1,))[0]", "s"
+        return f"{values.array(x)}[{index}]", "A"
+    if prim == "concatenate":
+        if any(values.kind[v] == "s" for v in op.inputs):
+            raise Unsupported("concatenate of scalars")
+        parts = ", ".join(values.array(v) for v in op.inputs)
+        return f"np.concatenate(({parts},), axis={op.params['axis']})", "C"
+    if prim == "dot_general":
+        return _emit_dot(op, values)
+    # reductions
+    axes = tuple(sorted(op.params["axes"]))
+    if values.kind[x] == "s" or not axes:
+        return values.array(x), values.kind[x] if values.kind[x] != "lit" else "C"
+    fn = {"reduce_sum": "np.sum", "reduce_max": "np.max", "reduce_min": "np.min"}[prim]
+    src = values.array(x)
+    if scalar_out:
+        return _scalar_cast(f"{fn}({src})", dtype), "s"
+    if prim != "reduce_sum":
+        raise Unsupported(f"{prim} over some axes")
+    expr = src
+    for a in reversed(axes):
+        expr = f"np.sum({expr}, axis={a})"
+    if dtype != "float64":
+        expr = f"{expr}.astype(np.{dtype})"
+    return expr, "C"
+
+
+def _constant(values, out, value, literal=None):
+    values.literal[out] = (literal if literal is not None else _literal(value, _dtype(out)),
+                           _shape(out))
+    values.kind[out] = "lit"
+    return None, "lit"
+
+
+def _emit_dot(op, values):
+    x, y = op.inputs
+    if not (x.aval.dtype.is_floating and y.aval.dtype.is_floating) or _dtype(x) != _dtype(y):
+        raise Unsupported("dot_general on non-float operands")
+    if values.kind[x] == "s" or values.kind[y] == "s":
+        raise Unsupported("dot_general of a scalar")
+    form = _gemm_form(op)
+    if form is None or form[0] != "gemm":
+        raise Unsupported("dot_general with batch dimensions or an unusual layout")
+    _, (m, k, n), tx, ty = form
+
+    def matrix(v, rows, cols, transposed):
+        want = (cols, rows) if transposed else (rows, cols)
+        if _shape(v) == want and values.kind[v] != "lit":
+            expr = values.expr[v]
+        else:
+            expr = f"{values.contiguous(v)}.reshape({want!r})"
+        return f"{expr}.T" if transposed else expr
+
+    a = matrix(x, m, k, tx)
+    b = matrix(y, k, n, ty)
+    expr = f"np.dot({a}, {b})"
+    if _shape(op.out) != (m, n):
+        if _shape(op.out) == ():
+            return _scalar_cast(f"{expr}[0, 0]", _dtype(op.out)), "s"
+        expr = f"{expr}.reshape({_shape(op.out)!r})"
+    return expr, "C"
+
+
+def _loop_source(op):
+    """``(source, signature)`` of the kernel running ``op``; raises ``Unsupported``."""
+    for _, region in regions_of(op):
+        for inner in region.ops:
+            if regions_of(inner):
+                raise Unsupported("nested control flow")
+    values = _Values(hoisted=[])
+    params, pre, sig = [], [], []
+    body = []
+    args = []  # the loop's operand expressions and kinds, in operand order
+
+    def operand(i, v, carry):
+        _check_value(v)
+        name = f"a{i}"
+        params.append(name)
+        sig.append((_dtype(v), len(_shape(v)), "C", True))
+        if _shape(v) == ():
+            pre.append(f"    {name}s = {name}[()]")
+            return f"{name}s", "s"
+        if carry:  # rebound every step to arrays the kernel makes: a writable C array
+            pre.append(f"    {name}c = {name}.copy()")
+            return f"{name}c", "C"
+        return name, "C"
+
+    if op.prim == "scan":
+        k, m = op.params["n_carry"], op.params["n_xs"]
+        reverse = op.params["reverse"]
+        body_fn = op.params["body"]
+        for i, v in enumerate(op.inputs):
+            args.append(operand(i, v, i < k))
+        carry = args[:k]
+        # the trip count is an argument (a 0-d int64 array): one kernel for every length
+        params.append("steps")
+        sig.append(("int64", 0, "C", True))
+        pre.append("    n = steps[()]")
+        ys = body_fn.outputs[k:]
+        out_names = []
+        for j, v in enumerate(ys):
+            _check_value(v)
+            name = f"y{j}"
+            params.append(name)
+            out_names.append(name)
+            sig.append((_dtype(v), len(_shape(v)) + 1, "C", False))
+        slices = []
+        for i in range(k, k + m):  # each step's slices of the xs, taken once
+            body.append(f"        x{i} = {args[i][0]}[t]")
+            slices.append((f"x{i}", "s" if len(_shape(op.inputs[i])) == 1 else "C"))
+        loop = ("    for t in range(n - 1, -1, -1):" if reverse
+                else "    for t in range(n):")
+        region_in = carry + slices + args[k + m:]
+        outs = _emit_region(body_fn, region_in, values, body, 2)
+        for j, (expr, kind) in enumerate(outs[k:]):
+            body.append(f"        {out_names[j]}[t] = {expr}")
+        carry_names = [c[0] for c in carry]
+        body += _rebind(carry_names, outs[:k], [c[1] for c in carry], 2)
+        lines = [loop] + body
+        returned = carry_names
+    else:  # while
+        k = op.params["n_carry"]
+        for i, v in enumerate(op.inputs):
+            args.append(operand(i, v, i < k))
+        carry = args[:k]
+        cond_lines = []
+        (test, _), = _emit_region(op.params["cond"], carry + args[k:], values, cond_lines, 2)
+        outs = _emit_region(op.params["body"], carry + args[k:], values, body, 2)
+        carry_names = [c[0] for c in carry]
+        lines = (["    while True:"] + cond_lines + [f"        if not {test}:",
+                                                      "            break"]
+                 + body + _rebind(carry_names, outs, [c[1] for c in carry], 2))
+        returned = carry_names
+    header = ("import numpy as np\nimport numba\n\n\n"
+              "@numba.njit(cache=True, nogil=True, error_model='numpy', fastmath={"
+              + ", ".join(repr(f) for f in sorted(FASTMATH)) + "})\n")
+    text = [f"def kernel({', '.join(params)}):"] + pre
+    text += ["    " + h for h in values.hoisted] + lines
+    text.append(f"    return ({', '.join(returned)}{',' if len(returned) == 1 else ''})"
+                if returned else "    return 0")
+    return header + "\n".join(text) + "\n", sig
+
+
+def _rebind(names, outs, kinds, indent):
+    """Assigns each step's carry outputs to the carry names, keeping each one's numba type
+    (a C-contiguous array or a scalar): a view is copied, a constant made an array."""
+    pad = "    " * indent
+    lines = []
+    temps = []
+    for i, ((expr, kind), want) in enumerate(zip(outs, kinds)):
+        if want == "s":
+            value = expr
+        elif kind == "C":
+            value = expr
+        else:
+            value = f"np.ascontiguousarray({expr})"
+        temps.append(value)
+    # all outputs are read before any carry changes (a body may return carries swapped)
+    if names:
+        lines.append(f"{pad}{', '.join(names)}{',' if len(names) == 1 else ''} = "
+                     f"{', '.join(temps)}{',' if len(temps) == 1 else ''}")
+    return lines
+
+
+# ---- running ---------------------------------------------------------------------------------
+
+class LoopLauncher:
+    """Runs a loop kernel: ``launcher(list of arrays) -> list of arrays`` (the last carry,
+    then a scan's stacked ys), like ``compiler/_control.py``'s runner. Operands that are not
+    C-contiguous arrays of their declared dtype are converted first."""
+
+    def __init__(self, entry, op, spec):
+        self.entry = entry
+        self.source = spec.source
+        self.dtypes = [np.dtype(d if d != "bool" else np.bool_) for d, _, _, _ in
+                       spec.signature[:len(op.inputs)]]
+        self.carry_dtypes = self.dtypes[:op.params["n_carry"]]
+        if op.prim == "scan":
+            k, n = op.params["n_carry"], op.params["length"]
+            self.ys = [((n,) + _shape(v), np.dtype(_dtype(v) if _dtype(v) != "bool"
+                                                   else np.bool_))
+                       for v in op.params["body"].outputs[k:]]
+            self.steps = [np.array(n, dtype=np.int64)]
+        else:
+            self.ys, self.steps = [], []
+
+    def __call__(self, args):
+        ins = []
+        for a, dtype in zip(args, self.dtypes):
+            if not (isinstance(a, np.ndarray) and a.dtype == dtype and a.flags.c_contiguous):
+                a = np.ascontiguousarray(a, dtype=dtype)
+            ins.append(a)
+        ys = [np.empty(shape, dtype) for shape, dtype in self.ys]
+        result = self.entry(*ins, *self.steps, *ys)
+        carry = result if self.carry_dtypes else ()
+        out = [c if isinstance(c, np.ndarray) else np.asarray(c, dtype=d)
+               for c, d in zip(carry, self.carry_dtypes)]
+        return out + ys
+
+
+def write_source(spec):
+    """Writes a loop kernel's source to the cache directory (see ``numba_codegen``)."""
+    from .numba_codegen import _holds
+
+    if not _holds(spec.path, spec.source):
+        import threading
+
+        os.makedirs(os.path.dirname(spec.path), exist_ok=True)
+        tmp = f"{spec.path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(spec.source)
+        os.replace(tmp, spec.path)
+
+
+def is_loaded(spec) -> bool:
+    from .numba_codegen import _kernels
+
+    return spec.sha in _kernels
+
+
+def try_compile_loop(op):
+    """``compile_loop(op)``, or None (with a warning naming the reason) when ``op`` has no
+    numba form or numba fails to compile it: the loop then runs in Python around its
+    compiled regions, as without numba."""
+    spec = loop_spec(op)
+    if spec is None or spec.sha in _failed:
+        return None
+    try:
+        return compile_loop(op)
+    except Exception as e:  # noqa: BLE001 - any numba failure: keep the Python loop
+        import warnings
+
+        _failed.add(spec.sha)
+        warnings.warn(f"pf.jit: the {op.prim} loop could not be compiled as one numba kernel "
+                      f"({type(e).__name__}: {str(e)[:300]}); it runs as a Python loop over "
+                      f"its compiled body ({spec.path})", RuntimeWarning, stacklevel=2)
+        return None
+
+
+def compile_loop(op) -> LoopLauncher:
+    """The launcher of ``op``'s loop kernel, compiled now or loaded from the disk cache."""
+    from .numba_codegen import _kernels, _lock
+    from .numba_worker import load_kernel, mark_ready
+
+    spec = loop_spec(op)
+    entry = _kernels.get(spec.sha)
+    if entry is None:
+        with _lock:
+            entry = _kernels.get(spec.sha)
+            if entry is None:
+                write_source(spec)
+                entry = _kernels[spec.sha] = load_kernel(spec.path, spec.signature)
+                mark_ready(spec.path)
+    return LoopLauncher(entry, op, spec)
