@@ -194,3 +194,22 @@ def test_simplify_loops_moves_constants_and_unchanged_carries_out():
     assert program_scan.params["n_carry"] == 1
     for a, b in zip(_np(jitted(x, w)), _np(f(x, w))):
         np.testing.assert_allclose(a, b, rtol=1e-14)
+
+
+@needs_numba
+def test_a_kernel_numba_rejects_falls_back_to_the_python_loop(monkeypatch):
+    def broken(op):
+        raise RuntimeError("numba typing failed (simulated)")
+
+    monkeypatch.setattr(numba_loops, "compile_loop", broken)
+
+    def f(x):
+        return pf.scan(lambda c, v: (c * 0.5 + v, c), x[0], x)
+
+    x = pf.to_tensor(np.linspace(-1, 1, 4))
+    fast = pf.jit(f, **NUMBA)
+    with pytest.warns(RuntimeWarning, match="could not be compiled as one numba kernel"):
+        got = fast(x)
+    assert not _loop_kernels(fast, x)
+    for a, b in zip(_np(got), _np(f(x))):
+        np.testing.assert_allclose(a, b, rtol=1e-14)

@@ -110,9 +110,16 @@ def loop_specs(fn) -> list:
     specs = []
     for op in fn.ops:
         spec = loop_spec(op)
-        if spec is not None:
+        if spec is not None and not _rejected(spec):
             specs.append(spec)
     return specs
+
+
+def _rejected(spec) -> bool:
+    """Whether numba failed to compile this kernel before (here or in a compile worker)."""
+    from .numba_worker import failed_marker
+
+    return spec.sha in _failed or os.path.exists(failed_marker(spec.path))
 
 
 # ---- source generation ---------------------------------------------------------------------
@@ -199,12 +206,24 @@ def _emit_region(region, inputs, values, lines, indent):
         _check_value(v)
         values.expr[v], values.kind[v] = expr, kind
     pad = "    " * indent
+    # an elementwise result read once, by another elementwise operation, is written into
+    # its reader's expression: numba compiles one array expression into one loop (no
+    # temporary array, one allocation for the chain)
+    uses = {}
+    for op in region.ops:
+        for v in op.inputs:
+            uses[v] = uses.get(v, 0) + (1 if op.prim in _ELEMENTWISE else 2)
+    for v in region.outputs:
+        uses[v] = uses.get(v, 0) + 2
     for op in region.ops:
         _check_value(op.out)
         for v in op.inputs:
             _check_value(v)
         expr, kind = _emit_op(op, values)
         if kind == "lit":
+            continue
+        if op.prim in _ELEMENTWISE and uses.get(op.out) == 1 and len(expr) < 400:
+            values.expr[op.out], values.kind[op.out] = f"({expr})", kind
             continue
         name = values.fresh()
         lines.append(f"{pad}{name} = {expr}")
@@ -549,7 +568,7 @@ def try_compile_loop(op):
     numba form or numba fails to compile it: the loop then runs in Python around its
     compiled regions, as without numba."""
     spec = loop_spec(op)
-    if spec is None or spec.sha in _failed:
+    if spec is None or _rejected(spec):
         return None
     try:
         return compile_loop(op)
