@@ -213,3 +213,33 @@ def test_a_kernel_numba_rejects_falls_back_to_the_python_loop(monkeypatch):
     assert not _loop_kernels(fast, x)
     for a, b in zip(_np(got), _np(f(x))):
         np.testing.assert_allclose(a, b, rtol=1e-14)
+
+
+def test_jet_inside_jit_keeps_scan_and_while_loops_as_one_operation():
+    xs = pf.to_tensor(np.linspace(0.5, 1.5, 6))
+
+    def f(x):
+        def step(c, v):
+            c = pf.sin(c * v) + 0.5 * c
+            return c, c * c
+        c, ys = pf.scan(step, x, xs)
+        _, d = pf.while_loop(lambda s: s[0] < 3, lambda s: (s[0] + 1, pf.tanh(s[1]) * c),
+                             (pf.to_tensor(0, dtype="int64"), c))
+        return c + ys.sum() + d
+
+    def series(x, v1, v2, v3):
+        y0, ys = pf.jet(f, (x,), ([v1, v2, v3],))
+        return [y0] + list(ys)
+
+    args = [pf.to_tensor(a, dtype="float64") for a in (0.3, 1.0, 0.2, 0.0)]
+    jitted = pf.jit(series, full_graph=True)
+    prims = [op.prim for op in jitted.lower(*args).program.ops]
+    assert prims.count("scan") == 1 and prims.count("while") == 1 and len(prims) < 60
+    got = [float(v) for v in jitted(*args)]
+    want = [float(v) for v in series(*args)]  # eager: the Python loops
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    # the first coefficient is the derivative: float64 central differences
+    eps = 1e-6
+    fd = (float(f(pf.to_tensor(0.3 + eps, dtype="float64")))
+          - float(f(pf.to_tensor(0.3 - eps, dtype="float64")))) / (2 * eps)
+    assert abs(got[1] - fd) < 1e-6 * max(1.0, abs(fd))
