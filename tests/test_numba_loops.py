@@ -243,3 +243,27 @@ def test_jet_inside_jit_keeps_scan_and_while_loops_as_one_operation():
     fd = (float(f(pf.to_tensor(0.3 + eps, dtype="float64")))
           - float(f(pf.to_tensor(0.3 - eps, dtype="float64")))) / (2 * eps)
     assert abs(got[1] - fd) < 1e-6 * max(1.0, abs(fd))
+
+
+@needs_numba
+def test_matrix_vector_products_in_every_orientation():
+    rng = np.random.default_rng(3)
+    w = pf.to_tensor(rng.standard_normal((5, 7)) * 0.3, dtype="float32")
+    v = pf.to_tensor(rng.standard_normal(7) * 0.3, dtype="float32")
+    u = pf.to_tensor(rng.standard_normal(5) * 0.3, dtype="float32")
+
+    def f(w, v, u):
+        def step(c, _):
+            a, b = c
+            m = w * pf.tanh(b).sum()  # a matrix computed in the loop: np.dot
+            a = pf.tanh(w @ b + m @ b)  # matrix @ vector (rows of w read directly)
+            b = pf.sin(a @ w + ((b[None, :] @ w.T) @ w)[0])  # vector @ matrix, both ways
+            return (a, b), (a * a).sum()
+        return pf.scan(step, (u, v), None, length=4)
+
+    fast = pf.jit(f, **NUMBA)
+    assert len(_loop_kernels(fast, w, v, u)) == 1
+    slow = pf.jit(f, backend="numpy")
+    for a, b in zip(_np(fast(w, v, u)), _np(slow(w, v, u))):
+        assert a.dtype == np.float32
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
