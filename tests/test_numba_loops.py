@@ -267,3 +267,24 @@ def test_matrix_vector_products_in_every_orientation():
     for a, b in zip(_np(fast(w, v, u)), _np(slow(w, v, u))):
         assert a.dtype == np.float32
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+
+
+@needs_numba
+def test_the_kernels_tanh_is_within_two_ulp_of_numpys():
+    x = np.concatenate([np.linspace(-30, 30, 20001), np.geomspace(1e-300, 2, 3000),
+                        -np.geomspace(1e-300, 2, 3000), np.linspace(0.62, 0.63, 1001),
+                        [0.0, -0.0, np.inf, -np.inf, np.nan]])
+    xs = pf.to_tensor(x[None, :])
+
+    def f(xs):
+        return pf.scan(lambda c, v: (c, pf.tanh(v)), pf.to_tensor(0.0, dtype="float64"), xs)[1]
+
+    fast = pf.jit(f, **NUMBA)
+    assert len(_loop_kernels(fast, xs)) == 1
+    got = fast(xs).numpy()[0]
+    want = np.tanh(x)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = ~np.isnan(want)
+    ulp = np.abs(got[finite] - want[finite]) / np.spacing(np.abs(want[finite]))
+    assert ulp.max() <= 2
+    assert np.array_equal(np.signbit(got[finite]), np.signbit(want[finite]))  # tanh(-0) = -0

@@ -49,7 +49,7 @@ _COMPARE = {"eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})",
             "logical_and": "np.logical_and({0}, {1})",
             "logical_or": "np.logical_or({0}, {1})"}
 _UNARY = {"neg": "(-{0})", "abs": "np.abs({0})", "sqrt": "np.sqrt({0})",
-          "exp": "np.exp({0})", "log": "np.log({0})", "tanh": "np.tanh({0})",
+          "exp": "np.exp({0})", "log": "np.log({0})", "tanh": "tanh_({0})",
           "sin": "np.sin({0})", "cos": "np.cos({0})", "expm1": "np.expm1({0})",
           "log1p": "np.log1p({0})", "floor": "np.floor({0})", "ceil": "np.ceil({0})",
           "sign": "np.sign({0})", "rsqrt": "({one} / np.sqrt({0}))",
@@ -65,6 +65,47 @@ _STRUCTURAL = frozenset({"full", "iota", "reshape", "broadcast_in_dim", "transpo
 LOOPS = frozenset({"scan", "while"})
 _spec_cache = {}  # id(op) -> (op, spec or None): compile_program asks more than once
 _failed = set()  # hashes of loop kernels numba could not compile (not tried again)
+
+
+# tanh that LLVM vectorises: numba calls the scalar libm tanh per element (~8 ns, ~6x
+# NumPy's SIMD loop), which made tanh a fifth of an MLP loop body. |x| < 0.625: Cephes'
+# rational approximation x + x z P(z) / Q(z), z = x^2 (relative error 2.5e-16); above:
+# 1 - 2 / (exp(2|x|) + 1) with exp(y) = 2^k e^r (Cody-Waite reduction, a degree-12 Taylor
+# polynomial for |r| <= ln2 / 2, 2^k from a table: tanh(20) is 1.0 in float64, so |x| is
+# clamped there). At most 2 ulp from NumPy's tanh (tests/test_numba_loops.py).
+TANH_SOURCE = """
+POW2_ = np.array([2.0 ** k for k in range(64)])
+
+
+@numba.njit(inline="always", error_model="numpy", FLAGS)
+def tanh1_(v):
+    a = min(abs(v), 20.0)
+    z = a * a
+    p = (-9.64399179425052238628e-1 * z - 9.92877231001918586564e1) * z \
+        - 1.61468768441708447952e3
+    q = ((z + 1.12811678491632931402e2) * z + 2.23548839060100448583e3) * z \
+        + 4.84406305325125486048e3
+    small = a + a * z * p / q
+    y = 2.0 * a
+    k = np.floor(y * 1.4426950408889634 + 0.5)
+    r = (y - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10
+    e = 1.0 / 479001600.0
+    for c in (1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0,
+              1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0):
+        e = e * r + c
+    large = 1.0 - 2.0 / (e * POW2_[np.int64(k)] + 1.0)
+    return math.copysign(small if a < 0.625 else large, v)
+
+
+@numba.njit(inline="always", error_model="numpy", FLAGS)
+def tanh_(x):  # x: C-contiguous (the kernel passes views through np.ascontiguousarray)
+    out = np.empty_like(x)
+    flat, result = x.reshape(x.size), out.reshape(out.size)
+    for i in range(x.size):
+        result[i] = tanh1_(flat[i])
+    return out
+
+"""
 
 
 class Unsupported(Exception):
@@ -168,6 +209,7 @@ class _Values:
         self.invariant = set()  # expressions that are the same at every step
         self.cache = {}  # hoisted derived values (transposed weights), by what they derive
         self.allow_loops = True  # matrix-vector products as loops (else np.dot)
+        self.base = {}  # reshaped values -> (expression, shape) of the array they view
 
     def fresh(self, prefix="t"):
         self.count += 1
@@ -181,6 +223,20 @@ class _Values:
         if kind == "A":
             return f"np.ascontiguousarray({self.expr[v]})"
         return self.expr[v]
+
+    def view(self, v, shape):
+        """An expression for the C-contiguous array ``v`` (or a contiguous copy of a view,
+        made by a statement) with ``shape``: chains of reshapes read their first source,
+        and a reshape back to that source's shape is the source itself."""
+        if self.kind[v] == "A":
+            name = self.fresh("c")
+            self.stmts.append(f"{name} = np.ascontiguousarray({self.expr[v]})")
+            self.expr[v], self.kind[v] = name, "C"
+        if self.kind[v] == "lit":
+            base, base_shape = self.materialise(v), _shape(v)
+        else:
+            base, base_shape = self.base.get(v) or (self.expr[v], _shape(v))
+        return base if tuple(shape) == tuple(base_shape) else f"{base}.reshape({shape!r})"
 
     def materialise(self, v):
         """The array expression of a constant (hoisted out of the loop once)."""
@@ -229,6 +285,9 @@ def _emit_region(region, inputs, values, lines, indent):
         values.stmts = []
         if kind == "lit":
             continue
+        if kind == "view":
+            values.kind[op.out] = "C"
+            continue
         if op.prim in _ELEMENTWISE and uses.get(op.out) == 1 and len(expr) < 400:
             values.expr[op.out], values.kind[op.out] = f"({expr})", kind
             continue
@@ -275,6 +334,13 @@ def _emit_op(op, values):  # noqa: C901 - one case per primitive family
             expr = _BINARY[prim].format(*args)
         elif prim in _COMPARE:
             expr = _COMPARE[prim].format(*args)
+        elif prim == "tanh" and scalar_out:
+            expr = f"tanh1_({args[0]})"
+        elif prim == "tanh":
+            arg = args[0]
+            if values.kind.get(op.inputs[0]) == "A":
+                arg = f"np.ascontiguousarray({arg})"
+            expr = f"tanh_({arg})"
         elif prim in _UNARY:
             expr = _UNARY[prim].format(*args, one=_literal(1, dtype))
         elif prim == "select":
@@ -323,10 +389,11 @@ def _emit_op(op, values):  # noqa: C901 - one case per primitive family
         if values.kind[x] == "s":
             return (f"np.full({shape!r}, {values.expr[x]})", "C") if shape else (
                 values.expr[x], "s")
-        src = values.contiguous(x)
         if scalar_out:
-            return f"{src}.reshape((1,))[0]", "s"
-        return f"{src}.reshape({shape!r})", "C"
+            return f"{values.contiguous(x)}.reshape((1,))[0]", "s"
+        values.expr[out] = values.view(x, shape)  # a view: no statement of its own
+        values.base[out] = values.base.get(x) or (values.expr[x], _shape(x))
+        return values.expr[out], "view"
     if prim == "broadcast_in_dim":
         if values.kind[x] == "lit":
             return _constant(values, out, None, values.literal[x][0])
@@ -404,6 +471,11 @@ def _emit_dot(op, values):
         return f"{expr}.T" if transposed else expr
 
     expr = _matvec(op, values, m, k, n, tx, ty, matrix)
+    if expr is not None:
+        if op.out in values.base:
+            values.expr[op.out] = expr
+            return expr, "view"
+        return expr, "C"
     if expr is None:
         expr = f"np.dot({matrix(x, m, k, tx)}, {matrix(y, k, n, ty)})"
     if _shape(op.out) != (m, n):
@@ -443,15 +515,17 @@ def _matvec(op, values, m, k, n, tx, ty, matrix):
         return None
     if values.kind[mat] == "A" and given_as_rows:
         rows = f"np.ascontiguousarray({rows})"
-    vector, out = values.fresh("v"), values.fresh("t")
-    values.stmts += [f"{vector} = {values.contiguous(vec)}.reshape(({k},))",
-                     f"{out} = np.empty({rows_n}, np.{dtype})",
+    vector, out = values.view(vec, (k,)), values.fresh("t")
+    values.stmts += [f"{out} = np.empty({rows_n}, np.{dtype})",
                      f"for j in range({rows_n}):",
                      f"    acc = {_literal(0, dtype)}",
                      f"    for i in range({k}):",
                      f"        acc += {rows}[j, i] * {vector}[i]",
                      f"    {out}[j] = acc"]
-    return out if _shape(op.out) == (rows_n,) else f"{out}.reshape({_shape(op.out)!r})"
+    if _shape(op.out) == (rows_n,):
+        return out
+    values.base[op.out] = (out, (rows_n,))  # a view of the vector (read through it later)
+    return f"{out}.reshape({_shape(op.out)!r})"
 
 
 def _loop_source(op):
@@ -526,9 +600,11 @@ def _loop_source(op):
                                                       "            break"]
                  + body + _rebind(carry_names, outs, [c[1] for c in carry], 2))
         returned = carry_names
-    header = ("import numpy as np\nimport numba\n\n\n"
-              "@numba.njit(cache=True, nogil=True, error_model='numpy', fastmath={"
-              + ", ".join(repr(f) for f in sorted(FASTMATH)) + "})\n")
+    flags = "fastmath={" + ", ".join(repr(f) for f in sorted(FASTMATH)) + "}"
+    header = "import math\n\nimport numpy as np\nimport numba\n\n"
+    if "tanh" in "\n".join(lines + values.hoisted):
+        header += TANH_SOURCE.replace("FLAGS", flags)
+    header += f"\n@numba.njit(cache=True, nogil=True, error_model='numpy', {flags})\n"
     text = [f"def kernel({', '.join(params)}):"] + pre
     text += ["    " + h for h in values.hoisted] + lines
     text.append(f"    return ({', '.join(returned)}{',' if len(returned) == 1 else ''})"
