@@ -288,3 +288,21 @@ def test_the_kernels_tanh_is_within_two_ulp_of_numpys():
     ulp = np.abs(got[finite] - want[finite]) / np.spacing(np.abs(want[finite]))
     assert ulp.max() <= 2
     assert np.array_equal(np.signbit(got[finite]), np.signbit(want[finite]))  # tanh(-0) = -0
+
+
+@needs_numba
+def test_stacked_results_the_caller_holds_are_never_reused():
+    def f(x):
+        return pf.scan(lambda c, v: (c + v, c * v), x[0], x)[1]
+
+    fast = pf.jit(f, **NUMBA)
+    x1, x2 = pf.to_tensor(np.arange(1.0, 6.0)), pf.to_tensor(np.arange(10.0, 15.0))
+    first = fast(x1)
+    kept = first.numpy().copy()
+    view = first[1:3]
+    second = fast(x2)
+    third = fast(x2)
+    np.testing.assert_array_equal(first.numpy(), kept)  # not overwritten by later calls
+    np.testing.assert_array_equal(view.numpy(), kept[1:3])
+    np.testing.assert_array_equal(second.numpy(), third.numpy())
+    np.testing.assert_allclose(second.numpy(), f(x2).numpy(), rtol=1e-14)

@@ -58,6 +58,7 @@ def optimize_program(fn, verify=False, assume_finite=False):
         if not simplify_loops(fn):
             break
         fn = run_pipeline(fn, verify=verify, assume_finite=assume_finite)
+        prune_results(fn)  # (the saved values a simplified reverse scan no longer reads)
         optimize_regions(fn, lambda r: _prune_then_optimize(r, verify, assume_finite))
     return fn
 

@@ -274,7 +274,9 @@ def simplify_loops(fn) -> bool:
       (``x + 0 -> x``) and the loop stops reading it;
     * a carry the body returns unchanged (a weight's gradient accumulated outside the
       loop, say) becomes a constant operand, and its result is that operand;
-    * a constant operand the body does not read is dropped.
+    * an operand the body does not read is dropped;
+    * a stacked result that is each step's slice of a scanned operand (or a reshape of
+      it) is that operand (reshaped): the loop stops copying it.
 
     Regions are edited as copies. Run the optimizer inside the regions after. Returns
     whether anything changed.
@@ -323,9 +325,19 @@ def _simplify_scan(op, gets, replace, dropped) -> bool:
     used = set(body.outputs)
     for inner in body.ops:
         used.update(inner.inputs)
-    unused = [i for i in range(k + m, len(ins)) if body.inputs[i] not in used]
+    unused = [i for i in range(k, len(ins)) if body.inputs[i] not in used]
     gone = set(fulls) | set(unused)
-    if not fixed and not gone:
+    # ys that are a step's slice of a scanned operand (or a reshape of it): the saved
+    # forward values a reverse scan hands on to the weight-gradient products after it
+    slice_of = {body.inputs[i]: i for i in range(k, k + m) if i not in fulls}
+    copied = {}
+    for j in range(k, len(body.outputs)):
+        v = body.outputs[j]
+        if v.op is not None and v.op.prim == "reshape":
+            v = v.op.inputs[0]
+        if v in slice_of:
+            copied[j] = slice_of[v]
+    if not fixed and not gone and not copied:
         return False
     body = body.copy()
     inlined = {}
@@ -347,20 +359,27 @@ def _simplify_scan(op, gets, replace, dropped) -> bool:
     order = carry + xs + consts
     op.inputs = [ins[i] for i in order]
     body.inputs = [body.inputs[i] for i in order]
-    body.outputs = [body.outputs[j] for j in carry] + body.outputs[k:]
+    ys = [j for j in range(k, len(body.outputs)) if j not in copied]
+    body.outputs = [body.outputs[j] for j in carry] + [body.outputs[j] for j in ys]
     params = dict(op.params, n_carry=len(carry), n_xs=len(xs))
     params["body"] = body
     op.params = params
     avals = op.out.aval.avals
-    new_index = {j: n for n, j in enumerate(carry)}
-    new_index.update({i: i - len(fixed) for i in range(k, len(avals))})
-    op.out = Value(TupleAval([avals[j] for j in carry] + list(avals[k:])), op)
+    new_index = {j: n for n, j in enumerate(carry + ys)}
+    op.out = Value(TupleAval([avals[j] for j in carry + ys]), op)
     for g in gets:
         index = g.params["index"]
         if index in new_index:
             g.inputs = [op.out]
             g.params = dict(g.params, index=new_index[index])
-        else:  # a carry the loop never changes: its initial value
-            replace[g.out] = ins[index]
+            continue
+        # a carry the loop never changes (its initial value), or a stacked slice of a
+        # scanned operand (the operand itself, reshaped if the body reshaped the slice)
+        source = ins[copied[index]] if index in copied else ins[index]
+        if tuple(source.aval.shape) == tuple(g.out.aval.shape):
+            replace[g.out] = source
             dropped.add(id(g))
+        else:
+            g.prim, g.inputs = "reshape", [source]
+            g.params = {"shape": tuple(g.out.aval.shape)}
     return True
