@@ -178,6 +178,7 @@ def main(argv=None):
     reps = 5 if args.quick else 11
     n = args.steps
     params, y0, params_np, y0_np = problem()
+    compile_time(scan_loss, 10, params, y0, args.backend)  # (imports, numba's first load)
     c10, _ = compile_time(scan_loss, 10, params, y0, args.backend)
     cn, fwd = compile_time(scan_loss, n, params, y0, args.backend)
     fwd(params, y0)
