@@ -17,7 +17,12 @@ the final state. Measured in one process (only ratios mean anything; see README.
 * JAX ``lax.scan`` under ``jax.jit`` on the same problem when JAX is importable (it is not
   a dependency; without it the column says n/a).
 
-Run: ``python -m bench.control_flow [--steps 1000] [--quick]``.
+Every run time is the median of interleaved rounds (each cell called in turn, so all see
+the same load), in wall time and in CPU time (which moves less on a shared machine).
+
+Run: ``python -m bench.control_flow [--steps 1000] [--quick] [--skip-unrolled]``
+(``--python``-style peers: run it with an interpreter that has JAX, e.g.
+``PYTHONPATH=. /work/benchenv/bin/python -m bench.control_flow``).
 """
 
 from __future__ import annotations
