@@ -583,7 +583,18 @@ def _loop_source(op):
         values.invariant.update(expr for expr, _ in args[k + m:])
         outs = _emit_region(body_fn, region_in, values, body, 2)
         for j, (expr, kind) in enumerate(outs[k:]):
-            body.append(f"        {out_names[j]}[t] = {expr}")
+            v = body_fn.outputs[k + j]
+            size = math.prod(_shape(v))
+            if kind == "s" or not _shape(v) or values.kind.get(v) not in ("C", "A", "lit"):
+                body.append(f"        {out_names[j]}[t] = {expr}")
+                continue
+            # a flat row copy (numba's generic setitem of a reshaped view is ~3x slower)
+            flat = f"{out_names[j]}f"
+            values.hoisted.append(f"{flat} = {out_names[j]}.reshape((n, {size}))")
+            row = values.view(v, (size,))
+            body += ["        " + line for line in values.stmts]
+            values.stmts = []
+            body.append(f"        {flat}[t, :] = {row}")
         carry_names = [c[0] for c in carry]
         body += _rebind(carry_names, outs[:k], [c[1] for c in carry], 2)
         lines = [loop] + body
