@@ -4,8 +4,9 @@
 cache) its ``kernel`` for one signature. Run as a script, this file is the worker process
 that ``numba_codegen.compile_in_background`` starts: it reads a JSON list of jobs
 ``{"path": ..., "sig": [[dtype, ndim, layout, readonly], ...]}`` from stdin, compiles each
-kernel into the disk cache and leaves a ``.ready-<numba version>`` marker next to its source. It imports
-only numba (not primflow), so it starts quickly.
+kernel into the disk cache and leaves a ``.ready-<numba version>`` marker next to its source
+(a ``.failed-<numba version>`` one holding the error when numba rejects it; the others
+still compile). It imports only numba (not primflow), so it starts quickly.
 """
 
 from __future__ import annotations
