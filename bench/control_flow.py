@@ -102,7 +102,7 @@ def compile_time(make, n, params, y0, backend):
     from primflow.compiler import _pipeline
 
     times = []
-    for _ in range(3):  # the median of three fresh compiles (the machine may be shared)
+    for _ in range(7):  # the median of seven fresh compiles (the machine may be shared)
         _pipeline._code_cache.clear()
         jitted = pf.jit(make(n), backend=backend)
         t0 = time.perf_counter()
