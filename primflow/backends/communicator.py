@@ -59,22 +59,6 @@ def chunk_sizes(n: int, parts: int) -> list:
     return [max(0, min(c, n - i * c)) for i in range(parts)]
 
 
-def chunk(array, axis: int, parts: int, index: int):
-    """Block ``index`` of ``array`` split along ``axis`` into ``parts`` chunks (a view)."""
-    n = array.shape[axis]
-    c = -(-n // parts)
-    start = min(n, index * c)
-    stop = min(n, start + c)
-    key = [slice(None)] * array.ndim
-    key[axis] = slice(start, stop)
-    return array[tuple(key)]
-
-
-def zeros_like(array):
-    """A zero array with ``array``'s shape and dtype."""
-    return np.zeros_like(array)
-
-
 def to_numpy_copy(array):
     """A NumPy copy of a native array."""
     return np.array(array, copy=True)
@@ -131,12 +115,26 @@ class Communicator(abc.ABC):
     def allreduce(self, array, op="sum"):
         """The elementwise reduction over members of same-shape arrays (a new array)."""
 
+    def allreduce_inplace(self, array, op="sum"):
+        """``allreduce`` written into ``array`` itself (a C-contiguous, writeable buffer
+        that nothing else reads: the caller checks). No result buffer is allocated, which
+        for large arrays is most of the cost beyond the transport's."""
+        array[...] = self.allreduce(array, op)
+
+    def same_signature(self, signature):
+        """The members' ``signature`` (a tuple of ints, the same length everywhere) if they
+        all passed the same one, else the list of every member's (to name who differs).
+        One small collective; the transports that can detect disagreement cheaper may
+        override it."""
+        rows = self.allgather_ints(list(signature))
+        return None if all(tuple(r) == tuple(signature) for r in rows) else rows
+
     def allreduce_many(self, arrays, op="sum"):
         """``allreduce`` of each array, in one collective (a flat bucket)."""
         if not arrays:
             return []
-        flat = np.concatenate([np.ravel(a) for a in arrays])
-        total = self.allreduce(flat, op)
+        total = np.concatenate([np.ravel(a) for a in arrays])
+        self.allreduce_inplace(total, op)  # the bucket is ours: reduce it in place
         out, start = [], 0
         for a in arrays:
             out.append(total[start:start + a.size].reshape(a.shape))
@@ -194,6 +192,12 @@ class LocalCommunicator(Communicator):
     def allreduce(self, array, op="sum"):
         return array.copy()
 
+    def allreduce_inplace(self, array, op="sum"):
+        pass  # one member: the reduction of one array is itself (also for avg)
+
+    def same_signature(self, signature):
+        return None
+
     def allgather(self, array, axis, sizes):
         return array
 
@@ -242,6 +246,7 @@ class MPICommunicator(Communicator):
         self._ops = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD,
                      "avg": MPI.SUM}
         self._subs = {}
+        self._signature_buffers = {}
 
     def _op(self, op):
         try:
@@ -256,6 +261,26 @@ class MPICommunicator(Communicator):
         if op == "avg":
             out /= self.size
         return out
+
+    def allreduce_inplace(self, array, op="sum"):
+        self.comm.Allreduce(self._MPI.IN_PLACE, array, op=self._op(op))
+        if op == "avg":
+            array /= self.size
+
+    def same_signature(self, signature):
+        # every member sends its signature and the negated one; one MAX reduction then
+        # gives (max, -min) per entry, and they agree iff max == min everywhere. It costs
+        # the same as an Allgather but its buffers are reused (no allocation per call).
+        n = len(signature)
+        buf = self._signature_buffers.get(n)
+        if buf is None:
+            buf = self._signature_buffers[n] = np.empty(2 * n, dtype=np.int64)
+        buf[:n] = signature
+        np.negative(buf[:n], out=buf[n:])
+        self.comm.Allreduce(self._MPI.IN_PLACE, buf, op=self._MPI.MAX)
+        if np.array_equal(buf[:n], -buf[n:]):
+            return None
+        return self.allgather_ints(list(signature))
 
     def allgather(self, array, axis, sizes):
         front = _to_front(array, axis)
@@ -365,6 +390,66 @@ def mpi_communicator() -> MPICommunicator:
             f"this process was started by an MPI launcher but mpi4py is not installed "
             f"({e}); {MPI_EXTRA_HINT}") from None
     return MPICommunicator(MPI.COMM_WORLD)
+
+
+_world = None
+
+
+def world_communicator() -> Communicator:
+    """The communicator of every process of the job: MPI's world under a launcher (joined
+    on first use), else a world of one. ``primflow.distributed`` and the collective
+    primitives' kernels share it.
+
+    Example:
+        >>> world_communicator().size >= 1
+        True
+    """
+    global _world
+    if _world is None:
+        _world = mpi_communicator() if launched_by_mpi() else LocalCommunicator()
+    return _world
+
+
+def group_communicator(ranks) -> Communicator:
+    """The communicator of the world ranks ``ranks`` (a tuple, this process among them):
+    what a collective primitive's ``ranks`` parameter names. Created on first use by every
+    member (``primflow.distributed`` creates a mesh's groups when the mesh is first used,
+    in the same order on every rank), then cached.
+
+    Example:
+        >>> group_communicator((0,)).size
+        1
+    """
+    world = world_communicator()
+    ranks = tuple(ranks)
+    if world.size > 1 and world.rank not in ranks:
+        raise CommunicationError(f"rank {world.rank} runs a collective of the group {list(ranks)} "
+                                 f"it is not a member of")
+    return world.sub(ranks)
+
+
+# ---- kernels of the collective primitives (prims/collective.py) ----------------------------
+# host arrays (MPI reads and writes host memory); other backends wrap them (array_api.py)
+
+def _all_reduce_kernel(x, *, op, ranks):
+    return group_communicator(ranks).allreduce(x, op)
+
+
+def _all_gather_kernel(x, *, axis, sizes, ranks):
+    return group_communicator(ranks).allgather(x, axis, list(sizes))
+
+
+def _reduce_scatter_kernel(x, *, op, axis, sizes, ranks):
+    return group_communicator(ranks).reduce_scatter(x, op, axis, list(sizes))
+
+
+def _all_to_all_kernel(x, *, split_axis, concat_axis, split_sizes, concat_sizes, ranks):
+    return group_communicator(ranks).alltoall(x, split_axis, concat_axis, list(split_sizes),
+                                              list(concat_sizes))
+
+
+KERNELS = {"all_reduce": _all_reduce_kernel, "all_gather": _all_gather_kernel,
+           "reduce_scatter": _reduce_scatter_kernel, "all_to_all": _all_to_all_kernel}
 
 
 def find_mpiexec():

@@ -5,7 +5,8 @@
   ``all_gather``, ``reduce_scatter``, ``alltoall``, ``broadcast``, ``send``/``recv`` on each
   rank's tensors, differentiable (``collective.py``).
 * Distributed tensors: ``ProcessMesh``, ``Replicate``/``Shard``/``Partial``,
-  ``shard_tensor``, ``reshard``, ``dtensor_from_local``, ``unshard_dtensor``; every op and
+  ``shard_tensor``, ``reshard``, ``dtensor_from_local``, ``unshard_dtensor``,
+  ``local_map`` (a function of each rank's blocks on distributed tensors); every op and
   derivative runs on them (``dtensor.py`` explains the design, ``prims/sharding.py`` has
   the rules).
 * Paddle 3's user API: ``shard_layer``, ``shard_optimizer`` (``ShardingStage1``),
@@ -31,6 +32,7 @@ from .dtensor import (DistTensor, dtensor_from_fn, dtensor_from_local, dtensor_t
 from .env import (Group, barrier, get_rank, get_world_size, init_parallel_env, is_initialized,
                   new_group)
 from .placement import Partial, Placement, ProcessMesh, ReduceType, Replicate, Shard
+from .local_map import local_map
 
 
 def _tensor_is_dist(self) -> bool:
@@ -54,7 +56,7 @@ __all__ = [
     "ShardingStage1", "Strategy", "all_gather", "all_reduce", "alltoall", "barrier",
     "broadcast", "dtensor_from_fn", "dtensor_from_local", "dtensor_to_local", "get_rank",
     "get_world_size", "init_parallel_env", "is_dist_tensor", "is_initialized",
-    "load_state_dict", "new_group", "recv", "reduce_gradients", "reduce_scatter", "reshard", "save_state_dict",
-    "send", "shard_dataloader", "shard_layer", "shard_optimizer", "shard_tensor",
-    "to_static", "unshard_dtensor",
+    "load_state_dict", "local_map", "new_group", "recv", "reduce_gradients", "reduce_scatter",
+    "reshard", "save_state_dict", "send", "shard_dataloader", "shard_layer", "shard_optimizer",
+    "shard_tensor", "to_static", "unshard_dtensor",
 ]

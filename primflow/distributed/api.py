@@ -4,10 +4,16 @@ stage 1), ``shard_dataloader`` and ``to_static`` (a ``DistModel`` you call per b
 
 from __future__ import annotations
 
-from ..core.state import no_grad
+import contextlib
+
+from ..autodiff import grad as autodiff_grad
+from ..core.state import enable_grad, no_grad
 from ..core.tensor import Tensor
+from ..backends import communicator as comms
 from ..ops import astype as cast
-from .dtensor import DistTensor, dtensor_from_local, reduce_gradients, reshard, shard_tensor
+from ..transforms.jit import Jitted
+from .dtensor import (DistTensor, dtensor_from_local, from_local_like, is_member,
+                      reduce_gradients, reduced_gradients, reshard, shard_tensor, staging)
 from .placement import ProcessMesh, Replicate, Shard
 
 
@@ -241,8 +247,13 @@ def shard_dataloader(dataloader, meshes, input_keys=None, shard_dims=None,
 
 # ---- to_static --------------------------------------------------------------------------------
 class Strategy:
-    """Settings of ``to_static`` (accepted for compatibility; primflow runs the step
-    eagerly over MPI, so there is nothing to tune yet)."""
+    """Settings of ``to_static`` (accepted for compatibility; there is nothing to tune yet).
+
+    Example:
+        >>> import primflow.distributed as dist
+        >>> dist.Strategy({"sharding": {"enable": False}}).config["sharding"]
+        {'enable': False}
+    """
 
     def __init__(self, config=None):
         self.config = dict(config or {})
@@ -254,6 +265,14 @@ class DistModel:
     In ``train()`` mode ``model(*inputs, label)`` runs forward, loss, backward and one
     optimizer step and returns the loss; ``eval()`` returns the loss only; ``predict()``
     returns the layer's outputs.
+
+    The step is compiled (``pf.jit``) per batch layout when every parameter is a
+    distributed tensor on one mesh that includes this rank: forward, loss and gradients
+    become one program per rank in which the communication is explicit, as collective
+    primitives (``all_reduce``, ``all_gather``, ``reduce_scatter``, ``all_to_all``);
+    ``lower()`` shows it. The optimizer update then runs on the distributed parameters.
+    Other models (plain parameters, pipelines over several meshes) run the same step
+    eagerly.
     """
 
     def __init__(self, layer, loader, loss, optimizer, strategy=None):
@@ -268,6 +287,12 @@ class DistModel:
             self._mode = "eval"
         else:
             self._mode = "predict"
+        self._programs = {}  # mode -> the jitted step
+        # the call being traced: its signature's layouts (global shapes, placements, which
+        # parameters train) and the layouts of its arguments (None: not distributed)
+        self._layouts = None
+        self._templates = None
+        self._last = {}  # mode -> what lower() needs to find the last call's program
 
     def train(self):
         if self._loss_fn is None or self._optimizer is None:
@@ -287,11 +312,18 @@ class DistModel:
         self.network.eval()
 
     def __call__(self, *args):
+        if self._mode != "predict" and len(args) < 2:
+            raise TypeError("DistModel in train/eval mode is called as model(*inputs, label)")
+        mesh = self._compiled_mesh(args)
+        if mesh is not None:
+            return self._run_compiled(mesh, args)
+        return self._run_eager(args)
+
+    # ---- eager ------------------------------------------------------------------------------
+    def _run_eager(self, args):
         if self._mode == "predict":
             with no_grad():
                 return self.network(*args)
-        if len(args) < 2:
-            raise TypeError("DistModel in train/eval mode is called as model(*inputs, label)")
         *inputs, label = args
         if self._mode == "eval":
             with no_grad():
@@ -303,8 +335,193 @@ class DistModel:
         self._optimizer.clear_grad()
         return loss
 
+    # ---- compiled ------------------------------------------------------------------------
+    def _compiled_mesh(self, args):
+        """The mesh of a model whose step compiles (see the class docstring), else None."""
+        params = self.network.parameters()
+        if not params or not all(isinstance(p, DistTensor) for p in params):
+            return None
+        mesh = params[0].process_mesh
+        if any(p.process_mesh != mesh for p in params) or not is_member(mesh):
+            return None
+        for a in args:
+            if isinstance(a, DistTensor):
+                if a.process_mesh != mesh:
+                    return None
+            elif not isinstance(a, Tensor):
+                return None
+        return mesh
+
+    def _program(self, mode):
+        program = self._programs.get(mode)
+        if program is None:
+            def step(param_blocks, arg_blocks):
+                return self._step(mode, param_blocks, arg_blocks)
+
+            step.__name__ = step.__qualname__ = f"dist_{mode}_step"
+            # the layouts (global shapes, placements) are part of the signature: equal
+            # blocks can belong to different global tensors
+            program = self._programs[mode] = Jitted(step, extra_key=lambda: self._layouts,
+                                                    name=f"dist_{mode}_step")
+        return program
+
+    def _step(self, mode, param_blocks, arg_blocks):
+        """The traced step on this rank's blocks: forward, loss and (train) the gradients
+        reduced to the parameters' placements; returns the blocks of the results."""
+        params = self.network.parameters()
+        with staging(), enable_grad():
+            dparams = [from_local_like(b, p) for b, p in zip(param_blocks, params)]
+            dargs = [b if t is None else from_local_like(b, t)
+                     for b, t in zip(arg_blocks, self._templates)]
+            if mode == "train":
+                for dp, p in zip(dparams, params):
+                    dp.stop_gradient = p.stop_gradient  # frozen parameters get no gradient
+            if mode == "predict":
+                with _parameters_replaced(self.network, dparams):
+                    out = self.network(*dargs)
+                return [_block_of(_replicated(o)) for o in _as_list(out)]
+            with _parameters_replaced(self.network, dparams):
+                loss = self._loss_fn(self.network(*dargs[:-1]), dargs[-1])
+            loss = _replicated(loss)
+            if mode == "eval":
+                return [_block_of(loss)]
+            trainable = [p for p in dparams if not p.stop_gradient]
+            grads = iter(reduced_gradients(  # bucketed, as reduce_gradients
+                autodiff_grad(loss, trainable, allow_unused=True), trainable)
+                if trainable else ())
+            return [_block_of(loss)] + [None if p.stop_gradient else _block_of(next(grads))
+                                        for p in dparams]
+
+    def _prepare(self, mode, args):
+        """This rank's blocks of the parameters and ``args``, with the signature's layouts
+        set for tracing."""
+        params = self.network.parameters()
+        param_blocks = [p._local.detach() for p in params]
+        arg_blocks = [a._local.detach() if isinstance(a, DistTensor) else a for a in args]
+        self._templates = [_Template.of(a) for a in args]
+        self._layouts = (mode, tuple((_Template.of(p).key, p.stop_gradient) for p in params),
+                         tuple(None if t is None else t.key for t in self._templates))
+        return param_blocks, arg_blocks
+
+    def _run_compiled(self, mesh, args):
+        mode = self._mode
+        params = self.network.parameters()
+        param_blocks, arg_blocks = self._prepare(mode, args)
+        program = self._program(mode)
+        with no_grad():
+            blocks = program(param_blocks, arg_blocks)
+        # what lower() needs to find this program again (not the arrays: they would pin
+        # the old parameter values in memory)
+        self._last[mode] = (self._templates, self._layouts,
+                            [(b._shape, b.dtype, b.stop_gradient) for b in arg_blocks])
+        if mode == "predict":
+            outs = [_global_from(b, mesh) for b in blocks]
+            return outs[0] if len(outs) == 1 else outs
+        loss = _global_from(blocks[0], mesh)
+        if mode == "train":
+            for p, g in zip(params, blocks[1:]):
+                if g is not None and not p.stop_gradient:
+                    p.grad = from_local_like(g, p)
+            self._optimizer.step()
+            self._optimizer.clear_grad()
+        return loss
+
+    def lower(self, *args, mode=None):
+        """The compiled program of the step (``lower().as_text()`` prints it, collectives
+        included) for the batch ``args``, or for the last batch the model ran.
+
+        Example:
+            >>> import primflow as pf
+            >>> import primflow.distributed as dist
+            >>> mesh = dist.ProcessMesh([0], dim_names=["x"])
+            >>> net = dist.shard_layer(pf.nn.Linear(2, 1), mesh)
+            >>> model = dist.to_static(net, None, pf.nn.MSELoss(),
+            ...                        pf.optimizer.SGD(0.1, parameters=net.parameters()))
+            >>> x = dist.shard_tensor(pf.ones([4, 2]), mesh, [dist.Shard(0)])
+            >>> _ = model(x, pf.zeros([4, 1]))
+            >>> "all_reduce" in model.lower().as_text()
+            True
+        """
+        mode = mode or self._mode
+        if args:
+            if self._compiled_mesh(args) is None:
+                raise ValueError("DistModel.lower: this model's step runs eagerly (its "
+                                 "parameters are not all distributed tensors on one mesh "
+                                 "with this rank), so it has no program")
+            param_blocks, arg_blocks = self._prepare(mode, args)
+        elif mode in self._last:
+            self._templates, self._layouts, arg_avals = self._last[mode]
+            param_blocks = [p._local.detach() for p in self.network.parameters()]
+            arg_blocks = []
+            for shape, dtype, stop in arg_avals:  # stand-ins of the same signature
+                block = Tensor._wrap(comms.empty(shape, dtype))
+                block.stop_gradient = stop
+                arg_blocks.append(block)
+        else:
+            raise ValueError(f"DistModel.lower: no {mode} step has run yet; pass a batch: "
+                             f"model.lower(*inputs, label)")
+        with no_grad():
+            return self._program(mode).lower(param_blocks, arg_blocks)
+
+    def dist_main_program(self, mode=None):
+        """The optimized program of the last compiled step of ``mode`` (Paddle's name; the
+        IR program ``lower().program``: ``.as_text()`` prints it)."""
+        return self.lower(mode=mode).program
+
     def state_dict(self, mode="all"):
         return self.network.state_dict()
+
+
+@contextlib.contextmanager
+def _parameters_replaced(layer, values):
+    """``layer`` with its parameters (in ``parameters()`` order) replaced by ``values``
+    while the block runs (``pf.nn.functional_call``, which this layer may not import)."""
+    replace = {id(p): v for p, v in zip(layer.parameters(), values)}
+    swapped = []
+    try:
+        for sub in layer.sublayers(include_self=True):
+            for key, old in sub._parameters.items():
+                if old is not None and id(old) in replace:
+                    swapped.append((sub._parameters, key, old))
+                    sub._parameters[key] = replace[id(old)]
+        yield
+    finally:
+        for table, key, old in reversed(swapped):
+            table[key] = old
+
+
+class _Template:
+    """The layout of a distributed tensor (mesh, placements, global shape): what
+    ``from_local_like`` needs to rebuild it from a block."""
+
+    def __init__(self, mesh, specs, shape):
+        self._mesh, self._specs, self._shape = mesh, tuple(specs), tuple(shape)
+        self.key = (mesh, self._specs, self._shape)
+
+    @classmethod
+    def of(cls, x):
+        if not isinstance(x, DistTensor):
+            return None
+        return cls(x.process_mesh, x._specs, x._shape)
+
+
+def _replicated(x):
+    if not isinstance(x, DistTensor):
+        return x
+    return reshard(x, x.process_mesh, [Replicate()] * x.process_mesh.ndim)
+
+
+def _block_of(x):
+    return x._local if isinstance(x, DistTensor) else x
+
+
+def _as_list(out):
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def _global_from(block, mesh):
+    """A replicated distributed tensor on ``mesh`` from this rank's (whole) block."""
+    return from_local_like(block, _Template(mesh, (None,) * mesh.ndim, block._shape))
 
 
 def to_static(layer, loader=None, loss=None, optimizer=None, strategy=None, input_spec=None):

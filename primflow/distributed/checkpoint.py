@@ -176,7 +176,7 @@ def load_state_dict(state_dict, path, process_group=None, coordinator_rank=0):
             if specs != t._specs:
                 from .dtensor import relayout  # noqa: PLC0415
 
-                t._local = Tensor._wrap(relayout(value, t._shape, t._mesh, specs, t._specs))
+                t._local = relayout(Tensor._wrap(value), t._shape, t._mesh, specs, t._specs)
             t._version += 1
         else:
             t._set_value(value)

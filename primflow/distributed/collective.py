@@ -1,8 +1,10 @@
 """Paddle's collectives on tensors, differentiable.
 
-Each rank passes its own (local, ordinary) tensor. The forward runs one call of the
-group's ``Communicator``; the backward is again a collective, recorded like any op, so
-derivatives of every order work.
+Each rank passes its own (local, ordinary) tensor. all_reduce, all_gather, reduce_scatter
+and alltoall are the collective primitives (``prims/collective.py``): eagerly one call of
+the group's ``Communicator``, under ``pf.jit`` an op of the program (``pf.vmap`` and
+``pf.jvp`` work too); their adjoints are collectives again, so derivatives of every order
+work. broadcast, send and recv run eagerly.
 
 Gradient convention: the objective of a multi-process program is the **sum of the ranks'
 objectives** (each rank differentiates its own loss; a loss that is the same on every rank
@@ -30,12 +32,15 @@ with their own adjoints (see ``dtensor.py``).
 
 from __future__ import annotations
 
+import sys
 import zlib
 
+from ..core import state
 from ..core.primitive import record_custom
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
-from ..ops import stack, to_tensor, zeros_like
+from .. import prims
+from ..ops import assign, reshape, stack, to_tensor, zeros_like
 from .env import _comm_of, world
 
 
@@ -65,7 +70,7 @@ def _check_op(op, what):
     return op
 
 
-def _plain(tensor, what):
+def _plain(tensor, what, traced_ok=True):
     if isinstance(tensor, Tracer):
         if getattr(tensor, "is_dist", lambda: False)():
             raise TypeError(
@@ -73,26 +78,56 @@ def _plain(tensor, what):
                 f"{tensor.process_mesh}); collectives take each rank's local tensor: pass "
                 f"x._local_value(), or use dist.reshard to change a distributed tensor's "
                 f"placements")
-        raise TypeError(f"{what}: collectives cannot run inside a transform "
-                        f"({tensor._trace.transform_name}); call them outside it")
-    if not isinstance(tensor, Tensor):
+        if not traced_ok:
+            raise TypeError(f"{what}: cannot run inside a transform "
+                            f"({tensor._trace.transform_name}); call it outside it")
+    elif not isinstance(tensor, Tensor):
         raise TypeError(f"{what}: expected a Tensor, got {type(tensor).__name__}")
     return tensor
 
 
+_signatures = {}
+
+
+def _signature(shape, dtype):
+    """(ndim, dtype, the first 8 extents, a hash of all of them): a fixed-length row of
+    ints, the same length for every tensor, so ranks can compare them in one collective."""
+    key = (shape, dtype.name)
+    sig = _signatures.get(key)
+    if sig is None:
+        extents = (list(shape) + [-1] * 8)[:8]
+        sig = ((len(shape), zlib.crc32(dtype.name.encode())) + tuple(extents)
+               + (zlib.crc32(repr(shape).encode()),))
+        if len(_signatures) > 1024:
+            _signatures.clear()
+        _signatures[key] = sig
+    return sig
+
+
 def _check_same(comm, tensor, what):
     """Every member passes a tensor of the same shape and dtype, or a clear error naming
-    the ranks that differ (instead of a hang or garbage)."""
+    the ranks that differ (instead of a hang or garbage). One tiny collective on reused
+    buffers (a few microseconds; ``Communicator.same_signature``)."""
     if comm.size == 1:
         return
-    shape = list(tensor._shape)
-    sig = [len(shape)] + shape + [zlib.crc32(tensor.dtype.name.encode())]
-    sig = sig + [0] * (10 - len(sig)) if len(sig) < 10 else sig
-    rows = comm.allgather_ints([len(sig)] + sig[:10])
-    if any(r != rows[0] for r in rows):
+    rows = comm.same_signature(_signature(tuple(tensor._shape), tensor.dtype))
+    if rows is not None:
         raise ValueError(f"{what}: ranks disagree about the tensor's shape/dtype: " + "; ".join(
-            f"rank {comm.ranks[i]}: shape {r[2:2 + r[1]]}" for i, r in enumerate(rows)) +
-            " (every rank must pass a tensor of the same shape and dtype)")
+            f"rank {comm.ranks[i]}: shape {r[2:2 + min(r[0], 8)]}" for i, r in enumerate(rows))
+            + " (every rank must pass a tensor of the same shape and dtype)")
+
+
+def _owned_buffer(tensor):
+    """Whether ``tensor``'s array may be overwritten: C-contiguous, writeable, owning its
+    memory, and referenced by this tensor alone (no other tensor, view, saved value of a
+    recorded op or user variable holds it: CPython's reference count says so)."""
+    value = tensor._value
+    flags = getattr(value, "flags", None)
+    if flags is None or not (flags.c_contiguous and flags.writeable and flags.owndata):
+        return False
+    del flags  # it holds a reference to the array
+    # the references: the tensor's slot, ``value`` here and getrefcount's argument
+    return sys.getrefcount(value) <= 3
 
 
 def _rebind(tensor, new):
@@ -106,37 +141,16 @@ def _rebind(tensor, new):
     return tensor
 
 
-# ---- functional forms (recorded, differentiable) -------------------------------------------
+# ---- functional forms (differentiable; the collective primitives, so pf.jit records them) ----
 def all_reduce_value(x, op, comm):
     """``op`` over the ranks of ``comm`` of the tensors ``x`` (a new tensor)."""
-    out = Tensor._wrap(comm.allreduce(x._value, op))
-
-    def vjp(g, y, xin):
-        total = all_reduce_value(g, ReduceOp.AVG if op == ReduceOp.AVG else ReduceOp.SUM,
-                                 comm)
-        if op in (ReduceOp.SUM, ReduceOp.AVG):
-            return (total,)
-        if op == ReduceOp.PROD:
-            return (total * out_now(y, xin) / xin,)
-        hit = (xin == out_now(y, xin)).astype(g.dtype)
-        ties = all_reduce_value(hit, ReduceOp.SUM, comm)
-        return (total * hit / ties,)
-
-    def out_now(y, xin):
-        return all_reduce_value(xin, op, comm)  # recomputed: differentiable again
-
-    return record_custom(out, (x,), f"all_reduce_{op}", vjp)
+    return prims.all_reduce(x, op=op, ranks=comm.ranks)
 
 
 def all_gather_value(x, comm):
     """The ranks' tensors stacked along a new first axis (a new tensor)."""
-    front = x._value.reshape((1,) + tuple(x._shape))
-    out = Tensor._wrap(comm.allgather(front, 0, [1] * comm.size))
-
-    def vjp(g, _y, _x):
-        return (reduce_scatter_value(g, ReduceOp.SUM, comm),)
-
-    return record_custom(out, (x,), "all_gather", vjp)
+    front = reshape(x, [1] + list(x._shape))
+    return prims.all_gather(front, axis=0, sizes=(1,) * comm.size, ranks=comm.ranks)
 
 
 def reduce_scatter_value(stacked, op, comm):
@@ -145,17 +159,12 @@ def reduce_scatter_value(stacked, op, comm):
     if stacked._shape[0] != comm.size:
         raise ValueError(f"reduce_scatter: needs one entry per rank ({comm.size}), got "
                          f"{stacked._shape[0]}")
-    value = comm.reduce_scatter(stacked._value, op, 0, [1] * comm.size)
-    out = Tensor._wrap(value.reshape(value.shape[1:]))
-
-    def vjp(g, _y, _s):
-        if op not in (ReduceOp.SUM, ReduceOp.AVG):
-            raise NotImplementedError(f"reduce_scatter with {op!r} is differentiable only "
-                                      f"for SUM and AVG")
-        gathered = all_gather_value(g, comm)
-        return (gathered / comm.size if op == ReduceOp.AVG else gathered,)
-
-    return record_custom(out, (stacked,), f"reduce_scatter_{op}", vjp)
+    if op in (ReduceOp.SUM, ReduceOp.AVG):
+        mine = prims.reduce_scatter(stacked, op=op, axis=0, sizes=(1,) * comm.size,
+                                    ranks=comm.ranks)
+        return reshape(mine, list(stacked._shape[1:]))
+    # max, min, prod: reduce everything, keep this rank's entry
+    return prims.all_reduce(stacked, op=op, ranks=comm.ranks)[comm.rank]
 
 
 def alltoall_value(stacked, comm):
@@ -163,13 +172,9 @@ def alltoall_value(stacked, comm):
     if stacked._shape[0] != comm.size:
         raise ValueError(f"alltoall: needs one entry per rank ({comm.size}), got "
                          f"{stacked._shape[0]}")
-    ones = [1] * comm.size
-    out = Tensor._wrap(comm.alltoall(stacked._value, 0, 0, ones, ones))
-
-    def vjp(g, _y, _s):
-        return (alltoall_value(g, comm),)
-
-    return record_custom(out, (stacked,), "alltoall", vjp)
+    ones = (1,) * comm.size
+    return prims.all_to_all(stacked, split_axis=0, concat_axis=0, split_sizes=ones,
+                            concat_sizes=ones, ranks=comm.ranks)
 
 
 def broadcast_value(x, src_index, comm):
@@ -209,7 +214,18 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, sync_op=True):
         return tensor
     _check_op(op, "all_reduce")
     _check_same(comm, tensor, "all_reduce")
-    return _rebind(tensor, all_reduce_value(alias(tensor), op, comm))
+    if isinstance(tensor, Tracer):  # under pf.jit (recorded as an op), vmap or jvp
+        return assign(all_reduce_value(tensor, op, comm), tensor)
+    if state.grad_enabled and (tensor._node is not None or not tensor.stop_gradient):
+        return _rebind(tensor, all_reduce_value(alias(tensor), op, comm))
+    # nothing records it: reduce the buffer in place when this tensor alone holds it
+    # (gradients, fresh results), else into a new one; either way no extra copy
+    if _owned_buffer(tensor):
+        comm.allreduce_inplace(tensor._value, op)
+        tensor._version += 1
+    else:
+        tensor._set_value(comm.allreduce(tensor._value, op))
+    return tensor
 
 
 def alias(tensor):
@@ -271,6 +287,8 @@ def reduce_scatter(tensor, tensor_list, op=ReduceOp.SUM, group=None, sync_op=Tru
     if tuple(result._shape) != tuple(tensor._shape):
         raise ValueError(f"reduce_scatter: output tensor has shape {tensor.shape}, the "
                          f"entries of tensor_list have shape {result.shape}")
+    if isinstance(tensor, Tracer) or isinstance(result, Tracer):
+        return assign(result, tensor)
     return _rebind(tensor, result)
 
 
@@ -307,7 +325,7 @@ def broadcast(tensor, src, group=None, sync_op=True):
         >>> dist.broadcast(pf.to_tensor([7.0]), src=0).numpy()
         array([7.], dtype=float32)
     """
-    _plain(tensor, "broadcast")
+    _plain(tensor, "broadcast", traced_ok=False)
     comm = _member_comm(group, "broadcast")
     if comm is None:
         return tensor
@@ -327,7 +345,7 @@ def send(tensor, dst=0, group=None, sync_op=True):
         else:
             dist.recv(x, src=0)
     """
-    _plain(tensor, "send")
+    _plain(tensor, "send", traced_ok=False)
     _check_peer(dst, "send", "dst")
     world().sendrecv([(tensor._value, dst)], [])
 
@@ -335,7 +353,7 @@ def send(tensor, dst=0, group=None, sync_op=True):
 def recv(tensor, src=0, group=None, sync_op=True):
     """Receives into ``tensor`` (same shape and dtype as the sender's) from world rank
     ``src``. Not differentiable. See ``send``."""
-    _plain(tensor, "recv")
+    _plain(tensor, "recv", traced_ok=False)
     _check_peer(src, "recv", "src")
     buf = tensor._value.copy()
     world().sendrecv([], [(buf, src)])

@@ -18,7 +18,11 @@ relayouts (``reshard``) are the identity on global values; their adjoint reshard
 cotangent back.
 
 Transforms nest above: ``pf.jvp``/``pf.vmap`` tracers (level >= 1) carry DistTensors as
-their payload. ``pf.jit`` does not stage distributed programs (they run eagerly).
+their payload. Relayouts run the collective primitives (``prims/collective.py``) on the
+local blocks, so a program can be staged: ``staging()`` pushes a DistTrace above a
+``pf.jit`` trace, whose tracers are then the local blocks, and the jitted program holds
+the collectives as ops (``dist.to_static`` compiles its step this way). A DistTensor
+passed to ``pf.jit`` directly still runs eagerly.
 
 Plain tensors mixed with DistTensors count as Replicate (Paddle's rule). A rank outside a
 tensor's mesh holds no local block (``None``) and skips the computation.
@@ -26,13 +30,17 @@ tensor's mesh holds no local block (``None``) and skips the computation.
 
 from __future__ import annotations
 
+import contextlib
+import math
 import zlib
 
 from ..backends import communicator as comms
 from ..core.primitive import Aval, record_custom
 from ..core.state import enable_ambient_tracers, no_grad
 from ..core.tensor import Tensor
-from ..core.trace import Trace, Tracer
+from ..core.trace import Trace, Tracer, new_trace
+from .. import prims
+from ..ops import concat, reshape
 from ..prims import full
 from ..prims.sharding import (check_layout, expand, is_partial, local_shape, sharded_dims,
                                sharding_rule)
@@ -68,6 +76,9 @@ def _is_member(mesh):
     return comm.size == 1 or mesh.contains(comm.rank)
 
 
+is_member = _is_member  # for the other modules of this package
+
+
 _comm_cache = {}
 
 
@@ -95,14 +106,35 @@ def _is_shard(s):
     return isinstance(s, int) and not isinstance(s, bool)
 
 
-def relayout(value, shape, mesh, src, dst):
-    """This rank's block of a tensor of global ``shape`` after changing its layout from the
-    specs ``src`` to ``dst`` on ``mesh`` (Paddle's reshard table, one mesh dim at a time:
-    S->R all_gather, S(i)->S(j) alltoall, P->R all_reduce, P->S reduce_scatter, R->S local
-    slice, R->P keep on one rank / zeros elsewhere)."""
+def _group(mesh, k):
+    """The world ranks of this rank's group along mesh dim ``k`` (a collective's ``ranks``)."""
+    return _comm_along(mesh, k).ranks
+
+
+def _block(local, axis, parts, index):
+    """Block ``index`` of ``local`` split along ``axis`` into ``parts`` chunks (the
+    ``slice`` primitive: traced like any op)."""
+    n = local._shape[axis]
+    c = -(-n // parts)
+    start = [0] * len(local._shape)
+    limit = list(local._shape)
+    start[axis] = min(n, index * c)
+    limit[axis] = min(n, start[axis] + c)
+    if start[axis] == 0 and limit[axis] == n:
+        return local
+    return prims.slice(local, start=tuple(start), limit=tuple(limit),
+                       strides=(1,) * len(start))
+
+
+def relayout(local, shape, mesh, src, dst):
+    """This rank's block (a tensor) of a tensor of global ``shape`` after changing its layout
+    from the specs ``src`` to ``dst`` on ``mesh`` (Paddle's reshard table, one mesh dim at a
+    time: S->R all_gather, S(i)->S(j) all_to_all, P->R all_reduce, P->S reduce_scatter, R->S
+    local slice, R->P keep on one rank / zeros elsewhere). The communication is done by the
+    collective primitives (``prims/collective.py``), so ``pf.jit`` records it."""
     src, dst = tuple(src), tuple(dst)
-    if src == dst or value is None:
-        return value
+    if src == dst or local is None:
+        return local
     sizes = _effective_shape(mesh)
     coords = _coords(mesh)
     cur = list(src)
@@ -110,30 +142,34 @@ def relayout(value, shape, mesh, src, dst):
     def others(k):
         return {cur[j] for j in range(len(cur)) if j != k}
 
-    # 1. shards that change: alltoall into a free dim, else gather
+    # 1. shards that change: all_to_all into a free dim, else gather
     for k in range(len(cur)):
         s, t = cur[k], dst[k]
         if not _is_shard(s) or s == t:
             continue
         m = sizes[k]
         if _is_shard(t) and t not in others(k) and t not in dst[:k] + dst[k + 1:]:
-            value = _comm_along(mesh, k).alltoall(
-                value, t, s, comms.chunk_sizes(shape[t], m), comms.chunk_sizes(shape[s], m))
+            local = prims.all_to_all(
+                local, split_axis=t, concat_axis=s,
+                split_sizes=tuple(comms.chunk_sizes(shape[t], m)),
+                concat_sizes=tuple(comms.chunk_sizes(shape[s], m)), ranks=_group(mesh, k))
             cur[k] = t
         else:
-            value = _comm_along(mesh, k).allgather(value, s, comms.chunk_sizes(shape[s], m))
+            local = prims.all_gather(local, axis=s, sizes=tuple(comms.chunk_sizes(shape[s], m)),
+                                     ranks=_group(mesh, k))
             cur[k] = None
-    # 2. partials that change: reduce_scatter into a free dim, else all_reduce
+    # 2. partials that change: reduce_scatter into a free dim (sum, avg), else all_reduce
     for k in range(len(cur)):
         s, t = cur[k], dst[k]
         if not is_partial(s) or s == t:
             continue
-        if _is_shard(t) and t not in others(k):
-            value = _comm_along(mesh, k).reduce_scatter(value, s, t,
-                                                        comms.chunk_sizes(shape[t], sizes[k]))
+        if _is_shard(t) and t not in others(k) and s in ("sum", "avg"):
+            local = prims.reduce_scatter(local, op=s, axis=t,
+                                         sizes=tuple(comms.chunk_sizes(shape[t], sizes[k])),
+                                         ranks=_group(mesh, k))
             cur[k] = t
         else:
-            value = _comm_along(mesh, k).allreduce(value, s)
+            local = prims.all_reduce(local, op=s, ranks=_group(mesh, k))
             cur[k] = None
     # 3. replicated -> shard (a local slice) or partial
     for k in range(len(cur)):
@@ -141,17 +177,20 @@ def relayout(value, shape, mesh, src, dst):
         if s == t:
             continue
         if s is None and _is_shard(t):
-            value = comms.chunk(value, t, sizes[k], coords[k])
+            local = _block(local, t, sizes[k], coords[k])
         elif s is None and is_partial(t):
-            if coords[k] != 0:
-                if t == "sum":
-                    value = comms.zeros_like(value)
-                elif t == "prod":
-                    value = comms.zeros_like(value) + 1
+            if coords[k] != 0 and t in ("sum", "prod"):
+                local = prims.full(shape=tuple(local._shape), value=0 if t == "sum" else 1,
+                                   dtype=local.dtype)
         else:
             raise AssertionError(f"relayout {src} -> {dst} left {cur}")
         cur[k] = t
-    return value
+    return local
+
+
+def _relayout_native(value, shape, mesh, src, dst):
+    """``relayout`` of a native array (eager helpers: a native array back)."""
+    return relayout(Tensor._wrap(value), shape, mesh, src, dst)._value
 
 
 # ---- the tensor -------------------------------------------------------------------------------
@@ -193,10 +232,12 @@ class DistTensor(Tracer):
         """True: this tensor is laid out over a process mesh."""
         return True
 
-    def _local_value(self):
+    def _local_value(self, grad_placements=None):
         """This rank's block (an ordinary tensor; differentiable: its cotangent is this
-        rank's block of the DistTensor's, Partial where the tensor is not sharded)."""
-        return local_value(self)
+        rank's block of the DistTensor's, Partial where the tensor is not sharded unless
+        ``grad_placements`` says otherwise, e.g. Replicate when every rank's cotangent is
+        already the whole one)."""
+        return local_value(self, grad_placements)
 
     @property
     def _value(self):
@@ -245,9 +286,8 @@ class DistTensor(Tracer):
             t = value if isinstance(value, Tensor) else Tensor(value, dtype=self.dtype)
             if tuple(t._shape) != tuple(self._shape):
                 raise ValueError(f"set_value: expected shape {self.shape}, got {t.shape}")
-            new = relayout(t._value, self._shape, self._mesh,
+            new = relayout(Tensor._wrap(t._value), self._shape, self._mesh,
                            (None,) * len(self._specs), self._specs)
-            new = Tensor._wrap(new)
         if isinstance(new, Tensor) and new.dtype != self.dtype:
             from ..ops import astype as cast  # noqa: PLC0415
             new = cast(new, self.dtype)
@@ -307,6 +347,38 @@ def reduce_gradients(parameters):
             Tracer.grad.__set__(p, g)
 
 
+def reduced_gradients(grads, params):
+    """``grads`` (of ``params``) laid out like the parameters, by the collective primitives
+    (so a traced step records them): the Partial gradients of Replicate parameters in one
+    bucketed all_reduce per mesh, reduced mesh dims and dtype (what ``reduce_gradients``
+    does eagerly), any other layout by ``reshard``."""
+    out = list(grads)
+    buckets = {}
+    for i, (g, p) in enumerate(zip(grads, params)):
+        if not isinstance(g, DistTensor) or g._specs == p._specs:
+            continue
+        if g._mesh == p._mesh and g._local is not None and _pending_reduction(g._specs,
+                                                                                p._specs):
+            dims = tuple((k, s) for k, s in enumerate(g._specs) if s != p._specs[k])
+            buckets.setdefault((p._mesh, dims, g.dtype), []).append(i)
+        else:
+            out[i] = reshard(g, p._mesh, p.placements)
+    for (mesh, dims, _dtype), members in buckets.items():
+        blocks = [grads[i]._local for i in members]
+        flat = concat([reshape(b, [-1]) for b in blocks]) if len(blocks) > 1 else \
+            reshape(blocks[0], [-1])
+        for k, op in dims:
+            flat = prims.all_reduce(flat, op=op, ranks=_group(mesh, k))
+        start = 0
+        for i, b in zip(members, blocks):
+            n = math.prod(b._shape)
+            part = prims.slice(flat, start=(start,), limit=(start + n,), strides=(1,))
+            out[i] = DistTensor._make(reshape(part, list(b._shape)), mesh, params[i]._specs,
+                                      grads[i].aval)
+            start += n
+    return out
+
+
 def _describe(x):
     name = f" {x.name!r}" if getattr(x, "name", None) else ""
     return (f"tensor{name} {x.dtype.name}{list(x._shape)} with placements {x.placements} on "
@@ -341,8 +413,9 @@ class DistTrace(Trace):
             return DistTensor._make(None, mesh, out_specs, out_aval)
         locals_ = []
         for a, src, dst, av in zip(args, specs, wanted, avals):
-            value = a._local._value if isinstance(a, DistTensor) else a._value
-            locals_.append(Tensor._wrap(relayout(value, av.shape, mesh, src, dst)))
+            # this rank's block, cut from any tape (the DistTensor op itself is recorded)
+            local = a._local if isinstance(a, DistTensor) else a.detach()
+            locals_.append(relayout(local, av.shape, mesh, src, dst))
         if rule.empty_fill is not None and any(not t.size for t in locals_):
             out_local = full(shape=out_shape, value=rule.empty_fill, dtype=out_aval.dtype)
         else:
@@ -383,14 +456,43 @@ def _plan(prim, mesh, avals, specs, params):
 
 
 _the_trace = None
+_staging_trace = None
 
 
 def _trace():
+    if _staging_trace is not None:
+        return _staging_trace
     global _the_trace
     if _the_trace is None:
         enable_ambient_tracers()
         _the_trace = DistTrace(0)
     return _the_trace
+
+
+@contextlib.contextmanager
+def staging():
+    """Stages a distributed program for a transform that is tracing (``pf.jit``: what
+    ``dist.to_static`` compiles). Distributed tensors made inside belong to a ``DistTrace``
+    pushed *above* the transform's trace: their ops are relaid out first (the collectives
+    they need become primitives on the local blocks, which the transform records), and
+    values the transform traces that are not distributed (constants made inside) mix with
+    them as Replicate. Their local blocks are the transform's tracers."""
+    global _staging_trace
+    previous = _staging_trace
+    with new_trace(DistTrace) as trace:
+        _staging_trace = trace
+        try:
+            yield trace
+        finally:
+            _staging_trace = previous
+
+
+def from_local_like(local, template):
+    """A distributed tensor with ``template``'s mesh, placements and global shape whose
+    block here is ``local`` (no checks, no communication: ``dist.to_static``'s programs
+    rebuild their distributed inputs from the blocks they are given)."""
+    return DistTensor._make(local, template._mesh, template._specs,
+                            Aval(template._shape, local.dtype))
 
 
 # ---- conversions -----------------------------------------------------------------------------
@@ -443,18 +545,25 @@ def shard_tensor(data, mesh, placements, dtype=None, place=None, stop_gradient=N
     if isinstance(data, DistTensor):
         return reshard(data, mesh, placements)
     t = data if isinstance(data, Tensor) else Tensor(data, dtype=dtype)
-    if isinstance(t, Tracer):
+    # a value traced by the transform a distributed program is staged for (a constant or
+    # a seed cotangent made inside it) is the same on every rank: it is laid out like a
+    # global value, by traced ops
+    staged = (isinstance(t, Tracer) and _staging_trace is not None
+              and t._trace.level < _staging_trace.level)
+    if isinstance(t, Tracer) and not staged:
         raise TypeError(f"shard_tensor cannot take a value traced by "
                         f"{t._trace.transform_name}; shard the inputs outside the transform")
     if dtype is not None and t.dtype.name != str(dtype).replace("paddle.", ""):
         from ..ops import cast  # noqa: PLC0415
         t = cast(t, dtype)
     specs = _check_placements(placements, mesh, t._shape, "shard_tensor")
-    _check_same_across_ranks("shard_tensor", t._shape, t.dtype, specs, mesh)
+    if not staged:
+        _check_same_across_ranks("shard_tensor", t._shape, t.dtype, specs, mesh)
     _create_mesh_comms(mesh)
     local = None
     if _is_member(mesh):
-        local = Tensor._wrap(relayout(t._value, t._shape, mesh, (None,) * mesh.ndim, specs))
+        value = t.detach() if staged else Tensor._wrap(t._value)
+        local = relayout(value, t._shape, mesh, (None,) * mesh.ndim, specs)
     out = DistTensor._make(local, mesh, specs, Aval(t._shape, t.dtype))
     out.name = getattr(t, "name", None)
     for attr in ("optimize_attr", "regularizer", "need_clip", "do_model_average"):
@@ -496,7 +605,7 @@ def reshard(x, mesh, placements):
     if mesh == x._mesh:
         local = None
         if x._local is not None:
-            local = Tensor._wrap(relayout(x._local._value, x._shape, mesh, x._specs, specs))
+            local = relayout(x._local, x._shape, mesh, x._specs, specs)
     else:
         local = _cross_mesh(x, mesh, specs)
     out = DistTensor._make(local, mesh, specs, x.aval)
@@ -520,8 +629,8 @@ def _cross_mesh(x, mesh, specs):
     if comm.size == 1:
         value = x._local._value
         if not same_status:
-            value = relayout(value, shape, x._mesh, x._specs, (None,) * x._mesh.ndim)
-            value = relayout(value, shape, mesh, (None,) * mesh.ndim, specs)
+            value = _relayout_native(value, shape, x._mesh, x._specs, (None,) * x._mesh.ndim)
+            value = _relayout_native(value, shape, mesh, (None,) * mesh.ndim, specs)
         return Tensor._wrap(value)
     if same_status:
         sends, recvs, out = [], [], None
@@ -541,7 +650,8 @@ def _cross_mesh(x, mesh, specs):
         return None if out is None else Tensor._wrap(out)
     full = None
     if me in src_ids:
-        full = relayout(x._local._value, shape, x._mesh, x._specs, (None,) * x._mesh.ndim)
+        full = _relayout_native(x._local._value, shape, x._mesh, x._specs,
+                                (None,) * x._mesh.ndim)
     sends, recvs = [], []
     for j, b in enumerate(dst_ids):
         a = b if b in src_ids else src_ids[j % len(src_ids)]
@@ -555,7 +665,7 @@ def _cross_mesh(x, mesh, specs):
     comm.sendrecv(sends, recvs)
     if me not in dst_ids:
         return None
-    return Tensor._wrap(relayout(full, shape, mesh, (None,) * mesh.ndim, specs))
+    return relayout(Tensor._wrap(full), shape, mesh, (None,) * mesh.ndim, specs)
 
 
 def full_value(x):
@@ -564,7 +674,7 @@ def full_value(x):
         raise RuntimeError(f"rank {world().rank} is not in the mesh of the {_describe(x)}, so "
                            f"it holds no part of it; read it on a rank of "
                            f"{x._mesh.process_ids} (or reshard it onto a mesh with this rank)")
-    return relayout(x._local._value, x._shape, x._mesh, x._specs, (None,) * len(x._specs))
+    return relayout(x._local, x._shape, x._mesh, x._specs, (None,) * len(x._specs))._value
 
 
 def unshard_dtensor(x):
@@ -586,23 +696,44 @@ def unshard_dtensor(x):
                          lambda g, _o, _x: (shard_tensor(g, mesh, placements),))
 
 
-def local_value(x):
-    """This rank's block of ``x`` as an ordinary tensor (differentiable)."""
+def local_value(x, grad_placements=None):
+    """This rank's block of ``x`` as an ordinary tensor (differentiable).
+
+    The block's cotangent becomes a distributed cotangent of ``x`` laid out by
+    ``grad_placements`` (one per mesh dim), by default ``x``'s shards and ``Partial(sum)``
+    elsewhere: each rank's cotangent is its contribution to the sum over ranks (the
+    gradient convention of ``primflow.distributed``). Declare ``Replicate`` where every
+    rank's cotangent is already the whole one (the same loss computed on every rank,
+    counted once), as torch's ``to_local(grad_placements=...)``."""
     if x._local is None:
         raise RuntimeError(f"rank {world().rank} holds no block of the {_describe(x)}")
-    out = Tensor._wrap(x._local._value)
+    out = x._local.detach()
     mesh = x._mesh
-    grad_specs = tuple(s if _is_shard(s) else "sum" for s in x._specs)
+    if grad_placements is None:
+        grad_specs = tuple(s if _is_shard(s) else "sum" for s in x._specs)
+    else:
+        grad_specs = _check_placements(grad_placements, mesh, x._shape, "grad_placements")
+        for k, (g, s) in enumerate(zip(grad_specs, x._specs)):
+            if _is_shard(s) != _is_shard(g) or (_is_shard(s) and g != s):
+                raise ValueError(
+                    f"grad_placements {list(grad_placements)}: mesh dim {k} of the "
+                    f"{_describe(x)} is {from_spec(s)}, so its block's cotangent must be "
+                    f"laid out the same way there (a shard stays that shard; Replicate or "
+                    f"Partial where the tensor is not sharded)")
     shape = x._shape
     return record_custom(out, (x,), "local_value",
                          lambda g, _o, _x: (_from_local(g, mesh, grad_specs, shape),))
 
 
 def _from_local(local, mesh, specs, shape):
-    """A DistTensor from this rank's block with known global ``shape`` (differentiable)."""
-    out = DistTensor._make(Tensor._wrap(local._value) if _is_member(mesh) else None,
+    """A DistTensor from this rank's block with known global ``shape`` (differentiable).
+
+    Its adjoint gives each rank its block of the cotangent laid out like the tensor, except
+    that where the tensor is Partial (the sum of the blocks) every block's cotangent is the
+    whole cotangent (Replicate), as in torch's ``DTensor.from_local``."""
+    out = DistTensor._make(local.detach() if _is_member(mesh) else None,
                            mesh, specs, Aval(shape, local.dtype))
-    wanted = tuple(s for s in specs)
+    wanted = tuple(None if is_partial(s) else s for s in specs)
     return record_custom(out, (local,), "dtensor_from_local",
                          lambda g, _o, _l: (local_value(_reshard_specs(g, mesh, wanted)),))
 
@@ -672,9 +803,21 @@ def dtensor_from_fn(fn, mesh, placements, *args, **kwargs):
     return shard_tensor(fn(*args, **kwargs), mesh, placements)
 
 
-def dtensor_to_local(x, mesh=None, placements=None):
-    """This rank's block of ``x`` (Paddle's ``dtensor_to_local``)."""
-    return x._local_value()
+def dtensor_to_local(x, mesh=None, placements=None, grad_placements=None):
+    """This rank's block of ``x`` (Paddle's ``dtensor_to_local``; differentiable, see
+    ``grad_placements`` in ``DistTensor._local_value``).
+
+    Example:
+        >>> import primflow as pf
+        >>> import primflow.distributed as dist
+        >>> x = dist.shard_tensor(pf.ones([4]), dist.ProcessMesh([0]), [dist.Shard(0)])
+        >>> dist.dtensor_to_local(x).shape
+        [4]
+    """
+    if mesh is not None or placements is not None:
+        x = reshard(x, mesh if mesh is not None else x._mesh,
+                    placements if placements is not None else x.placements)
+    return local_value(x, grad_placements)
 
 
 def is_dist_tensor(x) -> bool:

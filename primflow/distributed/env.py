@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import traceback
 
-from ..backends.communicator import LocalCommunicator, launched_by_mpi, mpi_communicator
+from ..backends.communicator import world_communicator
 
 _world = None
 
@@ -36,12 +36,9 @@ def world():
     """The world communicator (created on first use)."""
     global _world
     if _world is None:
-        if launched_by_mpi():
-            _world = mpi_communicator()
-            if _world.size > 1:
-                _install_abort_hook(_world)
-        else:
-            _world = LocalCommunicator()
+        _world = world_communicator()
+        if _world.size > 1:
+            _install_abort_hook(_world)
     return _world
 
 

@@ -23,3 +23,5 @@ from .decompositions import (cholesky, eigh, lu, lu_permutation, lu_pivots, qr, 
 
 # Internal API for the transforms (not primitives): vmap's batch-axis moves.
 from ._batching import move_axis, with_batch_front  # noqa: E402
+# distributed (issue 15): collectives over a group of processes
+from .collective import all_gather, all_reduce, all_to_all, reduce_scatter  # noqa: E402

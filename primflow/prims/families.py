@@ -51,3 +51,7 @@ COMPLEX = Family("complex", batch=elementwise_batch)
 FFT = Family("fft")
 # matrix decompositions and solves (LAPACK kernels) over the last two dims
 DECOMPOSITION = Family("decomposition")
+# ---- distributed (issue 15) ----
+# communication among the processes of a group (all_reduce, all_gather...): kernels of their
+# own, never fused, never reordered across one another
+COLLECTIVE = Family("collective")

@@ -387,6 +387,16 @@ def _fft_propagate(specs, avals, out_aval, size, *, kind, axes, n_last, norm):
     return [spec], spec
 
 
+def _local_only_propagate(specs, avals, out_aval, size, **params):
+    raise TypeError("collective primitives act on each rank's local tensors, not on "
+                    "distributed ones: pass x._local_value(), or change a distributed "
+                    "tensor's placements with dist.reshard")
+
+
+# ---- distributed (issue 15): collectives take local tensors only
+LOCAL_ONLY = ShardingRule(_local_only_propagate, name="local_only")
+
+
 def batched_matrices(core):
     """Decompositions and solves: only the leading (batch) dims may be sharded, the same
     one for every input (the last ``core`` dims are the matrices); nonlinear, so partial

@@ -24,6 +24,18 @@ def test_seed_demo_same_losses_on_1_and_2_ranks():
     assert losses(one) == pytest.approx(losses(two), rel=1e-5)
 
 
+def test_to_static_compiles_the_step_with_collectives_as_ops():
+    # losses equal to the eager step's; lower().as_text() shows all_gather, all_reduce and
+    # reduce_scatter (tensor parallel) and all_reduce (data parallel); eval/predict too
+    assert "to_static ok" in check(run_mpi(2, "to_static.py"))
+    # a 2x2 mesh: data parallel x tensor parallel, collectives in the sub-groups
+    assert "to_static 2d ok" in check(run_mpi(4, "to_static_2d.py"))
+
+
+def test_local_map_and_grad_placements_2_ranks():
+    assert "local_map ok" in check(run_mpi(2, "local_map.py"))
+
+
 def test_hybrid_two_meshes_4_ranks():
     out = check(run_mpi(4, "hybrid.py"))
     assert out.count("hybrid ok") == 2  # printed by the two ranks of the second mesh

@@ -25,6 +25,42 @@ for op, f in ((dist.ReduceOp.SUM, np.sum), (dist.ReduceOp.MAX, np.max),
     x = pf.to_tensor(mine)
     dist.all_reduce(x, op=op)
     same(f"all_reduce {op}", x.numpy(), f(every, axis=0))
+# all_reduce reuses a buffer only its tensor holds: tensors sharing it keep their values
+x = pf.to_tensor(mine)
+kept = x.detach()
+dist.all_reduce(x)
+same("all_reduce of a shared buffer", x.numpy(), np.sum(every, axis=0))
+same("a tensor sharing the buffer is unchanged", kept.numpy(), mine)
+x = pf.to_tensor(mine) * 1.0
+version = x._version
+dist.all_reduce(x, op=dist.ReduceOp.AVG)
+same("all_reduce in place", x.numpy(), np.mean(every, axis=0))
+assert x._version == version + 1
+# under pf.jit the collectives are ops of the program; gradients go through them
+def doubled_sum(t):
+    y = t * 2.0
+    dist.all_reduce(y)
+    return y
+
+
+jitted = pf.jit(doubled_sum)
+same("all_reduce under pf.jit", jitted(pf.to_tensor(mine)).numpy(), 2 * np.sum(every, axis=0))
+assert "= all_reduce(" in jitted.lower(pf.to_tensor(mine)).as_text()
+S = 2 * np.sum(every, axis=0)
+# each rank's loss sum(S^2) depends on every rank's input: the gradient sums n copies
+gx = pf.grad(lambda t: (jitted(t) ** 2).sum())(pf.to_tensor(mine))
+same("gradient through a jitted all_reduce", gx.numpy(), n * 2 * S * 2)
+
+
+def gathered(t):
+    parts = []
+    dist.all_gather(parts, t * 1.0)
+    return pf.stack(parts)
+
+
+jitted_gather = pf.jit(gathered)
+same("all_gather under pf.jit", jitted_gather(pf.to_tensor(mine)).numpy(), np.stack(every))
+assert "= all_gather(" in jitted_gather.lower(pf.to_tensor(mine)).as_text()
 out = []
 dist.all_gather(out, pf.to_tensor(mine))
 same("all_gather", np.stack([t.numpy() for t in out]), np.stack(every))
