@@ -129,6 +129,20 @@ class Communicator(abc.ABC):
         rows = self.allgather_ints(list(signature))
         return None if all(tuple(r) == tuple(signature) for r in rows) else rows
 
+    def allreduce_checked(self, array, op, signature, inplace):
+        """``allreduce`` (into ``array`` itself if ``inplace``) after checking that every
+        member passed the same ``signature`` (see ``same_signature``). Returns ``(result,
+        rows)``: ``rows`` is None when the signatures agree, else every member's (and the
+        result is garbage: the caller raises). Transports may overlap the check with the
+        reduction (MPI does)."""
+        rows = self.same_signature(signature)
+        if rows is not None:
+            return None, rows
+        if inplace:
+            self.allreduce_inplace(array, op)
+            return array, None
+        return self.allreduce(array, op), None
+
     def allreduce_many(self, arrays, op="sum"):
         """``allreduce`` of each array, in one collective (a flat bucket)."""
         if not arrays:
@@ -281,6 +295,36 @@ class MPICommunicator(Communicator):
         if np.array_equal(buf[:n], -buf[n:]):
             return None
         return self.allgather_ints(list(signature))
+
+    def allreduce_checked(self, array, op, signature, inplace):
+        # the signatures travel in a nonblocking Iallgather started just before the
+        # reduction, so the check adds no round of its own (both are started in the same
+        # order on every member, as MPI requires). Members that disagree about the size
+        # make the reduction fail (MPI reports a truncated message) or leave garbage; either
+        # way the signatures then name who differs
+        n = len(signature)
+        buffers = self._signature_buffers.get(("rows", n))
+        if buffers is None:
+            buffers = self._signature_buffers[("rows", n)] = (
+                np.empty(n, dtype=np.int64), np.empty((self.size, n), dtype=np.int64))
+        mine, rows = buffers
+        mine[:] = signature
+        request = self.comm.Iallgather(mine, rows)
+        try:
+            if inplace:
+                self.allreduce_inplace(array, op)
+                result = array
+            else:
+                result = self.allreduce(array, op)
+        except self._MPI.Exception:
+            request.Wait()
+            if (rows == mine).all():
+                raise
+            return None, rows.tolist()
+        request.Wait()
+        if (rows == mine).all():
+            return result, None
+        return None, rows.tolist()
 
     def allgather(self, array, axis, sizes):
         front = _to_front(array, axis)
