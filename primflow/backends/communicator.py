@@ -261,6 +261,7 @@ class MPICommunicator(Communicator):
                      "avg": MPI.SUM}
         self._subs = {}
         self._signature_buffers = {}
+        self._verified = set()  # signatures whose all_reduce check has passed
 
     def _op(self, op):
         try:
@@ -298,10 +299,12 @@ class MPICommunicator(Communicator):
 
     def allreduce_checked(self, array, op, signature, inplace):
         # the signatures travel in a nonblocking Iallgather started just before the
-        # reduction, so the check adds no round of its own (both are started in the same
-        # order on every member, as MPI requires). Members that disagree about the size
-        # make the reduction fail (MPI reports a truncated message) or leave garbage; either
-        # way the signatures then name who differs
+        # reduction (on every member in the same order, as MPI requires). The first time a
+        # signature is seen, the check completes before the reduction starts, so a
+        # disagreement is reported as such (naming every member's shape). Once it has
+        # passed, the check overlaps the reduction and adds no round of its own: a later
+        # disagreement in size makes MPI end the job (a truncated message), one in shape
+        # only is reported after the reduction
         n = len(signature)
         buffers = self._signature_buffers.get(("rows", n))
         if buffers is None:
@@ -310,6 +313,13 @@ class MPICommunicator(Communicator):
         mine, rows = buffers
         mine[:] = signature
         request = self.comm.Iallgather(mine, rows)
+        if signature not in self._verified:
+            request.Wait()
+            if not (rows == mine).all():
+                return None, rows.tolist()
+            if len(self._verified) > 1024:
+                self._verified.clear()
+            self._verified.add(signature)
         try:
             if inplace:
                 self.allreduce_inplace(array, op)
