@@ -157,6 +157,9 @@ def _scaling_table(wid, configs, counts, by_count):
     from . import report as rp
 
     base = counts[0]
+    # cells that measure peak memory (W2) also show it per count, and its ratio to the first
+    memory = any(rp.ok(r) and r.get("peak_mb") is not None
+                 for n in counts for r in by_count[n].values())
     rows = []
     for cfg in configs:
         key = (cfg.framework, cfg.name)
@@ -168,10 +171,18 @@ def _scaling_table(wid, configs, counts, by_count):
         for n, v in zip(counts[1:], values[1:]):
             a, b = (v, values[0]) if higher_is_better else (values[0], v)
             speedups.append(rp.ratio(a, b))
-        rows.append([f"{registry.FRAMEWORKS[cfg.framework].label} {cfg.name}", unit]
-                    + [rp.cell(r, "{:.4g}") for r in results] + speedups)
+        row = ([f"{registry.FRAMEWORKS[cfg.framework].label} {cfg.name}", unit]
+               + [rp.cell(r, "{:.4g}") for r in results] + speedups)
+        if memory:
+            mbs = [r.get("peak_mb") if rp.ok(r) else None for r in results]
+            row += [rp.NA if mb is None else f"{mb:.0f}" for mb in mbs]
+            row += [rp.ratio(mb, mbs[0]) for mb in mbs[1:]]
+        rows.append(row)
     headers = (["cell", "unit"] + [f"{n} thr" for n in counts]
                + [f"speedup {n}/{base}" for n in counts[1:]])
+    if memory:
+        headers += ([f"peak MB {n} thr" for n in counts]
+                    + [f"MB {n}/{base}" for n in counts[1:]])
     return (f"{wid} thread scaling (speedup = time at {base} / time at N; ratios from this run, "
             f"load average now {_load_average()}):\n" + rp.table(headers, rows))
 

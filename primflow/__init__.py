@@ -57,6 +57,8 @@ from .core.dtypes import float16, int8, int16, uint8  # noqa: E402
 from .ops import assign, cast, clone  # noqa: E402,F401
 from . import incubate  # noqa: E402
 from . import device  # noqa: E402
+# ---- bfloat16 storage (issue 17; NumPy holds it through the optional ml_dtypes package) ----
+from .core.dtypes import bfloat16  # noqa: E402
 from .device import get_device, is_compiled_with_cuda, set_device  # noqa: E402,F401
 
 
@@ -127,5 +129,5 @@ __all__ = sorted(set(_ops_names) | set(_aliases) | {
     "complex64", "complex128", "float16", "int8", "int16", "uint8", "get_device",
     "set_device", "is_compiled_with_cuda",
     # backends and mixed precision (issue 17)
-    "backend", "get_backend", "set_backend", "amp",
+    "backend", "get_backend", "set_backend", "amp", "bfloat16",
 })

@@ -1,10 +1,11 @@
 """``pf.amp``: automatic mixed precision for nn layers, Paddle's habit (``paddle.amp``).
 
 Inside ``with pf.amp.auto_cast():`` (level ``"O1"``) the layers on the white list
-(``nn.Linear``: matrix products) compute in ``dtype`` (float16; bfloat16 is not available
-yet: primflow has no bfloat16 storage dtype) from float32 parameters cast on the fly, so gradients reach the float32
-master weights; the layers on the black list (normalisations, softmax, losses: reductions
-that lose accuracy in 16 bits) compute in float32 on inputs cast up; every other layer runs
+(``nn.Linear``: matrix products) compute in ``dtype`` (float16, or bfloat16: float32's
+range in 16 bits, on NumPy through the optional ml_dtypes package, ``primflow[bfloat16]``)
+from float32 parameters cast on the fly, so gradients reach the float32 master weights;
+the layers on the black list (normalisations, softmax, losses: reductions that lose
+accuracy in 16 bits) compute in float32 on inputs cast up; every other layer runs
 in the dtype of its inputs. ``GradScaler`` scales the loss so small float16 gradients do
 not underflow, and skips steps whose gradients overflowed.
 """
@@ -49,11 +50,8 @@ def auto_cast(enable=True, custom_white_list=None, custom_black_list=None, level
     if level not in ("O0", "O1"):
         raise ValueError(f"auto_cast: level must be 'O0' (off) or 'O1' (white-list layers in "
                          f"low precision), got {level!r}")
-    if str(dtype) == "bfloat16":
-        raise NotImplementedError("auto_cast: bfloat16 is not available yet (primflow has no "
-                                  "bfloat16 storage dtype); use dtype='float16'")
-    if str(getattr(dtype, "name", dtype)) != "float16":
-        raise ValueError(f"auto_cast: dtype must be 'float16', got {dtype!r}")
+    if str(getattr(dtype, "name", dtype)) not in ("float16", "bfloat16"):
+        raise ValueError(f"auto_cast: dtype must be 'float16' or 'bfloat16', got {dtype!r}")
     low = dtypes.as_dtype(dtype)
     saved = (_state.dtype, _state.white, _state.black)
     if enable and level == "O1":

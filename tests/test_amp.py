@@ -8,8 +8,18 @@ import primflow as pf
 from primflow.testing.opinfo import OP_DB
 
 # per-dtype tolerances (rtol, atol) of a forward value against float64: float16 keeps 11
-# significant bits (~5e-4 relative per operation), float32 24
-TOL = {"float16": (1e-2, 1e-2), "float32": (1e-5, 1e-6)}
+# significant bits (~5e-4 relative per operation), float32 24, bfloat16 8 (~4e-3 relative
+# per rounding; it computes in float32 and rounds once per operation)
+TOL = {"float16": (1e-2, 1e-2), "float32": (1e-5, 1e-6), "bfloat16": (4e-2, 4e-2)}
+
+try:  # bfloat16 on the NumPy backend needs the optional ml_dtypes package (extra bfloat16)
+    import ml_dtypes  # noqa: F401
+except ImportError:
+    HAVE_ML_DTYPES = False
+else:
+    HAVE_ML_DTYPES = True
+needs_ml_dtypes = pytest.mark.skipif(not HAVE_ML_DTYPES,
+                                     reason="bfloat16 needs ml_dtypes (primflow[bfloat16])")
 
 
 def _mlp():
@@ -52,9 +62,67 @@ def test_auto_cast_lists_and_bad_arguments():
     with pytest.raises(ValueError, match="float16"):
         with pf.amp.auto_cast(dtype="int8"):
             pass
-    with pytest.raises(NotImplementedError, match="bfloat16"):
-        with pf.amp.auto_cast(dtype="bfloat16"):
-            pass
+
+
+@needs_ml_dtypes
+def test_auto_cast_bfloat16():
+    net = _mlp()
+    x, y = pf.randn([32, 4]), pf.randn([32, 1])
+    reference = net(x).numpy()
+    with pf.amp.auto_cast(dtype="bfloat16"):
+        assert net[0](x).dtype == pf.bfloat16
+        out = net(x)
+        loss = pf.nn.MSELoss()(out, y)
+    assert out.dtype == pf.bfloat16 and loss.dtype == pf.float32
+    np.testing.assert_allclose(out.numpy().astype(np.float64), reference, *TOL["bfloat16"])
+    loss.backward()
+    w = net[0].weight
+    assert w.dtype == pf.float32 and w.grad.dtype == pf.float32  # master weights
+    net2 = _mlp()
+    pf.nn.MSELoss()(net2(x), y).backward()
+    np.testing.assert_allclose(w.grad.numpy(), net2[0].weight.grad.numpy(), rtol=0.2,
+                               atol=3e-2)
+
+
+@needs_ml_dtypes
+def test_bfloat16_storage_gradients_jit_and_checkpoints(tmp_path):
+    """Stored in 16 bits, computed in float32: sums and matrix products accumulate in float32
+    (a bfloat16 accumulator would stall at 256 adding ones), then round once."""
+    ones = pf.ones([1000], dtype="bfloat16")
+    assert ones.sum().dtype == pf.bfloat16 and float(ones.sum()) == 1000.0
+    m = pf.ones([4, 1000], dtype=pf.bfloat16)
+    assert (m @ m.T).dtype == pf.bfloat16 and float((m @ m.T)[0, 0]) == 1000.0
+    x0 = np.array([0.5, 1.5, -2.0])
+    x = pf.to_tensor(x0, dtype="bfloat16", stop_gradient=False)
+    (pf.tanh(x) * x).sum().backward()
+    assert x.grad.dtype == pf.bfloat16
+    xb = x0.astype(np.float64)  # the values are exact in bfloat16
+    expected = np.tanh(xb) + xb / np.cosh(xb) ** 2
+    np.testing.assert_allclose(x.grad.numpy().astype(np.float64), expected, rtol=2e-2)
+    jitted = pf.jit(pf.grad(lambda a: (pf.erf(a) * a).sum() + (ones[:3] * a).sum()))
+    g = jitted(x)
+    assert g.dtype == pf.bfloat16
+    from scipy.special import erf
+    np.testing.assert_allclose(g.numpy().astype(np.float64),
+                               erf(xb) + xb * 2 / np.sqrt(np.pi) * np.exp(-xb ** 2) + 1,
+                               rtol=2e-2)
+    assert (x + pf.ones([3], dtype="float16")).dtype == pf.float32  # neither holds the other
+    assert (x * 2.0).dtype == pf.bfloat16 and (x + pf.ones([3], dtype="int8")).dtype == pf.bfloat16
+    pf.save({"x": x}, str(tmp_path / "bf16.pdparams"))
+    back = pf.load(str(tmp_path / "bf16.pdparams"))["x"]
+    assert back.dtype == pf.bfloat16
+    np.testing.assert_array_equal(back.numpy().astype(np.float64), x.numpy().astype(np.float64))
+
+
+def test_bfloat16_without_ml_dtypes_names_the_extra(monkeypatch):
+    import sys
+
+    from primflow.backends import numpy_backend
+    from primflow.core import dtypes
+
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # import ml_dtypes fails
+    with pytest.raises(TypeError, match=r"primflow\[bfloat16\]"):
+        numpy_backend._NativeDtypes()[dtypes.bfloat16]
 
 
 def test_grad_scaler_skips_overflowing_steps_and_adapts_the_scale():
@@ -80,7 +148,8 @@ _UNARY = [info for info in OP_DB if info.kind == "diff" and info.name in {
     "sigmoid", "relu", "silu", "softplus", "sum", "mean", "softmax", "matmul"}]
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("dtype", ["float32", "float16",
+                                   pytest.param("bfloat16", marks=needs_ml_dtypes)])
 @pytest.mark.parametrize("info", [pytest.param(i, id=i.name) for i in _UNARY])
 def test_opinfo_values_per_dtype(info, dtype):
     rtol, atol = TOL[dtype]

@@ -5,8 +5,7 @@ nothing leaks NumPy past the backend interface), and on PyTorch CPU when torch i
 Each check runs the same computation on the NumPy backend, itself checked against
 references and finite differences by tests/test_opinfo.py, and on the array-API backend,
 and compares: values, gradients of orders 1 and 2 (the tape, create_graph), vmap, and jit
-(which runs its optimized program through the interpreter there: ``Backend.codegen`` is
-None). Entries whose ops cannot run on a standard namespace are listed in ``EXPECTED``
+(which runs code generated over the namespace there: ``compiler/array_api_codegen.py``). Entries whose ops cannot run on a standard namespace are listed in ``EXPECTED``
 with the reason.
 """
 
@@ -112,12 +111,61 @@ def test_values(info, namespace):
         _compare(got, expected, f"{info.name} {sample!r}")
 
 
-@pytest.mark.parametrize("namespace", _namespaces())
+# jit also over NumPy through array-api-compat: its ufuncs write into planned buffers
+@pytest.mark.parametrize("namespace", _namespaces() + [pytest.param(np, id="compat-numpy")])
 @pytest.mark.parametrize("info", _entries(("diff", "nondiff", "nograd")))
 def test_jit(info, namespace):
     sample = info.samples()[0]
-    got, expected = _on(namespace, _forward(info, sample, pf.jit))
+    got, expected = _on(namespace, _forward(info, sample, _jit_generated))
     _compare(got, expected, f"jit {info.name} {sample!r}")
+
+
+def _jit_generated(fn):
+    """``pf.jit(fn)`` that also checks each call ran generated code, not the interpreter."""
+    jitted = pf.jit(fn)
+
+    def run(*args):
+        out = jitted(*args)
+        executable = jitted.lower(*args).compile()
+        # generated over the namespace (with numba kernels where its arrays are NumPy's)
+        assert executable.backend in (pf.get_backend().codegen, "numba"), executable.backend
+        assert executable.source is not None
+        return out
+    return run
+
+
+def test_jit_writes_source_over_the_namespace_and_matches_numpy():
+    """A training-like program (matmul, tanh, reductions, its gradient) compiles to calls on
+    ``xp`` over array-api-strict (no buffers: nothing there takes ``out=``) and over NumPy
+    through array-api-compat (ufuncs write into planned buffers), with the NumPy backend's
+    values."""
+    rng = np.random.default_rng(3)
+    x0, w0 = rng.standard_normal((16, 3)), rng.standard_normal((3, 8))
+
+    def loss(x, w):
+        h = pf.tanh(x @ w)
+        return (h * h).sum() + pf.exp(-x).mean()
+
+    def run():
+        f = pf.jit(pf.value_and_grad(loss, (0, 1)))
+        args = pf.to_tensor(x0), pf.to_tensor(w0)
+        value, grads = f(*args)
+        lowered = f.lower(*args)
+        return [value.numpy()] + [g.numpy() for g in grads], lowered
+
+    expected, lowered = run()
+    for namespace in (array_api_strict, np):
+        with pf.backend("array_api", namespace=namespace):
+            got, lowered = run()
+        _compare(got, expected, f"value_and_grad on {namespace.__name__}")
+        exe = lowered.compile()
+        assert exe.backend == "array_api"
+        source = lowered.as_text("compiled")
+        assert "xp.tanh(" in source and "matmul(" in source, source
+        if namespace is np:
+            assert "out=b" in source and exe.plan.buffers, source
+        else:
+            assert "out=" not in source and not exe.plan.buffers, source
 
 
 def _grads(info, sample, order):
@@ -179,6 +227,84 @@ def test_vmap(info, namespace):
 
     got, expected = _on(namespace, compute)
     _compare(got, expected, f"vmap {info.name}")
+
+
+# ---- a backend with only the required kernels (issue 17: the contract's count) ----------------
+
+def _required_only_backend():
+    """The array-API backend over array-api-strict stripped to the contract's required
+    kernels: every optional one is the default of ``backends/defaults.py``."""
+    from primflow.backends.array_api import ArrayAPIBackend  # noqa: PLC0415
+    from primflow.backends.defaults import DEFAULTS  # noqa: PLC0415
+
+    class RequiredOnly(ArrayAPIBackend):
+        def __init__(self):
+            super().__init__(array_api_strict)
+            self.name = "required-only:array_api_strict"
+            self.kernels = {k: v for k, v in self.kernels.items() if k not in DEFAULTS}
+
+        def derive_kernel(self, name, family):
+            return None if name in DEFAULTS else super().derive_kernel(name, family)
+
+    return RequiredOnly()
+
+
+_REQUIRED_ONLY = []
+
+
+def _on_required_only(compute):
+    if not _REQUIRED_ONLY:
+        _REQUIRED_ONLY.append(_required_only_backend())
+    expected = compute()
+    with pf.backend(_REQUIRED_ONLY[0]) as b:
+        got = compute()
+    from primflow.backends.defaults import DEFAULTS  # noqa: PLC0415
+
+    assert all(b.kernels[k] is not getattr(array_api_strict, k, None) for k in DEFAULTS)
+    return got, expected
+
+
+@pytest.mark.parametrize("info", _entries(("diff", "nondiff", "nograd", "random")))
+def test_required_kernels_suffice_values_and_jit(info):
+    """The OpInfo table's values (eager and jitted) and first-order gradients on a backend
+    that implements only the required kernels, against the NumPy backend."""
+    sample = info.samples()[0]
+    got, expected = _on_required_only(_forward(info, sample))
+    _compare(got, expected, f"required-only {info.name} {sample!r}")
+    if info.kind == "random":
+        return
+    got, expected = _on_required_only(_forward(info, sample, pf.jit))
+    _compare(got, expected, f"required-only jit {info.name} {sample!r}")
+    if info.kind == "diff":
+        got, expected = _on_required_only(_grads(info, sample, 1))
+        _compare(got, expected, f"required-only grad {info.name} {sample!r}")
+
+
+def test_required_only_backend_uses_the_defaults():
+    from primflow.backends.defaults import DEFAULTS  # noqa: PLC0415
+
+    b = _required_only_backend()
+    assert not set(DEFAULTS) & set(b.kernels)
+    with pf.backend(b):
+        x = pf.to_tensor([-1.5, 0.0, 2.0], dtype="float64")
+        np.testing.assert_array_equal(pf.minimum(x, x * 0).numpy(), [-1.5, 0.0, 0.0])
+        np.testing.assert_array_equal(pf.ceil(x).numpy(), [-1.0, 0.0, 2.0])
+        assert set(DEFAULTS) <= set(b.kernels)  # built at install
+
+
+def test_an_elementwise_primitive_named_like_a_namespace_function_needs_no_kernel():
+    """Declaring a primitive ``sinh`` in a family file is enough: the NumPy backend derives
+    ``np.sinh``, the array-API backend ``xp.sinh`` (no kernel tables are edited)."""
+    from primflow.backends import get_backend  # noqa: PLC0415
+    from primflow.backends.array_api import ArrayAPIBackend  # noqa: PLC0415
+    from primflow.prims.families import ELEMENTWISE_TRANSCENDENTAL  # noqa: PLC0415
+
+    assert get_backend().kernel_for("sinh", ELEMENTWISE_TRANSCENDENTAL) is np.sinh
+    strict = ArrayAPIBackend(array_api_strict)
+    assert strict.kernel_for("sinh", ELEMENTWISE_TRANSCENDENTAL) is array_api_strict.sinh
+    assert strict.kernel_for("sub") is array_api_strict.subtract  # the standard's name
+    with pytest.raises(KeyError):
+        strict.kernel_for("no_such_function", ELEMENTWISE_TRANSCENDENTAL)
 
 
 # ---- selection, errors, the rest of the framework -------------------------------------------
@@ -322,3 +448,49 @@ def test_values_on_gpu(info):  # pragma: no cover - no GPU in CI
     sample = info.samples()[0]
     got, expected = _on(cupy, _forward(info, sample))
     _compare(got, expected, f"gpu {info.name}")
+
+
+def test_numba_kernels_ready_while_another_backend_is_active(tmp_path):
+    """A NumPy-backend program whose numba kernels finish compiling while the array-API
+    backend is installed switches to them at its next call under NumPy (its generated code
+    uses the NumPy backend's kernels), without a warning."""
+    pytest.importorskip("numba")
+    import warnings  # noqa: PLC0415
+
+    with pf.config.override(cache_dir=str(tmp_path)), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x = pf.to_tensor(np.random.default_rng(0).standard_normal((300, 200)))
+        f = pf.jit(lambda a: ((a * 2.0 + 1.0) * a - a * 3.0).sum())
+        expected = float(f(x))
+        exe = f.lower(x).compile()
+        if exe._pending is None:
+            pytest.skip("the kernel was compiled at once (not tiered)")
+        with pf.backend("array_api", namespace=array_api_strict):
+            assert exe._pending.ready.wait(120)
+        got = float(f(x))
+    assert exe.backend == "numba" and exe.kernels
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_jit_row_blocks_and_partial_sums_on_the_strict_namespace():
+    """Programs whose rows are independent run in row blocks there too (slices, assembly
+    into allocated outputs and partial sums added in block order, all standard)."""
+    rng = np.random.default_rng(5)
+    x0, w0 = rng.standard_normal((64, 8)), rng.standard_normal((8, 16))
+
+    def f(x, w):
+        h = pf.tanh(x @ w)
+        return h.sum(axis=1), (h * h).sum()
+
+    def run():
+        jitted = pf.jit(f)
+        args = pf.to_tensor(x0), pf.to_tensor(w0)
+        out = jitted(*args)
+        return [o.numpy() for o in out], repr(jitted.lower(*args).compile())
+
+    with pf.config.override(jit_block_bytes=1024):
+        expected, _ = run()
+        with pf.backend("array_api", namespace=array_api_strict):
+            got, kind = run()
+    assert "blocks of" in kind and "array_api" in kind, kind
+    _compare(got, expected, "blocked jit on array_api_strict")

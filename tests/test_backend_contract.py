@@ -28,9 +28,14 @@ def test_contract_counts_every_primitive():
     rows = gen.kernel_rows()
     assert [r[0] for r in rows] == pf.primitives()
     assert all(r[3] for r in rows), "every primitive needs a doc (its semantics on the page)"
-    required = len(rows) + len(gen.method_rows(True))
-    # the page states the count and whether it meets the target (65); the count itself
-    # follows the primitives, so it is reported there rather than capped here
+    required = len(gen.kernel_rows(required=True)) + len(gen.method_rows(True))
+    defaulted = gen.kernel_rows(required=False)
+    assert len(gen.kernel_rows(required=True)) + len(defaulted) == len(rows)
+    assert all("optional, default " in r[3] for r in defaulted)
+    # the page states the count; issue 17's target (65) holds since the kernels that follow
+    # from others have defaults (backends/defaults.py): a new primitive that cannot be
+    # composed raises the count, and this test then asks for a default or a decision
     page = gen.render()
     assert f"**Required: {required}**" in page
-    assert (f"at most {gen.TARGET} required entries." in page) == (required <= gen.TARGET)
+    assert required <= gen.TARGET, f"{required} required backend entries (target {gen.TARGET})"
+    assert f"at most {gen.TARGET} required entries." in page

@@ -118,6 +118,11 @@ def test_blas_runs_on_one_thread_inside_blocks_and_for_products_too_small_to_gai
     assert sorted(seen) == [(1024, one), (1024, one)]
     assert all(get() == 2 for get, _ in pools)  # restored after each product
     seen.clear()
+    # a product 4x larger again: more slabs than threads (a descheduled thread holds up one)
+    larger = np.arange(4096 * 128.0).reshape(4096, 128) / 4096, np.ones((128, 128))
+    np.testing.assert_allclose(blas.matmul(*larger), larger[0] @ larger[1], rtol=1e-15)
+    assert sorted(seen) == [(512, one)] * 8
+    seen.clear()
     threads.parallel_map(lambda i: blas.matmul(*large), 2, threads=2)
     assert seen == [(2048, one)] * 2  # inside blocks: not split, one thread each
     assert all(get() == 2 for get, _ in pools)
@@ -127,11 +132,13 @@ def test_blas_runs_on_one_thread_inside_blocks_and_for_products_too_small_to_gai
 
 # ---- compiled training steps in row blocks ----------------------------------------------------
 
-def _training_step():
-    """A PINN-like step: value and gradient of a loss that sums over 256 points."""
+def _training_step(boundary=False):
+    """A PINN-like step: value and gradient of a loss that sums over 256 points (and, with
+    ``boundary``, a term on 48 other points: it does not depend on the 256 rows)."""
     rng = np.random.default_rng(7)
     x = pf.to_tensor(rng.uniform(-1, 1, (256, 2)))
     target = pf.to_tensor(rng.standard_normal((256, 1)))
+    xb = pf.to_tensor(rng.uniform(-1, 1, (48, 2)))
     w1, b1 = pf.to_tensor(rng.standard_normal((2, 16)) / 2), pf.to_tensor(np.zeros(16))
     w2 = pf.to_tensor(rng.standard_normal((16, 1)) / 4)
 
@@ -139,7 +146,10 @@ def _training_step():
         h = pf.tanh(x @ w1 + b1)
         u = h @ w2
         du = pf.grad(lambda p: (pf.tanh(p @ w1 + b1) @ w2).sum())(x)  # a derivative per point
-        return ((u - target) ** 2).mean() + (du ** 2).sum(axis=1).mean()
+        total = ((u - target) ** 2).mean() + (du ** 2).sum(axis=1).mean()
+        if boundary:
+            total = total + ((pf.tanh(xb @ w1 + b1) @ w2) ** 2).mean()
+        return total
 
     return pf.value_and_grad(loss, argnums=(0, 1, 2)), (w1, b1, w2)
 
@@ -150,10 +160,11 @@ def _run_compiled(fn, program_threads, args):
     return exe, exe([a.numpy() for a in args])
 
 
+@pytest.mark.parametrize("boundary", [False, True])
 def test_a_training_step_runs_as_threaded_blocks_equal_to_the_whole_step_and_deterministic(
-        monkeypatch, restore_threads):
+        boundary, monkeypatch, restore_threads):
     monkeypatch.setattr(_pipeline, "MIN_THREAD_GAIN", 0.0)  # block even this small step
-    step, params = _training_step()
+    step, params = _training_step(boundary)
     jitted = pf.jit(step)
     jitted(*params)
     (entry,) = jitted._cache.values()
@@ -164,6 +175,8 @@ def test_a_training_step_runs_as_threaded_blocks_equal_to_the_whole_step_and_det
     blocked, got = _run_compiled(fn, 2, inputs)
     assert type(blocked).__name__ == "BlockedExecutable" and blocked.epilogue is not None
     assert blocked.threads == 2 and blocked.n // blocked.rows >= 2
+    # the boundary term runs as one more task beside the blocks
+    assert (blocked.side is not None) == boundary
     # the same to rounding as the whole program and as eager
     loss, grads = step(*params)
     for a, b, c in zip(got, want, [loss] + list(grads)):

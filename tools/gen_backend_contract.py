@@ -21,6 +21,7 @@ import sys
 import primflow as pf
 from primflow import backends
 from primflow.backends import base, fast_paths
+from primflow.backends.defaults import DEFAULTS
 from primflow.core.primitive import get_primitive
 
 TARGET = 65  # issue 17: the required set stays at the primitives plus allocation (~60)
@@ -35,10 +36,13 @@ def _cell(text):
     return text.replace("|", "\\|")
 
 
-def kernel_rows():
-    """``(name, family, signature, semantics)`` per registered primitive, sorted by name."""
+def kernel_rows(required=None):
+    """``(name, family, signature, semantics)`` per registered primitive, sorted by name;
+    only the required kernels (``required=True``) or those with a default (``False``)."""
     rows = []
     for name in pf.primitives():
+        if required is not None and (name not in DEFAULTS) is not required:
+            continue
         prim = get_primitive(name)
         params = inspect.signature(prim.infer).parameters.values()
         args = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY,
@@ -47,7 +51,10 @@ def kernel_rows():
         keywords = [p.name for p in params if p.kind is p.KEYWORD_ONLY]
         sig = ", ".join(args + [f"*{s}" for s in star] + (["*"] if keywords and not star
                                                            else []) + keywords)
-        rows.append((name, prim.family.name, f"{name}({sig})", _first_line(prim.__doc__)))
+        doc = _first_line(prim.__doc__)
+        if name in DEFAULTS:
+            doc += f"; optional, default {DEFAULTS[name].describe()}"
+        rows.append((name, prim.family.name, f"{name}({sig})", doc))
     return rows
 
 
@@ -65,7 +72,8 @@ def method_rows(required):
 
 
 def render():
-    kernels = kernel_rows()
+    kernels = kernel_rows(required=True)
+    defaulted = kernel_rows(required=False)
     required_methods = method_rows(True)
     optional_methods = method_rows(False)
     numpy_fast = backends.NumpyBackend.fast_paths
@@ -79,14 +87,23 @@ def render():
         "installed with `pf.set_backend(...)` or `primflow.backends.install(...)`, which "
         "fails at once, naming every primitive it has no kernel for.",
         "",
-        f"**Required: {total}** = {len(kernels)} kernels (one per primitive) + "
-        f"{len(required_methods)} allocation/dtype methods. Everything else below is optional.",
+        f"**Required: {total}** = {len(kernels)} kernels + {len(required_methods)} "
+        f"allocation/dtype methods. The other {len(defaulted)} kernels are optional: each "
+        f"has a default built from the backend's other kernels (`backends/defaults.py`), used "
+        f"when a backend has none; a backend implementing only the required ones passes "
+        f"the OpInfo table (tests/test_array_api_backend.py proves it). Everything else "
+        f"below is optional.",
         "",
         f"The target is at most {TARGET} required entries"
-        + ("." if total <= TARGET else f"; the count is over it by {total - TARGET} since "
-           "the matrix decompositions, complex parts and FFT became primitives (issue 18)."),
+        + ("." if total <= TARGET else f"; the count is over it by {total - TARGET}."),
         "",
-        "## Kernels (required, one per primitive)",
+        "A kernel need not be written by hand: `Backend.derive_kernel(name, family)` may "
+        "derive it. The array-API backend derives every elementwise primitive from its "
+        "namespace's function of the same name (`xp.tanh`, `xp.multiply` for `mul`), the "
+        "NumPy backend from the NumPy ufunc of that name, so declaring an ordinary "
+        "elementwise primitive needs no kernel in either.",
+        "",
+        "## Kernels (required)",
         "",
         "`Backend.kernels[name]` is called with the input arrays positionally and the "
         "primitive's parameters as keywords, and returns one native array. Primitives never "
@@ -98,6 +115,11 @@ def render():
         "|---|---|---|---|",
     ]
     out += [f"| `{n}` | {fam} | `{sig}` | {_cell(doc)} |" for n, fam, sig, doc in kernels]
+    out += ["", "## Kernels with a default (optional)", "",
+            "Implement them for speed (the NumPy backend has all of them); the default is "
+            "built once from the backend's own kernels.", "",
+            "| primitive | family | signature | semantics |", "|---|---|---|---|"]
+    out += [f"| `{n}` | {fam} | `{sig}` | {_cell(doc)} |" for n, fam, sig, doc in defaulted]
     out += ["", "## Allocation and dtype methods (required)", "",
             "| method | semantics |", "|---|---|"]
     out += [f"| `{sig}` | {doc} |" for _, sig, doc in required_methods]
@@ -113,12 +135,17 @@ def render():
         out.append(f"- `{kind}`: " + ", ".join(f"`{k}`" for k in sorted(numpy_fast[kind])))
     out += ["", "## Code-generation hook (optional)", "",
             "`Backend.codegen` names the code generator `pf.jit` writes compiled programs "
-            "with: `\"numpy\"` (`compiler/numpy_codegen.py`: `emit(op, args, out)` per "
-            "operation, fused groups as ufunc calls into buffers, numba kernels for large "
-            "arithmetic groups via `compiler/numba_codegen.py`). A backend with "
-            "`codegen = None` (the default) runs the optimized, fused IR through the "
-            "interpreter (`ir/interpreter.py`) on its own kernels, so `pf.jit` works on every "
-            "backend; a new generator plugs in by giving its name here and a branch in "
+            "with. `\"numpy\"` (`compiler/numpy_codegen.py`: `emit(op, args, out)` per "
+            "operation, fused groups as ufunc calls into planned buffers, numba kernels for "
+            "large arithmetic groups via `compiler/numba_codegen.py`). `\"array_api\"` "
+            "(`compiler/array_api_codegen.py`, the array-API backend's): the same fusion "
+            "groups and memory plan written as calls on the namespace `xp`, with `out=` only "
+            "where the namespace's function takes it; over CuPy each fused elementwise group "
+            "becomes one generated CUDA kernel (`compiler/cupy_codegen.py`, a "
+            "`cupy.ElementwiseKernel`). A backend with `codegen = None` (the "
+            "default) runs the optimized, fused IR through the interpreter "
+            "(`ir/interpreter.py`) on its own kernels, so `pf.jit` works on every backend; a "
+            "new generator plugs in by giving its name here and a branch in "
             "`compiler/_pipeline.py`.", ""]
     return "\n".join(out)
 

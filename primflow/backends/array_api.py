@@ -4,8 +4,8 @@
 (``docs/backend-contract.md``) with functions of the standard only, through
 ``array_api_compat.array_namespace`` (so NumPy, CuPy and PyTorch work through their
 compatibility wrappers, and ``array_api_strict`` checks that nothing outside the standard is
-used). It has no fast paths and no code generator: rules run as written in primitives and
-``pf.jit`` runs its optimized programs through the interpreter on these kernels.
+used). It has no fast paths: rules run as written in primitives. ``pf.jit`` writes its
+optimized programs as Python source over the namespace (``compiler/array_api_codegen.py``).
 
 Two things the standard lacks are built from it: ``erf`` (a power series for ``|x| < 3`` and
 a continued fraction for ``erfc`` beyond, accurate to ~1e-13 relative in float64) and
@@ -27,8 +27,15 @@ from ..core import dtypes
 from . import blas
 from .base import Backend
 
+# primitive name -> the standard's function where the names differ (the rest are the same)
+STANDARD_NAMES = {
+    "neg": "negative", "sub": "subtract", "mul": "multiply", "div": "divide",
+    "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal", "gt": "greater",
+    "ge": "greater_equal", "select": "where",
+}
+
 _DTYPE_NAMES = ["bool", "int32", "int64", "float32", "float64", "uint8", "int8", "int16",
-                "float16", "complex64", "complex128"]
+                "float16", "complex64", "complex128", "bfloat16"]  # (bfloat16 where it has one)
 
 
 def compat_namespace(namespace):
@@ -64,7 +71,7 @@ class ArrayAPIBackend(Backend):
     """
 
     fast_paths = {}
-    codegen = None  # pf.jit interprets its optimized programs on these kernels
+    codegen = "array_api"  # pf.jit writes source over ``xp`` (compiler/array_api_codegen.py)
 
     def __init__(self, namespace, device=None):
         xp = compat_namespace(namespace)
@@ -85,7 +92,28 @@ class ArrayAPIBackend(Backend):
                 self._to_native[dtypes.as_dtype(name)] = native
         self._from_native = [(v, k) for k, v in self._to_native.items()]
         self._array_type = type(xp.asarray(0.0))
+        # arrays that are NumPy's (array-api-compat's numpy namespace): compiled programs
+        # may also use numba kernels for their fused arithmetic groups, as on NumPy's
+        self.arrays_are_numpy = self._array_type is np.ndarray
+        # matrix products: over NumPy through primflow's BLAS wrapper (see ``_kernels``)
+        self.matmul = blas.matmul if self._array_type is np.ndarray else xp.matmul
+        # whether ``matmul`` writes into ``out=`` (generated code then reuses buffers)
+        self.matmul_takes_out = self._array_type is np.ndarray or (
+            getattr(xp.matmul, "nin", None) == 2)
         self.kernels = _kernels(self)
+        from ..core.primitive import get_primitive, primitives  # noqa: PLC0415
+
+        for name in primitives():  # derived and default kernels, now (see Backend.kernel_for)
+            with contextlib.suppress(KeyError):  # (install names what is missing)
+                self.kernel_for(name, get_primitive(name).family)
+
+    def derive_kernel(self, name, family):
+        """An elementwise primitive's kernel is the namespace's function of the same name
+        (``STANDARD_NAMES`` where the standard names it differently): declaring one needs
+        no kernel here."""
+        if family is None or not family.elementwise:
+            return None
+        return getattr(self.xp, STANDARD_NAMES.get(name, name), None)
 
     # ---- allocation and dtypes ------------------------------------------------------------
     def native_dtype(self, dtype):
@@ -116,6 +144,12 @@ class ArrayAPIBackend(Backend):
         kwargs = {} if self.device is None else {"device": self.device}
         with self._device_context():
             return self.xp.full(tuple(shape), value, dtype=self.native_dtype(dtype), **kwargs)
+
+    def empty(self, shape, dtype):
+        """An uninitialized native array (a buffer of compiled programs)."""
+        kwargs = {} if self.device is None else {"device": self.device}
+        with self._device_context():
+            return self.xp.empty(tuple(shape), dtype=self.native_dtype(dtype), **kwargs)
 
     def dtype_of(self, array):
         if not isinstance(array, (self._array_type, np.generic)):
@@ -180,20 +214,13 @@ def _kernels(backend):
     # over NumPy itself, matrix products go through primflow's BLAS wrapper, which keeps
     # small products on one BLAS thread (OpenBLAS's own threads are ~100x slower on a busy
     # machine) and sizes the pools to pf.get_num_threads()
-    matmul = blas.matmul if backend._array_type is np.ndarray else xp.matmul
+    matmul = backend.matmul
 
     def scalar_like(x, value):
         return xp.asarray(value, dtype=x.dtype, device=xp_device(x))
 
     def xp_device(x):
         return getattr(x, "device", None)
-
-    def rsqrt(x):
-        return 1.0 / xp.sqrt(x)
-
-    def logistic(x):
-        e = xp.exp(-xp.abs(x))
-        return xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
     def erf(x):
         # |x| < 3: the Maclaurin series; beyond: 1 - erfc from its continued fraction
@@ -212,13 +239,6 @@ def _kernels(backend):
             frac = big + (k / 2.0) / frac
         tail = 1.0 - xp.exp(-big * big) / (_SQRT_PI * frac)
         return xp.sign(x) * xp.where(a < 3.0, series, tail)
-
-    def integer_pow(x, *, y):
-        if y == 0:
-            return xp.ones_like(x)
-        if y == 2:
-            return x * x
-        return x ** y
 
     def convert_element_type(x, *, dtype):
         if xp.isdtype(x.dtype, "complex floating") and not dtype.is_complex:
@@ -307,16 +327,6 @@ def _kernels(backend):
                           xp.reshape(updates, (n, math.prod(rest))))
         return operand + xp.reshape(added, operand.shape)
 
-    def iota(*, shape, dtype, dimension):
-        line = xp.arange(shape[dimension], dtype=backend.native_dtype(dtype),
-                         device=backend.device)
-        expanded = [1] * len(shape)
-        expanded[dimension] = shape[dimension]
-        return xp.broadcast_to(xp.reshape(line, tuple(expanded)), tuple(shape))
-
-    def full(*, shape, value, dtype):
-        return backend.full(shape, value, dtype)
-
     def dot_general(x, y, *, contracting, batch):
         (lc, rc), (lb, rb) = contracting, batch
         lc, rc, lb, rb = list(lc), list(rc), list(lb), list(rb)
@@ -335,38 +345,18 @@ def _kernels(backend):
         yt = xp.reshape(xp.permute_dims(y, tuple(rb + rc + y_free)), (b, k, n))
         return xp.reshape(matmul(xt, yt), batch_shape + x_free_shape + y_free_shape)
 
-    def random_uniform(*, shape, dtype, key):
-        host = np.random.default_rng(key).random(shape, dtype=np.dtype(dtype.name))
-        return backend.asarray(host, dtype)
-
-    def random_normal(*, shape, dtype, key):
-        host = np.random.default_rng(key).standard_normal(shape, dtype=np.dtype(dtype.name))
-        return backend.asarray(host, dtype)
-
+    # the elementwise kernels are the namespace's functions of the same name
+    # (``derive_kernel``); rsqrt, logistic, integer_pow, iota, full, the random draws and
+    # the LU helpers are the defaults of ``defaults.py``
     kernels = {
-        # elementwise unary
-        "neg": xp.negative, "exp": xp.exp, "log": xp.log, "log1p": xp.log1p,
-        "expm1": xp.expm1, "sin": xp.sin, "cos": xp.cos, "tanh": xp.tanh, "sqrt": xp.sqrt,
-        "rsqrt": rsqrt, "abs": xp.abs, "sign": xp.sign, "erf": erf, "logistic": logistic,
-        "floor": xp.floor, "ceil": xp.ceil, "round": xp.round, "integer_pow": integer_pow,
-        # elementwise binary
-        "add": xp.add, "sub": xp.subtract, "mul": xp.multiply, "div": xp.divide,
-        "pow": xp.pow, "maximum": xp.maximum, "minimum": xp.minimum, "atan2": xp.atan2,
-        # compare and select
-        "eq": xp.equal, "ne": xp.not_equal, "lt": xp.less, "le": xp.less_equal,
-        "gt": xp.greater, "ge": xp.greater_equal, "logical_and": xp.logical_and,
-        "logical_or": xp.logical_or, "logical_not": xp.logical_not, "select": xp.where,
-        "convert_element_type": convert_element_type,
+        "erf": erf, "convert_element_type": convert_element_type,
         # reductions
         "reduce_sum": reduce_sum, "reduce_max": reduce_max, "reduce_min": reduce_min,
         "argmax": argmax, "argmin": argmin, "cumsum": cumsum,
         # shape and indexing
         "reshape": reshape, "broadcast_in_dim": broadcast_in_dim, "transpose": transpose,
         "slice": slice_, "pad": pad, "concatenate": concatenate, "gather": gather,
-        "scatter_add": scatter_add, "iota": iota, "full": full,
-        # linear algebra and random
-        "dot_general": dot_general, "random_uniform": random_uniform,
-        "random_normal": random_normal,
+        "scatter_add": scatter_add, "dot_general": dot_general,
     }
     kernels.update(_numerics_kernels(backend))
     kernels.update(_collective_kernels(backend))  # distributed (issue 15)
@@ -435,19 +425,8 @@ def _numerics_kernels(backend):
         u, s, vh = xp.linalg.svd(a, full_matrices=False)
         return xp.concat([u, xp.expand_dims(s, axis=-2), xp.matrix_transpose(vh)], axis=-2)
 
-    def on_host(kernel):
-        def run(*arrays):
-            out = kernel(*[backend.to_numpy(a) for a in arrays])
-            return backend.asarray(out)
-        return run
-
-    from . import numpy_numerics  # noqa: PLC0415 - the host kernels of LU
-
     return {
         "complex": complex_, "real": xp.real, "imag": xp.imag, "conj": xp.conj, "fft": fft,
         "solve": xp.linalg.solve, "triangular_solve": triangular_solve,
         "cholesky": xp.linalg.cholesky, "slogdet": slogdet, "eigh": eigh, "qr": qr, "svd": svd,
-        "lu": on_host(numpy_numerics.KERNELS["lu"]),
-        "lu_pivots": on_host(numpy_numerics.KERNELS["lu_pivots"]),
-        "lu_permutation": on_host(numpy_numerics.KERNELS["lu_permutation"]),
     }

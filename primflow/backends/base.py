@@ -3,6 +3,12 @@
 A backend supplies a kernel per primitive (keyed by the primitive's name), allocation and a
 dtype map. Everything above ``backends/`` computes only by binding primitives, so a new
 backend (GPU, another array library) implements this small class and nothing else.
+
+Not every kernel has to be written by hand (``kernel_for``): a backend may derive one
+(``derive_kernel``: an array-API namespace's function of the primitive's name for an
+elementwise primitive, a NumPy ufunc of that name), and the kernels of ``defaults.py``
+(``sub``, ``gt``, ``reduce_min``, ``iota``, ...) are composed from the others when missing.
+``docs/backend-contract.md`` lists the required ones.
 """
 
 from __future__ import annotations
@@ -63,6 +69,40 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def is_native(self, obj) -> bool:
         """Whether ``obj`` is this backend's array type."""
+
+    # ---- kernels that are derived or composed (issue 17) ------------------------------------
+    def derive_kernel(self, name, family):
+        """A kernel for the primitive ``name`` (of ``family``, a ``Family``) that this backend
+        derives instead of listing it in ``kernels``, or None. Backends over a library of
+        elementwise functions return the library's function of the same name, so declaring
+        an ordinary elementwise primitive needs no hand-written kernel."""
+        return None
+
+    def kernel_for(self, name, family=None):
+        """The kernel of primitive ``name``: this backend's own (``kernels``), else the one
+        it derives (``derive_kernel``), else the default composed from its other kernels
+        (``defaults.DEFAULTS``); the found kernel is kept in this instance's ``kernels``.
+        Raises ``KeyError`` when there is none."""
+        found = self.kernels.get(name)
+        if found is not None:
+            return found
+        if family is None:
+            from ..core.primitive import get_primitive  # noqa: PLC0415
+
+            prim = get_primitive(name, None)
+            family = None if prim is None else prim.family
+        found = self.derive_kernel(name, family)
+        if found is None:
+            from .defaults import DEFAULTS  # noqa: PLC0415 - defaults use this class
+
+            default = DEFAULTS.get(name)
+            if default is None:
+                raise KeyError(name)
+            found = default.build(self)
+        if "kernels" not in vars(self):  # never extend a class's (shared) table
+            self.kernels = dict(self.kernels)
+        self.kernels[name] = found
+        return found
 
     # ---- checkpoint I/O (pf.save / pf.load): not abstract, so compute-only backends work --
     def save_arrays(self, file, arrays: dict, header: str) -> None:

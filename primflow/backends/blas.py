@@ -43,6 +43,8 @@ _MKL_THREADING_SEQUENTIAL = 1
 # than it risks: measured on two cores, [2048, 64] x [64, 64] runs 1.9x faster on two
 # threads when the machine is idle, [1024, 64] x [64, 64] up to 50x slower when it is not
 PARALLEL_MIN_WORK = 1 << 23
+# the most slabs per thread a large product is split into (from 2^25 multiply-adds a thread)
+SLABS_PER_THREAD = 4
 # OpenBLAS runs products below 2^18 multiply-adds on one thread by itself (interface/gemm.c)
 _OPENBLAS_SERIAL_WORK = 1 << 18
 _state = {"gemm": None, "batched": {}, "checked": False, "name": "numpy", "lib": None,
@@ -384,8 +386,9 @@ def matmul(a, b, out=None):
 
 
 def _split_matmul(a, b, out, gemm, work, threads):
-    """The product on primflow's threads: ``threads`` slabs of the rows of ``a`` (of the
-    stack, for 3-d operands), each a one-thread BLAS call. Unlike the BLAS pools' threads,
+    """The product on primflow's threads: slabs of the rows of ``a`` (of the stack, for 3-d
+    operands; one per thread, up to ``SLABS_PER_THREAD`` for the largest products), each
+    a one-thread BLAS call. Unlike the BLAS pools' threads,
     which spin while they wait, primflow's threads sleep: on a busy machine a slab that
     is descheduled costs its own time, not that of every thread (measured on two busy
     cores: OpenBLAS's two threads 2-3x slower than one, the slabs 1.1-1.4x)."""
@@ -396,13 +399,16 @@ def _split_matmul(a, b, out, gemm, work, threads):
             return np.matmul(a, b)  # broadcast stacks: leave them to NumPy
         out = np.empty(a.shape[:-1] + b.shape[-1:], dtype=np.result_type(a, b))
     m = a.shape[0]
-    bounds = [m * i // threads for i in range(threads + 1)]
+    # a large product in more slabs than threads: the threads take the next slab as they
+    # free up, so a thread the system deschedules holds up one slab, not half the product
+    slabs = min(m, threads * max(1, min(SLABS_PER_THREAD, work // (2 * PARALLEL_MIN_WORK))))
+    bounds = [m * i // slabs for i in range(slabs + 1)]
 
     def slab(i):
         rows = slice(bounds[i], bounds[i + 1])
-        _matmul(a[rows], b[rows] if b.ndim == 3 else b, out[rows], gemm, work // threads)
+        _matmul(a[rows], b[rows] if b.ndim == 3 else b, out[rows], gemm, work // slabs)
 
-    parallel_map(slab, threads, threads)
+    parallel_map(slab, slabs, threads)
     return out
 
 

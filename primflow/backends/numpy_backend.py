@@ -49,6 +49,54 @@ _TO_NATIVE.update({dtypes.uint8: np.dtype(np.uint8), dtypes.int8: np.dtype(np.in
 _FROM_NATIVE.update({v: k for k, v in _TO_NATIVE.items()})
 
 
+# ---- bfloat16 storage (issue 17): NumPy's dtype from the optional ml_dtypes package, loaded
+# at first use (a missing entry of the dtype map), so importing primflow stays as fast ------
+class _NativeDtypes(dict):
+    def __missing__(self, dtype):
+        if dtype is not dtypes.bfloat16:
+            raise KeyError(dtype)
+        try:
+            import ml_dtypes  # noqa: PLC0415 - optional dependency
+        except ImportError:
+            raise TypeError("bfloat16 tensors on the NumPy backend need the ml_dtypes "
+                            "package: pip install 'primflow[bfloat16]' (or use float16 or "
+                            "float32)") from None
+        native = np.dtype(ml_dtypes.bfloat16)
+        _BFLOAT16.append(native)
+        _FROM_NATIVE[native] = dtypes.bfloat16
+        self[dtype] = native
+        _compute_bfloat16_in_float32()
+        return native
+
+
+_TO_NATIVE = _NativeDtypes(_TO_NATIVE)
+_BFLOAT16 = []  # NumPy's bfloat16 dtype once ml_dtypes is loaded
+
+
+def _is_bfloat16(native_dtype):
+    return native_dtype.name == "bfloat16" and native_dtype.kind == "V"
+
+
+def _in_float32(kernel):
+    """``kernel`` computing bfloat16 inputs in float32 (a float32 result is stored back as
+    bfloat16): for the kernels NumPy has no bfloat16 loop for or would accumulate in 8 bits
+    of precision (sums, matrix products, erf, decompositions, FFT). ml_dtypes's ufuncs
+    already compute each element in float32 and round once."""
+
+    def run(*arrays, **params):
+        # primitives do not promote: the first input's dtype is the computing one (a cheap
+        # test on the hot path: bfloat16 is NumPy's only "V"-kind dtype primflow holds)
+        if not arrays or arrays[0].dtype.kind != "V":
+            return kernel(*arrays, **params)
+        up = [a.astype(np.float32) if _is_bfloat16(a.dtype) else a for a in arrays]
+        out = kernel(*up, **params)
+        return out.astype(_BFLOAT16[0]) if out.dtype == np.float32 else out
+
+    run.__wrapped__ = getattr(kernel, "__wrapped__", kernel)
+    run.computes_bfloat16_in_float32 = True
+    return run
+
+
 # ---- elementwise kernels that need more than one NumPy call ----------------------------------
 
 def _rsqrt(x):
@@ -281,6 +329,25 @@ for _name in ("abs", "sign", "erf", "logistic", "floor", "ceil", "round", "maxim
     KERNELS[_name] = _real_only(KERNELS[_name], _name)
 
 
+# ---- bfloat16 (issue 17): the kernels that compute it in float32, wrapped when ml_dtypes is
+# first loaded (so float32/float64 calls pay nothing in a process that never uses bfloat16)
+_FLOAT32_COMPUTED = ("reduce_sum", "cumsum", "dot_general", "erf", "scatter_add",
+                     *_NUMERICS_KERNELS)
+
+
+def _compute_bfloat16_in_float32():
+    from ..core.backend import get_backend  # noqa: PLC0415 - the active backend
+    from ..core.primitive import bind_kernels  # noqa: PLC0415
+
+    for name in _FLOAT32_COMPUTED:
+        KERNELS[name] = _in_float32(KERNELS[name])
+    active = get_backend()
+    if isinstance(active, NumpyBackend):  # primitives run the wrapped kernels from now on
+        if active.kernels is not KERNELS:  # (an instance's copy, see Backend.kernel_for)
+            active.kernels.update({name: KERNELS[name] for name in _FLOAT32_COMPUTED})
+        bind_kernels(active)
+
+
 class NumpyBackend(Backend):
     """The default backend: NumPy arrays, NumPy ufuncs and BLAS through ``np.matmul``."""
 
@@ -291,6 +358,14 @@ class NumpyBackend(Backend):
     # unary Taylor rules' fused kernels and pf.jet's helpers (numpy_taylor.py)
     fast_paths = {"composite": FUSED, "taylor": TAYLOR,
                   "jet": {"is_zero": _taylor_is_zero, "rescale": _taylor_rescale}}
+
+    # ---- derived kernels (issue 17): an elementwise primitive named like a NumPy ufunc
+    # needs no entry in KERNELS
+    def derive_kernel(self, name, family):
+        ufunc = getattr(np, name, None)
+        if family is not None and family.elementwise and isinstance(ufunc, np.ufunc):
+            return ufunc
+        return None
 
     def asarray(self, data, dtype=None):
         if dtype is None:
@@ -303,6 +378,9 @@ class NumpyBackend(Backend):
     def dtype_of(self, array):
         native = isinstance(array, (np.ndarray, np.generic))
         found = _FROM_NATIVE.get(array.dtype) if native else None
+        if found is None and native and _is_bfloat16(array.dtype):  # made by ml_dtypes
+            _TO_NATIVE[dtypes.bfloat16]  # noqa: B018 - registers it
+            found = dtypes.bfloat16
         if found is None and not native:  # issue 17: another backend's array
             from .array_api import foreign_array_message  # noqa: PLC0415 - errors only
 
@@ -315,7 +393,7 @@ class NumpyBackend(Backend):
         return found
 
     def is_floating(self, array):
-        return array.dtype.kind in "fc"
+        return array.dtype.kind in "fc" or _is_bfloat16(array.dtype)
 
     def native_dtype(self, dtype):
         return _TO_NATIVE[dtype]
@@ -328,26 +406,40 @@ class NumpyBackend(Backend):
 
     # ---- checkpoint I/O: one .npz archive, arrays stored raw (never pickled) -------------
     HEADER_KEY = "__primflow_header__"
+    BFLOAT16_KEY = "__primflow_bfloat16__"  # names of the arrays stored as bfloat16 bits
 
     def save_arrays(self, file, arrays, header):
         payload = {}
+        bfloat16 = []
         for name, array in arrays.items():
             array = np.asarray(array)
+            if _is_bfloat16(array.dtype):  # .npy has no bfloat16: its bits, as uint16
+                bfloat16.append(name)
+                array = array.view(np.uint16)
             if array.dtype.hasobject:  # np.save would pickle these
                 raise TypeError(f"array {name!r} has dtype object, which cannot be saved "
                                 f"without pickle; convert it to a numeric dtype")
             payload[name] = array
         payload[self.HEADER_KEY] = np.frombuffer(header.encode("utf-8"), dtype=np.uint8)
+        if bfloat16:
+            payload[self.BFLOAT16_KEY] = np.frombuffer("\n".join(bfloat16).encode("utf-8"),
+                                                       dtype=np.uint8)
         np.savez(file, **payload)
 
     def load_arrays(self, file):
         arrays = {}
         header = None
+        bfloat16 = ()
         with np.load(file, allow_pickle=False) as archive:
             for name in archive.files:
                 value = archive[name]  # reads and checks the member now (CRC, npy header)
                 if name == self.HEADER_KEY:
                     header = value.tobytes().decode("utf-8")
+                elif name == self.BFLOAT16_KEY:
+                    bfloat16 = value.tobytes().decode("utf-8").split("\n")
                 else:
                     arrays[name] = value
+        for name in bfloat16:
+            if name in arrays and arrays[name].dtype == np.uint16:
+                arrays[name] = arrays[name].view(_TO_NATIVE[dtypes.bfloat16])
         return header, arrays

@@ -68,14 +68,15 @@ class _Workspace(threading.local):
     allocated at a thread's first call (not where the program was generated: a background
     compile thread must not hold a copy)."""
 
-    def __init__(self, specs):
+    def __init__(self, specs, allocate=npc.allocate):
         self.specs = specs
+        self.allocate = allocate
         self._buffers = None
 
     @property
     def buffers(self):
         if self._buffers is None:
-            self._buffers = [npc.allocate(shape, dtype) for shape, dtype in self.specs]
+            self._buffers = [self.allocate(shape, dtype) for shape, dtype in self.specs]
         return self._buffers
 
 
@@ -129,6 +130,20 @@ class Executable:
                           RuntimeWarning, stacklevel=3)
             return
         new = pending.result
+        if new is None:  # generated now, in the calling thread (see _Pending.generate)
+            owner, generate = pending.generate
+            if get_backend() is not owner:  # still another backend: at a later call
+                self._pending = pending
+                return
+            try:
+                new = generate()
+            except Exception as e:  # noqa: BLE001 - reported like a failed compile
+                import warnings
+
+                warnings.warn(f"pf.jit: loading the numba kernels failed: {e!r}; this "
+                              f"program keeps running as generated NumPy code",
+                              RuntimeWarning, stacklevel=3)
+                return
         self.fn = new.fn  # the kernels' program (with recomputed broadcast products)
         self._code = new._code
         self.source, self.plan = new.source, new.plan
@@ -148,7 +163,8 @@ class Executable:
 
     def __repr__(self):
         return (f"Executable({self.backend}: {len(self.fn.ops)} ops, {len(self.groups)} fused "
-                f"groups, {len(self.kernels)} numba kernels, {self.plan})")
+                f"groups, {len(self.kernels)} "
+                f"{'cupy' if self.backend == 'cupy' else 'numba'} kernels, {self.plan})")
 
 
 def _choose_backend(backend):
@@ -183,11 +199,21 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
     backend = _choose_backend(backend)
     blocking = config.jit_blocking if blocking is None else blocking
     tiered = config.jit_tiered if tiered is None else tiered
-    if get_backend().codegen != "numpy":  # issue 17: no generator for this backend's arrays
+    codegen = get_backend().codegen
+    if codegen not in ("numpy", "array_api"):  # no generator for this backend's arrays
         backend = "interpret"
     if backend == "interpret":
         return Executable(fn, lambda args, keys: evaluate(fn, args, keys=keys or "traced"),
                           None, backend="interpret")
+    emitter = npc
+    if codegen == "array_api":  # issue 17: source over the namespace
+        from .array_api_codegen import emitter_for
+
+        emitter = emitter_for(get_backend())
+        if not get_backend().arrays_are_numpy:  # numba kernels take NumPy arrays only
+            backend = "numpy"
+        if get_backend().place != "cpu":  # a GPU: whole arrays (row blocks are for caches)
+            blocking = False
     if blocking:
         found = batch_axes(fn, reductions=True)
         if found is not None and threads is None and _may_use_threads(fn, found, backend):
@@ -197,6 +223,8 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
                                        tiered)
             if blocked is not None:
                 return blocked
+    if codegen == "array_api" and not get_backend().arrays_are_numpy:
+        return _generate_array_api(fn, emitter)
     use_numba = False
     if backend in ("numba", "auto"):
         from . import numba_codegen
@@ -206,7 +234,7 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
             raise ImportError("pf.jit(backend='numba') needs numba (pip install numba)")
     groups = fuse(fn)
     if not use_numba:
-        return _generate(fn, groups, {}, backend)
+        return _generate(fn, groups, {}, backend, emitter)
     # the kernels' program: cheap broadcast products are recomputed inside the kernels that
     # read them, and transcendental functions stay NumPy ufuncs between the kernels
     min_size = 0 if backend == "numba" else numba_codegen.AUTO_MIN_ELEMENTS
@@ -219,7 +247,7 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
     kernel_groups = fuse(kernel_fn, min_size=1, exclude=TRANSCENDENTAL)
     numba_groups = {id(g): g for g in kernel_groups if numba_codegen.supports(g, min_size)}
     if not numba_groups:
-        return _generate(fn, groups, {}, backend)
+        return _generate(fn, groups, {}, backend, emitter)
     if backend == "auto" and not all(numba_codegen.is_loaded(g)
                                      for g in numba_groups.values()):
         try:  # the kernels' sources go to the disk cache (numba compiles from files)
@@ -231,16 +259,52 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
             warnings.warn(f"pf.jit: cannot write numba kernels to {numba_codegen.cache_dir()} "
                           f"({e}); running generated NumPy code. Set pf.config.cache_dir to a "
                           f"writable folder", RuntimeWarning, stacklevel=2)
-            return _generate(fn, groups, {}, backend)
+            return _generate(fn, groups, {}, backend, emitter)
         if tiered:
-            return _tiered(_generate(fn, groups, {}, backend),
-                           kernel_fn, kernel_groups, numba_groups, backend)
-    return _generate(kernel_fn, kernel_groups, numba_groups, backend)
+            return _tiered(_generate(fn, groups, {}, backend, emitter),
+                           kernel_fn, kernel_groups, numba_groups, backend, emitter)
+    return _generate(kernel_fn, kernel_groups, numba_groups, backend, emitter)
+
+
+def _generate_array_api(fn, emitter):
+    """The executable of an array-API backend whose arrays are not NumPy's: source over its
+    namespace; over CuPy each fused elementwise group is one generated CUDA kernel
+    (reductions stay CuPy calls: the groups are formed without them)."""
+    from . import cupy_codegen
+
+    if not cupy_codegen.uses_kernels(get_backend()):
+        return _generate(fn, fuse(fn), {}, "numpy", emitter)
+    groups = fuse(fn, exclude=REDUCTIONS)
+    gpu_groups = {id(g): g for g in groups if cupy_codegen.supports(g)}
+    return _generate(fn, groups, gpu_groups, "numpy", emitter, cupy_codegen)
+
+
+def _allocator_and_adder():
+    """How blocked programs on the active backend allocate their outputs and add partial
+    sums in block order."""
+    if get_backend().codegen != "array_api":
+        from ..backends.threads import sum_in_order
+
+        return npc.allocate, sum_in_order
+    from .array_api_codegen import emitter_for
+
+    def add_in_order(parts):
+        total = parts[0]
+        for p in parts[1:]:
+            total = total + p
+        return total
+
+    return emitter_for(get_backend()).allocate, add_in_order
 
 
 # ---- row blocking and threads -------------------------------------------------------------
 
 BLOCK_BYTES = 1 << 20  # the largest value of a blocked program: well inside L2
+# all the planned buffers of one block (its intermediates): a program with many values
+# (a Taylor-mode training step: 40 MB at 512 rows of W3) runs in blocks whose buffers stay
+# in the last-level cache, also when two threads each run one (W3, one core: 512-row
+# blocks 28.6 ms, 256 rows 26.7, 128 rows 23.7, 64 rows 25.6 CPU ms per step)
+WORKSPACE_BYTES = 12 << 20
 MAX_BLOCKS = 64  # more blocks cost more in per-call overhead than cache locality saves
 # values this many times smaller per row than the largest are computed for all rows at once
 # before the blocks (when they can be): one call instead of one per block
@@ -303,21 +367,27 @@ def _compile_blocked(fn, backend, found, threads, tiered):
     per_row = max((_nbytes(v) // n for v, a in axis_of.items() if a is not None), default=0)
     budget = config.jit_block_bytes or BLOCK_BYTES
     memory_blocks = 1 if per_row * n <= budget else -(-per_row * n // budget)
+    max_rows = budget // max(per_row, 1)
+    workspace = plan_memory(fn, can_write=npc.can_write).nbytes  # (NumPy code's buffers)
+    if workspace > WORKSPACE_BYTES:
+        memory_blocks = max(memory_blocks, -(-workspace // WORKSPACE_BYTES))
+        max_rows = min(max_rows, n * WORKSPACE_BYTES // workspace)
     blocks = _thread_blocks(fn, axis_of, n, threads, memory_blocks, _fuses(backend))
     if blocks is None:  # one thread: blocks only for the memory rule
         threads = 1
         if memory_blocks == 1:
             return None
         # equal blocks (one program, one set of kernels): the largest divisor of n that fits
-        rows = next((d for d in range(max(1, budget // max(per_row, 1)), 0, -1)
-                     if n % d == 0), 1)
+        rows = next((d for d in range(max(1, max_rows), 0, -1) if n % d == 0), 1)
         if rows == n or n // rows > MAX_BLOCKS:
             return None
     else:
         rows = n // blocks
-    blocked = block_sums_program(fn, axis_of, n, rows, early_row_bytes=per_row // EARLY_FRACTION)
-    prologue, body, epilogue = blocked.prologue, blocked.body, blocked.epilogue
     n_random = sum(op.prim in IMPURE for op in fn.ops)
+    # on several threads, what only the epilogue reads runs beside the blocks
+    blocked = block_sums_program(fn, axis_of, n, rows, early_row_bytes=per_row // EARLY_FRACTION,
+                                 side=threads > 1 and not n_random)
+    prologue, body, epilogue = blocked.prologue, blocked.body, blocked.epilogue
     if n_random and (prologue is None or n_random != sum(op.prim in IMPURE
                                                          for op in prologue.ops)):
         return None  # every draw must run once, in the prologue, in program order
@@ -325,9 +395,11 @@ def _compile_blocked(fn, backend, found, threads, tiered):
         prologue = compile_program(prologue, "numpy", blocking=False)
     if epilogue is not None:
         epilogue = compile_program(epilogue, "numpy", blocking=False)
+    side = None if blocked.side is None else compile_program(blocked.side, "numpy",
+                                                             blocking=False)
     inner = compile_program(body, backend, blocking=False, tiered=tiered)
     return BlockedExecutable(fn, prologue, inner, axis_of, n, rows, epilogue=epilogue,
-                             row_outputs=blocked.row_outputs, threads=threads)
+                             row_outputs=blocked.row_outputs, threads=threads, side=side)
 
 
 def _may_use_threads(fn, found, backend):
@@ -413,9 +485,10 @@ class BlockedExecutable:
     executable's."""
 
     def __init__(self, fn, prologue, inner, axis_of, n, rows, epilogue=None, row_outputs=None,
-                 threads=1):
+                 threads=1, side=None):
         self.fn = fn
         self.prologue, self.inner, self.epilogue = prologue, inner, epilogue
+        self.side = side  # what only the epilogue reads: one more task beside the blocks
         self.n, self.rows, self.threads = n, rows, threads
         self.n_random = sum(op.prim in IMPURE for op in fn.ops)
         self.in_axes = [axis_of[v] for v in fn.inputs]
@@ -431,12 +504,13 @@ class BlockedExecutable:
         self.out_axes = [axis_of[fn.outputs[i]] for i in row_outputs]
         self.out_specs = [(fn.outputs[i].aval.shape, fn.outputs[i].aval.dtype)
                           for i in row_outputs]
+        self._allocate, self._add_in_order = _allocator_and_adder()
 
     def __getattr__(self, name):  # source, plan, groups, kernels, backend, wait, compiling
         return getattr(self.inner, name)
 
     def __call__(self, args, keys=None):
-        from ..backends.threads import parallel_map, sum_in_order
+        from ..backends.threads import parallel_map
 
         if keys is None and self.n_random:
             from ..core import random as _random
@@ -447,22 +521,30 @@ class BlockedExecutable:
         hoisted = self.prologue(args, keys) if self.prologue is not None else []
         full = list(args) + hoisted
         axes = self.in_axes + self.hoisted_axes
-        outs = [npc.allocate(shape, dtype) for shape, dtype in self.out_specs]
+        outs = [self._allocate(shape, dtype) for shape, dtype in self.out_specs]
         n_rows = len(outs)
 
         def run_block(b):
             rows = slice(b * self.rows, (b + 1) * self.rows)
-            block = [a if ax is None else a[(slice(None),) * ax + (rows,)]
+            block = [a if ax is None else a[(slice(None),) * ax + (rows, ...)]
                      for a, ax in zip(full, axes)]
             results = self.inner(block)
             for out, res, ax in zip(outs, results, self.out_axes):
-                out[(slice(None),) * ax + (rows,)] = res
+                out[(slice(None),) * ax + (rows, ...)] = res
             return results[n_rows:]  # partial sums
 
-        partials = parallel_map(run_block, self.n // self.rows, self.threads)
+        blocks = self.n // self.rows
+        if self.side is None:
+            partials = parallel_map(run_block, blocks, self.threads)
+        else:  # the side program is the last task (the blocks start first)
+            side = self.side
+            partials = parallel_map(lambda b: side(full) if b == blocks else run_block(b),
+                                    blocks + 1, self.threads)
+            full = full + partials.pop()
         if self.epilogue is None:
             return outs
-        sums = [sum_in_order([p[k] for p in partials]) for k in range(len(partials[0]))]
+        sums = [self._add_in_order([p[k] for p in partials])
+                for k in range(len(partials[0]))]
         rest = iter(self.epilogue(full + sums))
         row = iter(outs)
         rows = set(self.row_outputs)
@@ -474,21 +556,25 @@ class BlockedExecutable:
             parts.append(f"on {self.threads} threads")
         if self.prologue is not None:
             parts.append("with a prologue")
+        if self.side is not None:
+            parts.append("a side program")
         if self.epilogue is not None:
             parts.append("partial sums and an epilogue")
         return f"BlockedExecutable({', '.join(parts)}: {self.inner!r})"
 
 
 class _Pending:
-    __slots__ = ("error", "ready", "result")
+    __slots__ = ("error", "ready", "result", "generate")
 
     def __init__(self):
         self.ready = threading.Event()
         self.error = None
         self.result = None
+        self.generate = None  # the generation left to the next call (another backend was
+        # installed when the kernels were ready: the generated code uses the active one's)
 
 
-def _tiered(exe, fn, groups, numba_groups, backend):
+def _tiered(exe, fn, groups, numba_groups, backend, emitter=npc):
     """``exe`` (the NumPy version) now, and the numba version of ``fn`` (the same program
     prepared for kernels) with its kernels compiled in a background process; the executable
     switches to them at the first call after they are ready.
@@ -500,11 +586,17 @@ def _tiered(exe, fn, groups, numba_groups, backend):
     from . import numba_codegen
 
     pending = exe._pending = _Pending()
+    owner = get_backend()
+
+    def generate():
+        return _generate(fn, groups, numba_groups, backend, emitter)
 
     def done(error):
         try:
-            if error is None:
-                pending.result = _generate(fn, groups, numba_groups, backend)
+            if error is None and get_backend() is not owner:  # pf.set_backend meanwhile
+                pending.generate = (owner, generate)
+            elif error is None:
+                pending.result = generate()
         except Exception as e:  # noqa: BLE001 - reported at the next call, as a warning
             error = f"loading the numba kernels failed: {e!r}"
         pending.error = error
@@ -516,7 +608,13 @@ def _tiered(exe, fn, groups, numba_groups, backend):
 
 # ---- code generation -----------------------------------------------------------------------
 
-def _generate(fn, groups, numba_groups, backend):
+def _generate(fn, groups, numba_groups, backend, emitter=npc, kernel_maker=None):
+    """One Python function for ``fn``; ``emitter`` spells each operation (the NumPy
+    backend's ``numpy_codegen`` module, or an ``array_api_codegen.ArrayAPIEmitter``), and
+    ``kernel_maker`` (``numba_codegen`` by default, ``cupy_codegen`` on CuPy) compiles the
+    groups in ``numba_groups`` into kernels."""
+    if kernel_maker is None and numba_groups:
+        from . import numba_codegen as kernel_maker
     names = names_of(fn)
     kernel_of = {}  # id(op) -> (group, kernel index) for the first op of a numba group
     skip = set()  # ids of ops computed by a numba kernel
@@ -532,18 +630,19 @@ def _generate(fn, groups, numba_groups, backend):
 
     if kernel_groups:
         fn = _schedule(fn, kernel_groups)
-    fn = _fuse_products_into_sums(fn, skip)
-    unread = _views_only_kernels_see_through(fn, skip, kernel_groups)
+    if getattr(emitter, "fuses_products", True):
+        fn = _fuse_products_into_sums(fn, skip)
+    unread = _views_only_kernels_see_through(fn, skip, kernel_groups, kernel_maker)
 
     def can_write(op):
         if id(op) in skip:
             return op.out in kernel_outputs
-        return npc.can_write(op)
+        return emitter.can_write(op)
 
     # a kernel reads and writes element by element: no buffer it reads may be handed to a
     # result of the same kernel (memory planning treats each kernel group as one unit)
     plan = plan_memory(fn, can_write=can_write, units=[g.ops for g in kernel_groups])
-    ns = npc.namespace()
+    ns = emitter.namespace()
     var = {}
     scalar = {}  # full values -> the name of their scalar
     for i, v in enumerate(fn.inputs):
@@ -556,7 +655,7 @@ def _generate(fn, groups, numba_groups, backend):
         bnames = [f"b{i}" for i in range(len(plan.buffers))]
         body.append("    " + ", ".join(bnames) + ("," if len(bnames) == 1 else "")
                     + " = ws.buffers")
-    workspace = _Workspace(plan.buffers)
+    workspace = _Workspace(plan.buffers, emitter.allocate)
     group_of = {}
     for g in groups:
         for op in g.ops:
@@ -574,7 +673,7 @@ def _generate(fn, groups, numba_groups, backend):
             ns[f"c{name}"] = ns[f"K_{op.prim}"](**op.params)
             if op.prim == "full":  # elementwise consumers broadcast a scalar instead
                 scalar[op.out] = f"s{name}"
-                ns[f"s{name}"] = npc.scalar(op.params["value"], op.params["dtype"])
+                ns[f"s{name}"] = emitter.scalar(op.params["value"], op.params["dtype"])
             continue
         if id(op) in unread:
             continue
@@ -591,9 +690,7 @@ def _generate(fn, groups, numba_groups, backend):
         if id(op) in skip:
             if id(op) in kernel_of:
                 g, k = kernel_of[id(op)]
-                from . import numba_codegen
-
-                kernel = numba_codegen.compile_group(g)
+                kernel = kernel_maker.compile_group(g)
                 compiled_kernels.append(kernel)
                 ns[f"N{k}"] = kernel
                 outs = []
@@ -604,9 +701,10 @@ def _generate(fn, groups, numba_groups, backend):
                         outs.append(f"b{plan.buffer_of[v]}")
                     else:
                         outs.append(f"empty({v.aval.shape!r}, dtype=D_{vname})")
-                        ns[f"D_{vname}"] = npc.native_dtype(v.aval.dtype)
-                ins = ", ".join(var[numba_codegen.kernel_operand(v)] for v in g.inputs)
-                body.append(f"    # numba kernel {k}: group {g.gid} "
+                        ns[f"D_{vname}"] = emitter.native_dtype(v.aval.dtype)
+                ins = ", ".join(var[kernel_maker.kernel_operand(v)] for v in g.inputs)
+                body.append(f"    # {getattr(kernel_maker, 'LABEL', 'numba')} kernel {k}: "
+                            f"group {g.gid} "
                             f"({' '.join(o.prim for o in g.ops)})")
                 body.append(f"    {', '.join(var[v] for v in g.outputs)}"
                             f"{',' if len(g.outputs) == 1 else ''} = "
@@ -627,7 +725,7 @@ def _generate(fn, groups, numba_groups, backend):
             random_index += 1
         else:
             ns[pname] = op.params
-            expr = npc.emit(op, args, out, pname)
+            expr = emitter.emit(op, args, out, pname)
         v = f"v{name}"
         var[op.out] = v
         note = format_op(op, names)
@@ -643,20 +741,19 @@ def _generate(fn, groups, numba_groups, backend):
     code = _compile_source(source)
     exec(code, ns)  # noqa: S102 - our own generated source
     return Executable(fn, ns["program"], source, plan, groups, compiled_kernels,
-                      backend="numba" if compiled_kernels else "numpy", workspace=workspace)
+                      backend=getattr(kernel_maker, "LABEL", "numba") if compiled_kernels
+                      else getattr(emitter, "label", "numpy"), workspace=workspace)
 
 
-def _views_only_kernels_see_through(fn, skip, kernel_groups):
+def _views_only_kernels_see_through(fn, skip, kernel_groups, kernel_maker=None):
     """Ids of the broadcasts (and views of them) nothing reads: a numba kernel reads a
     broadcast's source instead (``numba_codegen.kernel_operand``), so the NumPy view would
     only cost a call per block."""
     if not kernel_groups:
         return set()
-    from . import numba_codegen
-
     read = set(fn.outputs)
     for g in kernel_groups:
-        read.update(numba_codegen.kernel_operand(v) for v in g.inputs)
+        read.update(kernel_maker.kernel_operand(v) for v in g.inputs)
     unread = set()
     for op in reversed(fn.ops):
         if id(op) in skip:
@@ -710,7 +807,8 @@ def _fuse_products_into_sums(fn, skip):
     outputs = set(fn.outputs)
     replace, dropped = {}, set()
     for op in fn.ops:
-        if op.prim != "reduce_sum" or id(op) in skip or not op.out.aval.dtype.is_floating:
+        if (op.prim != "reduce_sum" or id(op) in skip or not op.out.aval.dtype.is_floating
+                or npc.holds_bfloat16(op)):  # (no einsum for bfloat16)
             continue
         v = op.inputs[0]
         prod = v.op

@@ -27,9 +27,19 @@ import numpy as np
 from ..core.config import config
 from .numba_worker import load_kernel, mark_ready, numba_types, ready_marker  # noqa: F401
 from ..backends import get_backend
+from ..core.backend import on_install
 from ..ir.passes.fuse import VIEWS
 
-_backend = get_backend()
+_lowered = get_backend()  # the NumPy backend whose dtypes kernels use (see numpy_codegen)
+
+
+def _follow(backend):
+    global _lowered
+    if backend.codegen == "numpy":
+        _lowered = backend
+
+
+on_install(_follow)
 
 AUTO_MIN_ELEMENTS = 1 << 14  # below this NumPy's per-call cost is already small
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
@@ -459,7 +469,7 @@ def _stop_worker():
 
 
 def native(dtype):
-    return _backend.native_dtype(dtype)
+    return _lowered.native_dtype(dtype)
 
 
 __all__ = [

@@ -16,8 +16,22 @@ import math
 import numpy as np
 
 from ..backends import blas, get_backend
+from ..core.backend import on_install
 
-_backend = get_backend()
+# the backend whose kernels generated NumPy code calls: the active one while it is lowered
+# by this module (codegen "numpy"), kept while another is active (issue 17: a numba
+# upgrade generated in the background after pf.set_backend("array_api", ...) still gets
+# NumPy's kernels)
+_lowered = get_backend()
+
+
+def _follow(backend):
+    global _lowered
+    if backend.codegen == "numpy":
+        _lowered = backend
+
+
+on_install(_follow)
 
 def ufunc_source(prim, nin):
     """How generated code names the NumPy ufunc that is ``prim``'s kernel with ``nin`` inputs
@@ -29,7 +43,7 @@ def ufunc_source(prim, nin):
         >>> ufunc_source("tanh", 1), ufunc_source("add", 2), ufunc_source("reshape", 1)
         ('np.tanh', 'np.add', None)
     """
-    kernel = _backend.kernels.get(prim)
+    kernel = _lowered.kernels.get(prim)
     kernel = getattr(kernel, "__wrapped__", kernel)  # a ufunc behind an eager dtype check
     if not isinstance(kernel, np.ufunc) or kernel.nin != nin or kernel.nout != 1:
         return None
@@ -40,28 +54,37 @@ def namespace():
     """Globals of generated code: numpy, the kernels (``K_<prim>``) and helpers."""
     ns = {"np": np, "matmul": blas.matmul, "copy_into": copy_into,
           "empty": np.empty}
-    for name, kernel in _backend.kernels.items():
+    for name, kernel in _lowered.kernels.items():
         ns[f"K_{name}"] = kernel
     return ns
 
 
 def native_dtype(dtype):
-    return _backend.native_dtype(dtype)
+    return _lowered.native_dtype(dtype)
 
 
 def scalar(value, dtype):
     """``value`` as a NumPy scalar of ``dtype`` (keeps ufuncs in that dtype)."""
-    return _backend.native_dtype(dtype).type(value)
+    return _lowered.native_dtype(dtype).type(value)
 
 
 def allocate(shape, dtype):
-    return np.empty(shape, dtype=_backend.native_dtype(dtype))
+    return np.empty(shape, dtype=_lowered.native_dtype(dtype))
+
+
+def holds_bfloat16(op) -> bool:
+    """Whether ``op`` reads or makes bfloat16 (issue 17): it then runs as its kernel, which
+    computes in float32 where NumPy has no bfloat16 loop, or as an ml_dtypes ufunc; never
+    into a buffer."""
+    return any(v.aval.dtype.name == "bfloat16" for v in (*op.inputs, op.out))
 
 
 def can_write(op) -> bool:
     """Whether ``emit`` can compute ``op`` into a preallocated buffer."""
     aval = op.out.aval
     prim = op.prim
+    if holds_bfloat16(op):
+        return False
     if aval.dtype.is_bool and ufunc_source(prim, len(op.inputs)) is not None:
         return True  # comparisons and logic
     if not aval.dtype.is_floating:
@@ -166,6 +189,8 @@ def emit(op, args, out, params_name):
     ufunc = ufunc_source(prim, len(args)) if floating or aval.dtype.is_bool else None
     if ufunc is not None:
         return f"{ufunc}({', '.join(args)}{_out(out)})"
+    if holds_bfloat16(op) and prim not in ("reshape", "transpose"):
+        return f"K_{prim}({', '.join(args)}{', ' if args else ''}**{params_name})"
     if prim == "rsqrt" and out is not None:
         return f"np.reciprocal(np.sqrt({args[0]}, out={out}), out={out})"
     if prim == "integer_pow" and floating:

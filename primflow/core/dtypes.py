@@ -88,6 +88,12 @@ int8 = DType("int8", "i", 1, 0.5)
 int16 = DType("int16", "i", 2, 0.75)
 float16 = DType("float16", "f", 2, 2.5)
 ALL_DTYPES += (uint8, int8, int16, float16)
+# bfloat16 (issue 17): a storage dtype (float32's exponent range, 8 bits of precision);
+# backends hold it natively where they can (NumPy through the optional ml_dtypes package)
+# and compute in float32 where they lack a kernel for it. float16 meeting bfloat16 gives
+# float32 (neither holds the other), as in PyTorch and JAX.
+bfloat16 = DType("bfloat16", "f", 2, 2.75)
+ALL_DTYPES += (bfloat16,)
 
 BY_NAME = {d.name: d for d in ALL_DTYPES}
 BY_NAME.update({"float": float64, "int": int64, "bool_": bool_, "double": float64,
@@ -105,7 +111,7 @@ def complex_of(d: DType) -> DType:
     """
     if d.is_complex:
         return d
-    return complex64 if d is float32 or d is float16 else complex128
+    return complex64 if d in (float32, float16, bfloat16) else complex128
 
 
 def real_of(d: DType) -> DType:
@@ -203,12 +209,14 @@ def promote_types(a: DType, b: DType) -> DType:
         return complex_of(wide if wide.is_floating else float64)
     if {a, b} == {uint8, int8}:
         return int16  # NumPy: the smallest signed type holding both ranges
+    if {a, b} == {float16, bfloat16}:
+        return float32
     if a.kind == b.kind or a.is_bool or b.is_bool:
         return a if a._rank >= b._rank else b
     # one integer, one floating: NumPy's result, the smallest float that holds the integer
     f, i = (a, b) if a.is_floating else (b, a)
-    if f is float16:
-        return float16 if i.itemsize == 1 else float32 if i.itemsize == 2 else float64
+    if f is float16 or f is bfloat16:
+        return f if i.itemsize == 1 else float32 if i.itemsize == 2 else float64
     if f is float32:
         return float32 if i.itemsize <= 2 else float64
     return f

@@ -179,8 +179,8 @@ class Primitive:
                             f"got {family!r}")
         if linear and transpose is None:
             raise ValueError(f"primitive {name!r} is declared linear: give its transpose=")
-        try:
-            self.impl = _backend.kernels[name]
+        try:  # the backend's own, derived or default kernel (backends/base.py)
+            self.impl = _backend.kernel_for(name, family)
         except KeyError:
             raise ValueError(f"backend {_backend.name!r} has no kernel for primitive {name!r}; "
                              f"add one to its kernel table (backends/numpy_backend.py)") from None
@@ -489,7 +489,12 @@ def bind_kernels(backend) -> None:
         >>> bind_kernels(get_backend())  # the active backend has them all
     """
     global _backend
-    missing = [name for name in sorted(_registry) if name not in backend.kernels]
+    missing = []
+    for name in sorted(_registry):
+        try:  # its own, derived or default kernel (backends/base.py)
+            backend.kernel_for(name, _registry[name].family)
+        except KeyError:
+            missing.append(name)
     if missing:
         raise ValueError(f"backend {backend.name!r} has no kernel for the primitive(s) "
                          f"{', '.join(repr(n) for n in missing)}; add them to its kernel "

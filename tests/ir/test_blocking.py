@@ -247,6 +247,39 @@ def test_a_program_that_sums_over_its_rows_runs_as_blocks_partial_sums_and_an_ep
     np.testing.assert_allclose(np.concatenate([p[0] for p in parts]), want[2], rtol=1e-15)
 
 
+def test_what_only_the_epilogue_reads_can_move_to_a_side_program():
+    from primflow.ir.passes.blocking import block_sums_program
+
+    # a loss on 12 points (the rows) plus a term on 4 other points (%2), both through %3
+    fn = parse("def f(%0: float64[12,3], %1: float64[3,5], %2: float64[4,3]):\n"
+               "    %3: float64[3,5] = exp(%1)\n"
+               "    %4: float64[12,5] = dot_general(%0, %3, contracting=((1,),(0,)), "
+               "batch=((),()))\n"
+               "    %5: float64[12,5] = mul(%4, %4)\n"
+               "    %6: float64[] = reduce_sum(%5, axes=(0,1))\n"
+               "    %7: float64[4,5] = dot_general(%2, %3, contracting=((1,),(0,)), "
+               "batch=((),()))\n"
+               "    %8: float64[] = reduce_sum(%7, axes=(0,1))\n"
+               "    %9: float64[] = add(%6, %8)\n    return %9\n")
+    n, axis_of = batch_axes(fn, reductions=True)
+    assert n == 12
+    assert block_sums_program(fn, axis_of, n, 4).side is None  # only when asked
+    b = block_sums_program(fn, axis_of, n, 4, side=True)
+    for part in (b.prologue, b.side, b.body, b.epilogue):
+        verify(part)
+    assert [op.prim for op in b.prologue.ops] == ["exp"]  # the body reads it: first
+    assert [op.prim for op in b.side.ops] == ["dot_general", "reduce_sum"]
+    assert [op.prim for op in b.body.ops] == ["dot_general", "mul", "reduce_sum"]
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(v.aval.shape) for v in fn.inputs]
+    hoisted = evaluate(b.prologue, args)
+    beside = evaluate(b.side, args + hoisted)
+    parts = [evaluate(b.body, [args[0][i:i + 4], args[1], args[2]] + hoisted)
+             for i in range(0, 12, 4)]
+    (loss,) = evaluate(b.epilogue, args + hoisted + beside + [sum(p[0] for p in parts)])
+    np.testing.assert_allclose(loss, evaluate(fn, args)[0], rtol=1e-13)
+
+
 def test_a_sum_that_flows_back_into_the_rows_is_not_blocked():
     fn = parse(_HEAD + "    %3: float64[3] = reduce_sum(%0, axes=(0,))\n"
                "    %4: float64[12,3] = broadcast_in_dim(%3, shape=(12,3), "

@@ -238,22 +238,30 @@ def block_program(fn, axis_of, n, rows, early_row_bytes=0):
 
 class BlockedProgram:
     """What ``block_sums_program`` returns: ``prologue`` (None or a Function of ``fn``'s
-    inputs), ``body`` (a Function of a block of the inputs and the prologue's results:
-    the block of each row output, in order, then the partial sums ``sums``), ``epilogue``
-    (None when nothing sums over the rows, else a Function of ``fn``'s inputs, the
-    prologue's results and the sums, returning ``fn``'s outputs without a batch axis, in
-    order), ``row_outputs`` (the indices of ``fn``'s outputs with a batch axis) and
-    ``carried`` (the values of ``fn`` the prologue computes, in the order it returns them)."""
+    inputs), ``body`` (a Function of a block of the inputs and the prologue's first results:
+    the block of each row output, in order, then the partial sums ``sums``), ``side`` (None,
+    or a Function of ``fn``'s inputs and the prologue's results computing what only the
+    epilogue reads: it can run beside the blocks), ``epilogue`` (None when nothing sums
+    over the rows, else a Function of ``fn``'s inputs, the prologue's and the side's
+    results and the sums, returning ``fn``'s outputs without a batch axis, in order),
+    ``row_outputs`` (the indices of ``fn``'s outputs with a batch axis) and ``carried``
+    (the values of ``fn`` the prologue, then the side, compute, in the order they return
+    them)."""
 
-    def __init__(self, prologue, body, epilogue, row_outputs, sums, carried):
+    def __init__(self, prologue, body, epilogue, row_outputs, sums, carried, side=None):
         self.prologue, self.body, self.epilogue = prologue, body, epilogue
         self.row_outputs, self.sums, self.carried = row_outputs, sums, carried
+        self.side = side
 
 
-def block_sums_program(fn, axis_of, n, rows, early_row_bytes=0) -> BlockedProgram:
+def block_sums_program(fn, axis_of, n, rows, early_row_bytes=0,
+                       side=False) -> BlockedProgram:
     """``block_program`` for a program that may also sum over its rows (``axis_of`` from
     ``batch_axes(fn, reductions=True)``): each block computes the partial sums, and the
     operations that depend on the sums form an epilogue run once after they are added.
+    With ``side``, what does not depend on the rows and only the epilogue reads (a training
+    step's loss on other points: the boundary of a PINN) leaves the prologue for a ``side``
+    program, which may run on one thread while the others run blocks.
 
     Example:
         >>> from primflow.ir import parse
@@ -288,19 +296,25 @@ def block_sums_program(fn, axis_of, n, rows, early_row_bytes=0) -> BlockedProgra
     for v in ([v for op in body_ops + after_ops for v in op.inputs] + list(fn.outputs)):
         if v.op is not None and hoisted(v.op) and v not in carried:
             carried.append(v)  # (an output computed early: the body passes its block on)
+    side_program = None
+    if side and sums and carried:
+        carried, side_program = _split_side(fn, carried, body_ops, row_outputs, hoisted)
     prologue = None
     if carried:
         pro = Function(fn.name + "_prologue", fn.inputs, [op for op in fn.ops if hoisted(op)
                                                          or op.prim in _LEFT_IN_BODY],
                        carried, dict(fn.consts))
         prologue = dce(pro.copy())
+    side_carried = list(side_program.outputs) if side_program is not None else []
+    if side_program is not None:
+        side_program = dce(side_program.copy())
     summed = []  # the sums the epilogue reads or returns, in program order
     epilogue = None
     if sums:
         wanted = {v for op in after_ops for v in op.inputs} | set(fn.outputs)
         summed = [op.out for op in fn.ops if id(op) in sums and op.out in wanted]
         left = [op for op in fn.ops if op.prim in _LEFT_IN_BODY]
-        epi = Function(fn.name + "_epilogue", list(fn.inputs) + carried + summed,
+        epi = Function(fn.name + "_epilogue", list(fn.inputs) + carried + side_carried + summed,
                        left + after_ops,
                        [v for i, v in enumerate(fn.outputs) if i not in row_outputs],
                        dict(fn.consts))
@@ -316,7 +330,9 @@ def block_sums_program(fn, axis_of, n, rows, early_row_bytes=0) -> BlockedProgra
 
     mapping = {}
     inputs = []
-    for v in list(fn.inputs) + carried:
+    body_reads = {v for op in body_ops for v in op.inputs}
+    body_reads.update(fn.outputs[i] for i in row_outputs)
+    for v in list(fn.inputs) + [v for v in carried if v in body_reads or side_program is None]:
         nv = Value(aval(v))
         mapping[v] = nv
         inputs.append(nv)
@@ -341,7 +357,43 @@ def block_sums_program(fn, axis_of, n, rows, early_row_bytes=0) -> BlockedProgra
     else:
         outputs = [mapping[v] for v in fn.outputs]
     body = Function(fn.name, inputs, ops, outputs, dict(fn.consts))
-    return BlockedProgram(prologue, dce(body), epilogue, row_outputs, summed, carried)
+    return BlockedProgram(prologue, dce(body), epilogue, row_outputs, summed,
+                          carried + side_carried, side_program)
+
+
+def _split_side(fn, carried, body_ops, row_outputs, hoisted):
+    """``(prologue_results, side)``: of the hoisted values ``carried``, the prologue keeps
+    computing those the body reads (first, in order), and those values and the side's
+    operands that its operations compute; the others move to ``side`` (a Function of
+    ``fn``'s inputs and the prologue's results), or ``(carried, None)`` when none move."""
+    body_reads = {v for op in body_ops for v in op.inputs}
+    body_reads.update(fn.outputs[i] for i in row_outputs)
+    first = [v for v in carried if v in body_reads]
+    hoisted_ops = [op for op in fn.ops if hoisted(op)]
+    in_prologue = _needed(hoisted_ops, first)
+    later = [v for v in carried if v not in body_reads and id(v.op) not in in_prologue]
+    if not later:
+        return carried, None
+    side_ops = [op for op in hoisted_ops
+                if id(op) in _needed(hoisted_ops, later) and id(op) not in in_prologue]
+    results = list(first)  # then what the side reads or the epilogue reads from them
+    for v in [u for op in side_ops for u in op.inputs] + carried:
+        if v.op is not None and id(v.op) in in_prologue and v not in results:
+            results.append(v)
+    left = [op for op in fn.ops if op.prim in _LEFT_IN_BODY]
+    side = Function(fn.name + "_side", list(fn.inputs) + results, left + side_ops, later,
+                    dict(fn.consts))
+    return results, side
+
+
+def _needed(ops, values):
+    """The ids of the operations of ``ops`` (in program order) that ``values`` depend on."""
+    wanted, ids = set(values), set()
+    for op in reversed(ops):
+        if op.out in wanted:
+            ids.add(id(op))
+            wanted.update(op.inputs)
+    return ids
 
 
 _LEFT_IN_BODY = frozenset({CONSTANT, "full", "iota"})  # free to compute, inlined by kernels

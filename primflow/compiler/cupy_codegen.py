@@ -1,0 +1,185 @@
+"""GPU kernels for fused elementwise groups on the CuPy backend (issue 17).
+
+On the array-API backend over CuPy, ``pf.jit`` writes its program as calls on ``xp`` like on
+any namespace (``array_api_codegen.py``), except that each fusion group of elementwise
+operations (``ir.passes.fuse``: the groups the CPU code generators fuse) becomes one CUDA
+kernel: a ``cupy.ElementwiseKernel`` whose body is generated here, one C statement per
+operation, so the chain runs in registers and only the values the rest of the program
+reads are stored. CuPy compiles a kernel with NVRTC at its first call and caches it on disk.
+
+``kernel_source(group)`` is the generated kernel (parameters and body) as text: it needs
+neither CuPy nor a GPU, so it is tested everywhere; ``compile_group`` needs both.
+
+Semantics follow NumPy's where C's differ: ``maximum``/``minimum`` propagate NaN (C's
+``fmax`` ignores it), ``round`` is half-to-even (``rint``). Reductions stay CuPy calls
+(``xp.sum``), and groups with views (unit reshapes) or integer arithmetic are left to them
+as well.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import NamedTuple
+
+LABEL = "cupy"  # Executable.backend of programs with these kernels
+
+_C_TYPES = {"float32": "float", "float64": "double", "bool": "bool", "int32": "int",
+            "int64": "long long"}
+_UNARY = {"neg": "-{0}", "exp": "exp({0})", "log": "log({0})", "log1p": "log1p({0})",
+          "expm1": "expm1({0})", "sin": "sin({0})", "cos": "cos({0})", "tanh": "tanh({0})",
+          "sqrt": "sqrt({0})", "rsqrt": "rsqrt({0})", "abs": "fabs({0})", "erf": "erf({0})",
+          "logistic": "{one} / ({one} + exp(-{0}))", "floor": "floor({0})",
+          "ceil": "ceil({0})", "round": "rint({0})", "logical_not": "!{0}"}
+_BINARY = {"add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}",
+           "pow": "pow({0}, {1})", "atan2": "atan2({0}, {1})",
+           # NumPy's maximum/minimum: NaN in either operand gives NaN
+           "maximum": "({0} > {1} || isnan({0})) ? {0} : {1}",
+           "minimum": "({0} < {1} || isnan({0})) ? {0} : {1}",
+           "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}",
+           "gt": "{0} > {1}", "ge": "{0} >= {1}", "logical_and": "{0} && {1}",
+           "logical_or": "{0} || {1}"}
+SUPPORTED = frozenset(_UNARY) | frozenset(_BINARY) | {"select", "integer_pow",
+                                                      "convert_element_type"}
+
+
+class KernelSource(NamedTuple):
+    """A ``cupy.ElementwiseKernel``'s arguments: ``in_params``, ``out_params``,
+    ``operation`` (the body: one C statement per operation) and ``name``."""
+
+    in_params: str
+    out_params: str
+    operation: str
+    name: str
+
+
+def computes(op) -> bool:
+    """Whether a CUDA kernel computes ``op``: a supported elementwise primitive on
+    floating values (bool results and selects included).
+
+    Example:
+        >>> from primflow.ir import parse
+        >>> fn = parse("def f(%0: float64[4]):\\n    %1: float64[4] = tanh(%0)\\n"
+        ...            "    %2: float64[4] = reduce_sum(%1, axes=(0,))\\n    return %2\\n")
+        >>> [computes(op) for op in fn.ops]
+        [True, False]
+    """
+    if op.prim not in SUPPORTED:
+        return False
+    names = [v.aval.dtype.name for v in (*op.inputs, op.out)]
+    if not all(n in ("float32", "float64", "bool") for n in names):
+        return op.prim == "convert_element_type" and all(n in _C_TYPES for n in names)
+    return True
+
+
+def supports(group) -> bool:
+    """Whether ``group`` becomes one kernel: at least two operations, all computed by
+    ``computes``, and every output of the group's full shape (inputs broadcast to it)."""
+    if len(group.ops) < 2 or not all(computes(op) for op in group.ops):
+        return False
+    shape = tuple(group.outputs[0].aval.shape) if group.outputs else None
+    if any(tuple(v.aval.shape) != shape for v in group.outputs):
+        return False
+    return all(len(v.aval.shape) <= len(shape) and all(
+        a in (1, b) for a, b in zip(reversed(v.aval.shape), reversed(shape)))
+        for v in group.inputs)
+
+
+def kernel_source(group) -> KernelSource:
+    """The generated kernel of ``group`` (see ``supports``).
+
+    Example:
+        >>> from primflow.ir import parse
+        >>> from primflow.ir.passes import fuse
+        >>> fn = parse("def f(%0: float32[8], %1: float32[8]):\\n"
+        ...            "    %2: float32[8] = mul(%0, %1)\\n"
+        ...            "    %3: float32[8] = tanh(%2)\\n    return %3\\n")
+        >>> src = kernel_source(fuse(fn)[0])
+        >>> src.in_params, src.out_params
+        ('float32 i0, float32 i1', 'float32 o0')
+        >>> print(src.operation)
+        float t2 = i0 * i1;
+        float t3 = tanh(t2);
+        o0 = t3;
+    """
+    names = {}
+    params_in = []
+    for k, v in enumerate(group.inputs):
+        names[v] = f"i{k}"
+        params_in.append(f"{v.aval.dtype.name} i{k}")
+    lines = []
+    for op in group.ops:
+        ctype = _C_TYPES[op.out.aval.dtype.name]
+        args = [names[v] for v in op.inputs]
+        one = "1.0f" if ctype == "float" else "1.0"
+        if op.prim in _UNARY:
+            expr = _UNARY[op.prim].format(*args, one=one)
+        elif op.prim in _BINARY:
+            expr = _BINARY[op.prim].format(*args)
+        elif op.prim == "select":
+            expr = f"{args[0]} ? {args[1]} : {args[2]}"
+        elif op.prim == "integer_pow":
+            expr = _integer_pow(args[0], op.params["y"], one)
+        else:  # convert_element_type
+            expr = f"({ctype})({args[0]})"
+        name = f"t{len(names)}"
+        names[op.out] = name
+        lines.append(f"{ctype} {name} = {expr};")
+    params_out = []
+    for k, v in enumerate(group.outputs):
+        params_out.append(f"{v.aval.dtype.name} o{k}")
+        lines.append(f"o{k} = {names[v]};")
+    operation = "\n".join(lines)
+    digest = hashlib.sha1(("|".join(params_in + params_out) + operation).encode())
+    return KernelSource(", ".join(params_in), ", ".join(params_out), operation,
+                        f"primflow_fused_{digest.hexdigest()[:12]}")
+
+
+def _integer_pow(x, y, one):
+    if y == 0:
+        return one
+    if abs(y) <= 4:
+        product = " * ".join([x] * abs(y))
+        return f"{one} / ({product})" if y < 0 else f"({product})"
+    return f"pow({x}, {float(y)!r})"
+
+
+def kernel_operand(v):
+    """The value a kernel reads for its input ``v``: ``v`` itself (CuPy's elementwise
+    kernels broadcast and read strided views)."""
+    return v
+
+
+_compiled = {}
+
+
+def compile_group(group):
+    """A callable ``kernel(*inputs, *outputs) -> tuple of outputs`` running ``group`` on
+    the GPU (CuPy builds it with NVRTC at the first call). Needs CuPy."""
+    import cupy  # noqa: PLC0415 - optional dependency (the gpu extra)
+
+    src = kernel_source(group)
+    kernel = _compiled.get(src)
+    if kernel is None:
+        kernel = _compiled[src] = cupy.ElementwiseKernel(src.in_params, src.out_params,
+                                                         src.operation, src.name)
+    n_out = len(group.outputs)
+
+    def run(*arrays):
+        out = kernel(*arrays)
+        return (out,) if n_out == 1 else tuple(out)
+
+    run.source = src
+    return run
+
+
+def uses_kernels(backend) -> bool:
+    """Whether compiled programs on ``backend`` get CUDA kernels for their fused groups
+    (the array-API backend over CuPy).
+
+    Example:
+        >>> from primflow.backends import get_backend
+        >>> uses_kernels(get_backend())
+        False
+    """
+    namespace = getattr(backend, "namespace", None)
+    return getattr(namespace, "__name__", "").startswith("cupy")
