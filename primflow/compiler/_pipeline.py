@@ -219,6 +219,8 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
         emitter = emitter_for(get_backend())
         if not get_backend().arrays_are_numpy:  # numba kernels take NumPy arrays only
             backend = "numpy"
+        if get_backend().place != "cpu":  # a GPU: whole arrays (row blocks are for caches)
+            blocking = False
     if blocking:
         found = batch_axes(fn, reductions=True)
         if found is not None and threads is None and _may_use_threads(fn, found, backend):
@@ -379,9 +381,9 @@ def _compile_blocked(fn, backend, found, threads, tiered):
     memory_blocks = 1 if per_row * n <= budget else -(-per_row * n // budget)
     max_rows = budget // max(per_row, 1)
     workspace = plan_memory(fn, can_write=npc.can_write).nbytes  # (NumPy code's buffers)
-    if workspace > WORKSPACE_BYTES:
-        memory_blocks = max(memory_blocks, -(-workspace // WORKSPACE_BYTES))
-        max_rows = min(max_rows, n * WORKSPACE_BYTES // workspace)
+    if workspace > WORKSPACE_BYTES:  # (at most MAX_BLOCKS blocks: their overhead grows)
+        memory_blocks = max(memory_blocks, min(MAX_BLOCKS, -(-workspace // WORKSPACE_BYTES)))
+        max_rows = min(max_rows, max(n * WORKSPACE_BYTES // workspace, -(-n // MAX_BLOCKS)))
     blocks = _thread_blocks(fn, axis_of, n, threads, memory_blocks, _fuses(backend))
     if blocks is None:  # one thread: blocks only for the memory rule
         threads = 1
