@@ -5,14 +5,24 @@ The problem: ``dy/dt = W2 tanh(W1 y + b1) + b2`` with a state of 256 values (MLP
 the final state. Measured in one process (only ratios mean anything; see README.md):
 
 * compile time of ``pf.jit`` of the scan (tracing, IR passes, code generation) for 10 and 1,000
-  steps: target <= 1 s and the two within 1.5x (the loop body is compiled once);
+  steps: target <= 1 s and the two within 1.5x (the loop body is compiled once). With the
+  default ``auto`` backend the loop runs as generated NumPy code at once while its
+  whole-loop numba kernel (``compiler/numba_loops.py``) compiles in a background process;
+  the time until those kernels run, from an empty kernel cache, is printed too (a later
+  process loads them from the disk cache). The kernel takes the trip count as an argument,
+  so 10 and 1,000 steps share it;
 * run time of the jitted scan against the same program unrolled (a Python loop traced
   into one straight-line program): target within 1.2x;
 * ``pf.jit(pf.grad(loss))`` against ``pf.jit(loss)``: target within 3x;
 * JAX ``lax.scan`` under ``jax.jit`` on the same problem when JAX is importable (it is not
   a dependency; without it the column says n/a).
 
-Run: ``python -m bench.control_flow [--steps 1000] [--quick]``.
+Every run time is the median of interleaved rounds (each cell called in turn, so all see
+the same load), in wall time and in CPU time (which moves less on a shared machine).
+
+Run: ``python -m bench.control_flow [--steps 1000] [--quick] [--skip-unrolled]``
+(``--python``-style peers: run it with an interpreter that has JAX, e.g.
+``PYTHONPATH=. /work/benchenv/bin/python -m bench.control_flow``).
 """
 
 from __future__ import annotations
@@ -57,6 +67,25 @@ def unrolled_loss(n):
     return loss
 
 
+def interleaved(calls, reps):
+    """``{name: (median wall seconds, median CPU seconds)}`` of each zero-argument callable,
+    timed in rounds that call each one in turn (on a shared machine every cell then sees
+    the same load; CPU time, summed over the process's threads, moves less with load than
+    wall time)."""
+    for call in calls.values():
+        call()
+    wall = {name: [] for name in calls}
+    cpu = {name: [] for name in calls}
+    for _ in range(reps):
+        for name, call in calls.items():
+            w0, c0 = time.perf_counter(), time.process_time()
+            call()
+            cpu[name].append(time.process_time() - c0)
+            wall[name].append(time.perf_counter() - w0)
+    return {name: (statistics.median(wall[name]), statistics.median(cpu[name]))
+            for name in calls}
+
+
 def timed(fn, *args, reps=5):
     fn(*args)
     out = []
@@ -73,7 +102,7 @@ def compile_time(make, n, params, y0, backend):
     from primflow.compiler import _pipeline
 
     times = []
-    for _ in range(3):  # the median of three fresh compiles (the machine may be shared)
+    for _ in range(7):  # the median of seven fresh compiles (the machine may be shared)
         _pipeline._code_cache.clear()
         jitted = pf.jit(make(n), backend=backend)
         t0 = time.perf_counter()
@@ -82,7 +111,34 @@ def compile_time(make, n, params, y0, backend):
     return statistics.median(times), jitted
 
 
-def jax_scan(n, params_np, y0_np, reps):
+def cold_kernel_time(n, params, y0, backend):
+    """Seconds from ``pf.jit`` to the whole-loop numba kernels of the forward and the
+    gradient program running, from an empty kernel cache (None when the backend compiles
+    no kernel)."""
+    import tempfile
+
+    if backend not in ("auto", "numba"):
+        return None
+    saved = pf.config.cache_dir
+    with tempfile.TemporaryDirectory() as cache:
+        pf.config.cache_dir = cache
+        try:
+            t0 = time.perf_counter()
+            fwd = pf.jit(scan_loss(n), backend=backend)
+            grad = pf.jit(pf.grad(scan_loss(n)), backend=backend)
+            fwd.lower(params, y0)
+            grad.lower(params, y0)
+            fwd(params, y0)
+            grad(params, y0)
+            fwd.wait_compiled()
+            grad.wait_compiled()
+            return time.perf_counter() - t0
+        finally:
+            pf.config.cache_dir = saved
+
+
+def jax_scan(n, params_np, y0_np):
+    """The JAX forward and gradient as zero-argument callables, or None without JAX."""
     try:
         import jax
         import jax.numpy as jnp
@@ -108,52 +164,80 @@ def jax_scan(n, params_np, y0_np, reps):
     y0 = jnp.asarray(y0_np)
     fwd = jax.jit(loss)
     grad = jax.jit(jax.grad(loss))
-    return (timed(lambda: fwd(p, y0).block_until_ready(), reps=reps),
-            timed(lambda: jax.tree_util.tree_map(lambda a: a.block_until_ready(),
-                                                 grad(p, y0)), reps=reps))
+    return {"jax_forward": lambda: fwd(p, y0).block_until_ready(),
+            "jax_gradient": lambda: jax.tree_util.tree_map(lambda a: a.block_until_ready(),
+                                                           grad(p, y0))}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
-    parser.add_argument("--backend", default="numpy",
-                        help="pf.jit backend for every primflow cell (default numpy)")
+    parser.add_argument("--backend", default="auto",
+                        help="pf.jit backend for every primflow cell (default auto, pf.jit's "
+                             "default: whole-loop numba kernels when numba is installed)")
+    parser.add_argument("--skip-unrolled", action="store_true",
+                        help="leave out the unrolled program (its compile takes minutes)")
     args = parser.parse_args(argv)
     pf.set_default_dtype("float64")
-    reps = 3 if args.quick else 7
+    reps = 5 if args.quick else 11
     n = args.steps
     params, y0, params_np, y0_np = problem()
+    compile_time(scan_loss, 10, params, y0, args.backend)  # (imports, numba's first load)
     c10, _ = compile_time(scan_loss, 10, params, y0, args.backend)
     cn, fwd = compile_time(scan_loss, n, params, y0, args.backend)
-    t_scan = timed(fwd, params, y0, reps=reps)
-    t0 = time.perf_counter()  # the unrolled program is compiled once (it takes long)
-    unrolled = pf.jit(unrolled_loss(n), backend=args.backend)
-    unrolled.lower(params, y0)
-    cu = time.perf_counter() - t0
-    t_unrolled = timed(unrolled, params, y0, reps=reps)
+    fwd(params, y0)
+    fwd.wait_compiled()  # the background numba compile (a no-op for backend numpy)
+    python_loop = pf.jit(scan_loss(n), backend="numpy")
+    cold = cold_kernel_time(n, params, y0, args.backend)
     grad = pf.jit(pf.grad(scan_loss(n)), backend=args.backend)
-    t_grad = timed(grad, params, y0, reps=reps)
-    jax_times = jax_scan(n, params_np, y0_np, reps)
+    grad(params, y0)
+    grad.wait_compiled()
+    calls = {"scan": lambda: fwd(params, y0), "python_loop": lambda: python_loop(params, y0),
+             "gradient": lambda: grad(params, y0)}
+    cu = None
+    if not args.skip_unrolled:
+        t0 = time.perf_counter()  # the unrolled program is compiled once (it takes long)
+        unrolled = pf.jit(unrolled_loss(n), backend=args.backend)
+        unrolled.lower(params, y0)
+        cu = time.perf_counter() - t0
+        calls["unrolled"] = lambda: unrolled(params, y0)
+    jax_calls = jax_scan(n, params_np, y0_np)
+    calls.update(jax_calls or {})
+    t = interleaved(calls, reps)
+
+    def ms(name):
+        return f"{t[name][0] * 1e3:8.2f} ms (CPU {t[name][1] * 1e3:7.2f} ms)"
+
+    def ratio(a, b):
+        return f"{t[a][0] / t[b][0]:.2f}x (CPU {t[a][1] / t[b][1]:.2f}x)"
+
     print(f"RK4 in pf.scan, {n} steps, state {STATE}, MLP {STATE}->{HIDDEN}->{STATE}, "
-          f"float64, backend={args.backend}, python {sys.version.split()[0]}")
+          f"float64, backend={args.backend}, python {sys.version.split()[0]}; medians of "
+          f"{reps} interleaved rounds")
     print(f"  compile time, 10 steps:        {c10 * 1e3:8.1f} ms")
     print(f"  compile time, {n} steps:     {cn * 1e3:8.1f} ms   ratio {cn / c10:.2f}x "
           f"(target <= 1.5x, <= 1000 ms)")
-    print(f"  compile time, unrolled:        {cu * 1e3:8.1f} ms")
-    print(f"  run time, scan:                {t_scan * 1e3:8.2f} ms")
-    print(f"  run time, unrolled:            {t_unrolled * 1e3:8.2f} ms   scan/unrolled "
-          f"{t_scan / t_unrolled:.2f}x (target <= 1.2x)")
-    print(f"  gradient (jit of grad):        {t_grad * 1e3:8.2f} ms   grad/forward "
-          f"{t_grad / t_scan:.2f}x (target <= 3x)")
-    if jax_times is None:
+    if cold is not None:
+        print(f"  numba loop kernels (fwd+grad) running after {cold:.1f} s from an empty "
+              f"kernel cache (background compile; NumPy code runs meanwhile)")
+    kind = "one numba kernel" if fwd.lower(params, y0).compile().kernels else "Python loop"
+    print(f"  run time, scan ({kind}): {ms('scan')}")
+    print(f"  run time, scan as a Python loop over its compiled body (backend numpy): "
+          f"{ms('python_loop')}")
+    if cu is not None:
+        print(f"  compile time, unrolled:        {cu * 1e3:8.1f} ms")
+        print(f"  run time, unrolled:            {ms('unrolled')}   scan/unrolled "
+              f"{ratio('scan', 'unrolled')} (target <= 1.2x)")
+    print(f"  gradient (jit of grad):        {ms('gradient')}   grad/forward "
+          f"{ratio('gradient', 'scan')} (target <= 3x)")
+    if jax_calls is None:
         print("  JAX lax.scan under jax.jit:    n/a (jax is not installed)")
     else:
-        jf, jg = jax_times
-        print(f"  JAX lax.scan forward:          {jf * 1e3:8.2f} ms   primflow/JAX "
-              f"{t_scan / jf:.2f}x")
-        print(f"  JAX lax.scan gradient:         {jg * 1e3:8.2f} ms   primflow/JAX "
-              f"{t_grad / jg:.2f}x")
+        print(f"  JAX lax.scan forward:          {ms('jax_forward')}   primflow/JAX "
+              f"{ratio('scan', 'jax_forward')}")
+        print(f"  JAX lax.scan gradient:         {ms('jax_gradient')}   primflow/JAX "
+              f"{ratio('gradient', 'jax_gradient')}")
 
 
 if __name__ == "__main__":

@@ -318,6 +318,8 @@ NUMPY_CODEGEN = {"compiler/numpy_codegen.py", "compiler/numba_codegen.py",
 # the FNO data generators (issue 19): PDE solvers producing training data with numpy.fft,
 # never differentiated or traced
 NUMPY_CODEGEN |= {"science/neural_operators/data.py"}
+# whole-loop numba kernels for scan/while (issue 16)
+NUMPY_CODEGEN |= {"compiler/numba_loops.py"}
 
 
 def test_only_backends_import_numpy():

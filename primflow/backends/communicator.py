@@ -129,6 +129,20 @@ class Communicator(abc.ABC):
         rows = self.allgather_ints(list(signature))
         return None if all(tuple(r) == tuple(signature) for r in rows) else rows
 
+    def allreduce_checked(self, array, op, signature, inplace):
+        """``allreduce`` (into ``array`` itself if ``inplace``) after checking that every
+        member passed the same ``signature`` (see ``same_signature``). Returns ``(result,
+        rows)``: ``rows`` is None when the signatures agree, else every member's (and the
+        result is garbage: the caller raises). Transports may overlap the check with the
+        reduction (MPI does)."""
+        rows = self.same_signature(signature)
+        if rows is not None:
+            return None, rows
+        if inplace:
+            self.allreduce_inplace(array, op)
+            return array, None
+        return self.allreduce(array, op), None
+
     def allreduce_many(self, arrays, op="sum"):
         """``allreduce`` of each array, in one collective (a flat bucket)."""
         if not arrays:
@@ -247,6 +261,7 @@ class MPICommunicator(Communicator):
                      "avg": MPI.SUM}
         self._subs = {}
         self._signature_buffers = {}
+        self._verified = set()  # signatures whose all_reduce check has passed
 
     def _op(self, op):
         try:
@@ -281,6 +296,45 @@ class MPICommunicator(Communicator):
         if np.array_equal(buf[:n], -buf[n:]):
             return None
         return self.allgather_ints(list(signature))
+
+    def allreduce_checked(self, array, op, signature, inplace):
+        # the signatures travel in a nonblocking Iallgather started just before the
+        # reduction (on every member in the same order, as MPI requires). The first time a
+        # signature is seen, the check completes before the reduction starts, so a
+        # disagreement is reported as such (naming every member's shape). Once it has
+        # passed, the check overlaps the reduction and adds no round of its own: a later
+        # disagreement in size makes MPI end the job (a truncated message), one in shape
+        # only is reported after the reduction
+        n = len(signature)
+        buffers = self._signature_buffers.get(("rows", n))
+        if buffers is None:
+            buffers = self._signature_buffers[("rows", n)] = (
+                np.empty(n, dtype=np.int64), np.empty((self.size, n), dtype=np.int64))
+        mine, rows = buffers
+        mine[:] = signature
+        request = self.comm.Iallgather(mine, rows)
+        if signature not in self._verified:
+            request.Wait()
+            if not (rows == mine).all():
+                return None, rows.tolist()
+            if len(self._verified) > 1024:
+                self._verified.clear()
+            self._verified.add(signature)
+        try:
+            if inplace:
+                self.allreduce_inplace(array, op)
+                result = array
+            else:
+                result = self.allreduce(array, op)
+        except self._MPI.Exception:
+            request.Wait()
+            if (rows == mine).all():
+                raise
+            return None, rows.tolist()
+        request.Wait()
+        if (rows == mine).all():
+            return result, None
+        return None, rows.tolist()
 
     def allgather(self, array, axis, sizes):
         front = _to_front(array, axis)

@@ -34,7 +34,8 @@ from ..ir.passes.blocking import batch_axes, block_sums_program
 from ..ir.passes.loop_products import hoist_accumulated_products
 from ..ir.passes.recompute import recompute_broadcasts
 from ..ir.printer import format_op, names_of
-from ..ir.regions import CONTROL, GET, optimize_regions, prune_results
+from ..ir.regions import CONTROL, GET, optimize_regions, prune_results, simplify_loops
+from . import numba_loops
 from ._control import control_runner
 
 _code_cache = {}  # source text -> code object
@@ -52,6 +53,12 @@ def optimize_program(fn, verify=False, assume_finite=False):
         optimize_regions(fn, lambda r: _prune_then_optimize(r, verify, assume_finite))
     if hoist_accumulated_products(fn):  # regions are this program's own copies by now
         fn = run_pipeline(fn, verify=verify, assume_finite=assume_finite)
+        optimize_regions(fn, lambda r: _prune_then_optimize(r, verify, assume_finite))
+    for _ in range(3):  # constants and unchanged carries out of the loops
+        if not simplify_loops(fn):
+            break
+        fn = run_pipeline(fn, verify=verify, assume_finite=assume_finite)
+        prune_results(fn)  # (the saved values a simplified reverse scan no longer reads)
         optimize_regions(fn, lambda r: _prune_then_optimize(r, verify, assume_finite))
     return fn
 
@@ -246,13 +253,17 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
     kernel_fn = recompute_broadcasts(fn.copy(), fusible=in_kernel)
     kernel_groups = fuse(kernel_fn, min_size=1, exclude=TRANSCENDENTAL)
     numba_groups = {id(g): g for g in kernel_groups if numba_codegen.supports(g, min_size)}
-    if not numba_groups:
+    loops = numba_loops.loop_specs(kernel_fn)  # scan/while loops run whole in numba
+    if not numba_groups and not loops:
         return _generate(fn, groups, {}, backend, emitter)
-    if backend == "auto" and not all(numba_codegen.is_loaded(g)
-                                     for g in numba_groups.values()):
+    if backend == "auto" and not (all(numba_codegen.is_loaded(g)
+                                      for g in numba_groups.values())
+                                  and all(numba_loops.is_loaded(spec) for spec in loops)):
         try:  # the kernels' sources go to the disk cache (numba compiles from files)
             for g in numba_groups.values():
                 numba_codegen.write_source(g)
+            for spec in loops:
+                numba_loops.write_source(spec)
         except OSError as e:  # the kernel cache is not writable: stay with NumPy code
             import warnings
 
@@ -262,8 +273,9 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
             return _generate(fn, groups, {}, backend, emitter)
         if tiered:
             return _tiered(_generate(fn, groups, {}, backend, emitter),
-                           kernel_fn, kernel_groups, numba_groups, backend, emitter)
-    return _generate(kernel_fn, kernel_groups, numba_groups, backend, emitter)
+                           kernel_fn, kernel_groups, numba_groups, backend, emitter, loops)
+    return _generate(kernel_fn, kernel_groups, numba_groups, backend, emitter,
+                     whole_loops=bool(loops))
 
 
 def _generate_array_api(fn, emitter):
@@ -369,9 +381,9 @@ def _compile_blocked(fn, backend, found, threads, tiered):
     memory_blocks = 1 if per_row * n <= budget else -(-per_row * n // budget)
     max_rows = budget // max(per_row, 1)
     workspace = plan_memory(fn, can_write=npc.can_write).nbytes  # (NumPy code's buffers)
-    if workspace > WORKSPACE_BYTES:
-        memory_blocks = max(memory_blocks, -(-workspace // WORKSPACE_BYTES))
-        max_rows = min(max_rows, n * WORKSPACE_BYTES // workspace)
+    if workspace > WORKSPACE_BYTES:  # (at most MAX_BLOCKS blocks: their overhead grows)
+        memory_blocks = max(memory_blocks, min(MAX_BLOCKS, -(-workspace // WORKSPACE_BYTES)))
+        max_rows = min(max_rows, max(n * WORKSPACE_BYTES // workspace, -(-n // MAX_BLOCKS)))
     blocks = _thread_blocks(fn, axis_of, n, threads, memory_blocks, _fuses(backend))
     if blocks is None:  # one thread: blocks only for the memory rule
         threads = 1
@@ -574,7 +586,7 @@ class _Pending:
         # installed when the kernels were ready: the generated code uses the active one's)
 
 
-def _tiered(exe, fn, groups, numba_groups, backend, emitter=npc):
+def _tiered(exe, fn, groups, numba_groups, backend, emitter=npc, loops=()):
     """``exe`` (the NumPy version) now, and the numba version of ``fn`` (the same program
     prepared for kernels) with its kernels compiled in a background process; the executable
     switches to them at the first call after they are ready.
@@ -589,7 +601,7 @@ def _tiered(exe, fn, groups, numba_groups, backend, emitter=npc):
     owner = get_backend()
 
     def generate():
-        return _generate(fn, groups, numba_groups, backend, emitter)
+        return _generate(fn, groups, numba_groups, backend, emitter, whole_loops=bool(loops))
 
     def done(error):
         try:
@@ -602,17 +614,19 @@ def _tiered(exe, fn, groups, numba_groups, backend, emitter=npc):
         pending.error = error
         pending.ready.set()
 
-    numba_codegen.compile_in_background(list(numba_groups.values()), done)
+    numba_codegen.compile_in_background(list(numba_groups.values()), done, specs=loops)
     return exe
 
 
 # ---- code generation -----------------------------------------------------------------------
 
-def _generate(fn, groups, numba_groups, backend, emitter=npc, kernel_maker=None):
+def _generate(fn, groups, numba_groups, backend, emitter=npc, kernel_maker=None,
+              whole_loops=False):
     """One Python function for ``fn``; ``emitter`` spells each operation (the NumPy
     backend's ``numpy_codegen`` module, or an ``array_api_codegen.ArrayAPIEmitter``), and
     ``kernel_maker`` (``numba_codegen`` by default, ``cupy_codegen`` on CuPy) compiles the
-    groups in ``numba_groups`` into kernels."""
+    groups in ``numba_groups`` into kernels; with ``whole_loops`` each scan/while loop numba
+    supports runs as one whole-loop kernel (``compiler/numba_loops.py``)."""
     if kernel_maker is None and numba_groups:
         from . import numba_codegen as kernel_maker
     names = names_of(fn)
@@ -684,7 +698,11 @@ def _generate(fn, groups, numba_groups, backend, emitter=npc, kernel_maker=None)
             if op.prim == GET:
                 body.append(f"    {v} = {var[op.inputs[0]]}[{op.params['index']}]")
             else:
-                ns[f"R{name}"] = control_runner(op, backend)
+                launcher = numba_loops.try_compile_loop(op) if whole_loops else None
+                if launcher is not None:
+                    compiled_kernels.append(launcher)
+                    body[-1] += "  [the whole loop is one numba kernel]"
+                ns[f"R{name}"] = launcher or control_runner(op, backend)
                 body.append(f"    {v} = R{name}([{', '.join(var[u] for u in op.inputs)}])")
             continue
         if id(op) in skip:

@@ -409,15 +409,20 @@ WORKER_TIMEOUT_S = 1800  # one job (a program's kernels); then the NumPy code st
 _background = {"queue": None, "process": None}
 
 
-def compile_in_background(groups, done):
-    """Compiles the kernels of ``groups`` into the disk cache in a separate process (numba's
-    compiler is Python code holding the GIL: a thread would stall this process), one job at
-    a time; then calls ``done(error)`` from a background thread (``error`` is None or a
-    message), which loads them from the disk cache. Kernels already on disk are skipped."""
+def compile_in_background(groups, done, specs=()):
+    """Compiles the kernels of ``groups`` (and the ``KernelSpec``s ``specs``, whose sources
+    are written already: whole-loop kernels, see ``numba_loops``) into the disk cache in a
+    separate process (numba's compiler is Python code holding the GIL: a thread would stall
+    this process), one job at a time; then calls ``done(error)`` from a background thread
+    (``error`` is None or a message), which loads them from the disk cache. Kernels already
+    on disk are skipped."""
     jobs = []
+    all_specs = list(specs)
     for g in groups:
         spec = kernel_spec(g)
         write_source(g, spec)
+        all_specs.append(spec)
+    for spec in all_specs:
         if not os.path.exists(ready_marker(spec.path)):
             jobs.append({"path": spec.path, "sig": spec.signature})
     with _lock:

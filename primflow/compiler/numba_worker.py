@@ -4,8 +4,9 @@
 cache) its ``kernel`` for one signature. Run as a script, this file is the worker process
 that ``numba_codegen.compile_in_background`` starts: it reads a JSON list of jobs
 ``{"path": ..., "sig": [[dtype, ndim, layout, readonly], ...]}`` from stdin, compiles each
-kernel into the disk cache and leaves a ``.ready-<numba version>`` marker next to its source. It imports
-only numba (not primflow), so it starts quickly.
+kernel into the disk cache and leaves a ``.ready-<numba version>`` marker next to its source
+(a ``.failed-<numba version>`` one holding the error when numba rejects it; the others
+still compile). It imports only numba (not primflow), so it starts quickly.
 """
 
 from __future__ import annotations
@@ -57,11 +58,29 @@ def mark_ready(path):
             pass
 
 
+def failed_marker(path):
+    """The file that says numba could not compile the kernel at ``path`` (it holds the
+    error; the kernel is not tried again with this numba version)."""
+    import numba
+
+    return f"{path[:-3]}.failed-{numba.__version__}"
+
+
 def main():
     jobs = json.loads(sys.stdin.read())
-    for job in jobs:
-        load_kernel(job["path"], [tuple(a) for a in job["sig"]])
+    failed = []
+    for job in jobs:  # one kernel that numba rejects does not keep the others from compiling
+        try:
+            load_kernel(job["path"], [tuple(a) for a in job["sig"]])
+        except Exception as e:  # noqa: BLE001 - reported through stderr and the marker
+            with open(failed_marker(job["path"]), "w", encoding="utf-8") as f:
+                f.write(repr(e))
+            failed.append(f"{os.path.basename(job['path'])}: {e!r}"[:1000])
+            continue
         mark_ready(job["path"])
+    if failed:
+        sys.stderr.write("\n".join(failed))
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -220,10 +220,12 @@ def emit(op, args, out, params_name):
         return f"matmul({a}, {b}{_out(out)})"
     if prim == "dot_general" and _gemm_form(op) is not None:
         return _emit_gemm(op, args, out)
-    if prim == "reshape":  # views spelled out: no keyword-dict call per block and call
-        return f"np.reshape({args[0]}, {tuple(op.params['shape'])!r})"
+    # views spelled out as array methods: no keyword-dict call, and ~0.08 us instead of
+    # np.reshape's ~0.5 us (its dispatch wrapper), which adds up in a loop body run per step
+    if prim == "reshape":
+        return f"{args[0]}.reshape({tuple(op.params['shape'])!r})"
     if prim == "transpose":
-        return f"np.transpose({args[0]}, {tuple(op.params['perm'])!r})"
+        return f"{args[0]}.transpose({tuple(op.params['perm'])!r})"
     if args:
         return f"K_{prim}({', '.join(args)}, **{params_name})"
     return f"K_{prim}(**{params_name})"

@@ -112,9 +112,13 @@ def _check_same(comm, tensor, what):
         return
     rows = comm.same_signature(_signature(tuple(tensor._shape), tensor.dtype))
     if rows is not None:
-        raise ValueError(f"{what}: ranks disagree about the tensor's shape/dtype: " + "; ".join(
-            f"rank {comm.ranks[i]}: shape {r[2:2 + min(r[0], 8)]}" for i, r in enumerate(rows))
-            + " (every rank must pass a tensor of the same shape and dtype)")
+        _raise_disagreement(comm, rows, what)
+
+
+def _raise_disagreement(comm, rows, what):
+    raise ValueError(f"{what}: ranks disagree about the tensor's shape/dtype: " + "; ".join(
+        f"rank {comm.ranks[i]}: shape {r[2:2 + min(r[0], 8)]}" for i, r in enumerate(rows))
+        + " (every rank must pass a tensor of the same shape and dtype)")
 
 
 def _owned_buffer(tensor):
@@ -213,18 +217,25 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, sync_op=True):
     if comm is None:
         return tensor
     _check_op(op, "all_reduce")
-    _check_same(comm, tensor, "all_reduce")
-    if isinstance(tensor, Tracer):  # under pf.jit (recorded as an op), vmap or jvp
-        return assign(all_reduce_value(tensor, op, comm), tensor)
-    if state.grad_enabled and (tensor._node is not None or not tensor.stop_gradient):
+    recorded = isinstance(tensor, Tracer) or (
+        state.grad_enabled and (tensor._node is not None or not tensor.stop_gradient))
+    if recorded:
+        _check_same(comm, tensor, "all_reduce")
+        if isinstance(tensor, Tracer):  # under pf.jit (recorded as an op), vmap or jvp
+            return assign(all_reduce_value(tensor, op, comm), tensor)
         return _rebind(tensor, all_reduce_value(alias(tensor), op, comm))
     # nothing records it: reduce the buffer in place when this tensor alone holds it
-    # (gradients, fresh results), else into a new one; either way no extra copy
-    if _owned_buffer(tensor):
-        comm.allreduce_inplace(tensor._value, op)
+    # (gradients, fresh results), else into a new one; either way no extra copy, and the
+    # shape check travels with the reduction (no round of its own)
+    inplace = _owned_buffer(tensor)
+    result, rows = comm.allreduce_checked(
+        tensor._value, op, _signature(tuple(tensor._shape), tensor.dtype), inplace)
+    if rows is not None:
+        _raise_disagreement(comm, rows, "all_reduce")
+    if inplace:
         tensor._version += 1
     else:
-        tensor._set_value(comm.allreduce(tensor._value, op))
+        tensor._set_value(result)
     return tensor
 
 

@@ -9,6 +9,7 @@ runs unchanged on one process. Everything here talks to a ``Communicator``
 from __future__ import annotations
 
 import sys
+import time
 import traceback
 
 from ..backends.communicator import world_communicator
@@ -27,6 +28,9 @@ def _install_abort_hook(comm):
         sys.stderr.flush()
         if kind is KeyboardInterrupt:
             previous(kind, value, tb)
+        # mpiexec forwards a rank's stderr asynchronously and drops what it has not
+        # forwarded when the job aborts: give it a moment to pass the traceback on
+        time.sleep(0.5)
         comm.abort(1)
 
     sys.excepthook = hook

@@ -263,3 +263,123 @@ def prune_results(fn) -> bool:
             g.params = dict(g.params, index=new_index[g.params["index"]])
         del old_out
     return changed
+
+
+def simplify_loops(fn) -> bool:
+    """Moves what does not change from step to step out of each ``scan`` of ``fn``:
+
+    * a scanned operand that is a ``full`` (the zero cotangents a reverse scan starts
+      from, say) becomes a ``full`` of one slice inside the body, and a constant operand
+      that is a ``full`` a ``full`` inside the body, so the body's own passes fold it
+      (``x + 0 -> x``) and the loop stops reading it;
+    * a carry the body returns unchanged (a weight's gradient accumulated outside the
+      loop, say) becomes a constant operand, and its result is that operand;
+    * an operand the body does not read is dropped;
+    * a stacked result that is each step's slice of a scanned operand (or a reshape of
+      it) is that operand (reshaped): the loop stops copying it.
+
+    Regions are edited as copies. Run the optimizer inside the regions after. Returns
+    whether anything changed.
+
+    Example:
+        >>> import primflow as pf
+        >>> from primflow.ir.regions import simplify_loops
+        >>> f = pf.jit(lambda x, w: pf.scan(lambda c, v: ((c[0] + v, c[1]), c[0]),
+        ...                                 (x[0], w), x)[0][0])
+        >>> program = f.lower(pf.ones([3]), pf.ones([2])).traced.copy()
+        >>> simplify_loops(program), [op.params["n_carry"] for op in program.ops
+        ...                           if op.prim == "scan"]
+        (True, [1])
+    """
+    readers = {}
+    for op in fn.ops:
+        if op.prim == GET:
+            readers.setdefault(op.inputs[0], []).append(op)
+    replace = {}  # results of removed gets -> the values they are
+    dropped = set()  # ids of removed gets
+    changed = False
+    for op in fn.ops:
+        if replace:
+            op.inputs = [replace.get(v, v) for v in op.inputs]
+        if op.prim == "scan":
+            changed |= _simplify_scan(op, readers.get(op.out, []), replace, dropped)
+    if dropped:
+        fn.ops = [op for op in fn.ops if id(op) not in dropped]
+    if replace:
+        fn.outputs = [replace.get(v, v) for v in fn.outputs]
+    return changed
+
+
+def _is_full(v):
+    return v.op is not None and v.op.prim == "full"
+
+
+def _simplify_scan(op, gets, replace, dropped) -> bool:
+    from ._program import Operation, Value
+
+    k, m = op.params["n_carry"], op.params["n_xs"]
+    body = op.params["body"]
+    ins = list(op.inputs)
+    fixed = [j for j in range(k) if body.outputs[j] is body.inputs[j]]
+    fulls = [i for i in range(k, len(ins)) if _is_full(ins[i])]
+    used = set(body.outputs)
+    for inner in body.ops:
+        used.update(inner.inputs)
+    unused = [i for i in range(k, len(ins)) if body.inputs[i] not in used]
+    gone = set(fulls) | set(unused)
+    # ys that are a step's slice of a scanned operand (or a reshape of it): the saved
+    # forward values a reverse scan hands on to the weight-gradient products after it
+    slice_of = {body.inputs[i]: i for i in range(k, k + m) if i not in fulls}
+    copied = {}
+    for j in range(k, len(body.outputs)):
+        v = body.outputs[j]
+        if v.op is not None and v.op.prim == "reshape":
+            v = v.op.inputs[0]
+        if v in slice_of:
+            copied[j] = slice_of[v]
+    if not fixed and not gone and not copied:
+        return False
+    body = body.copy()
+    inlined = {}
+    new_ops = []
+    for i in fulls:  # a full's slice (or the full itself) is a full of the input's type
+        if i in unused:
+            continue
+        aval = body.inputs[i].aval
+        full = Operation("full", [], dict(ins[i].op.params, shape=tuple(aval.shape)), aval)
+        new_ops.append(full)
+        inlined[body.inputs[i]] = full.out
+    for inner in body.ops:
+        inner.inputs = [inlined.get(v, v) for v in inner.inputs]
+    body.ops = new_ops + body.ops
+    body.outputs = [inlined.get(v, v) for v in body.outputs]
+    carry = [j for j in range(k) if j not in fixed]
+    xs = [i for i in range(k, k + m) if i not in gone]
+    consts = [i for i in range(k + m, len(ins)) if i not in gone] + fixed
+    order = carry + xs + consts
+    op.inputs = [ins[i] for i in order]
+    body.inputs = [body.inputs[i] for i in order]
+    ys = [j for j in range(k, len(body.outputs)) if j not in copied]
+    body.outputs = [body.outputs[j] for j in carry] + [body.outputs[j] for j in ys]
+    params = dict(op.params, n_carry=len(carry), n_xs=len(xs))
+    params["body"] = body
+    op.params = params
+    avals = op.out.aval.avals
+    new_index = {j: n for n, j in enumerate(carry + ys)}
+    op.out = Value(TupleAval([avals[j] for j in carry + ys]), op)
+    for g in gets:
+        index = g.params["index"]
+        if index in new_index:
+            g.inputs = [op.out]
+            g.params = dict(g.params, index=new_index[index])
+            continue
+        # a carry the loop never changes (its initial value), or a stacked slice of a
+        # scanned operand (the operand itself, reshaped if the body reshaped the slice)
+        source = ins[copied[index]] if index in copied else ins[index]
+        if tuple(source.aval.shape) == tuple(g.out.aval.shape):
+            replace[g.out] = source
+            dropped.add(id(g))
+        else:
+            g.prim, g.inputs = "reshape", [source]
+            g.params = {"shape": tuple(g.out.aval.shape)}
+    return True

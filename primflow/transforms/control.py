@@ -14,7 +14,9 @@ How each call runs depends on what decides its control flow:
   ``primflow.ir.regions``) of one ``cond``/``while``/``scan`` operation, so a loop body is
   optimized and compiled once, not unrolled. Their reverse-mode rules are written with the
   same operations (the vjp of ``scan`` is a reverse ``scan`` over the per-step residuals;
-  of ``cond`` a ``cond`` of the branches' vjps), so every order works there too. A
+  of ``cond`` a ``cond`` of the branches' vjps), so every order works there too;
+  ``pf.jvp``, ``pf.vmap`` and ``pf.jet`` inside ``pf.jit`` have loop rules too (the loop
+  carries tangents, lanes or Taylor coefficients and stays one operation). A
   ``while_loop`` whose trip count is only known at run time has no reverse mode: use
   ``fori_loop`` with static bounds, ``scan``, or ``while_loop(..., max_steps=n)``.
 
@@ -28,7 +30,7 @@ from __future__ import annotations
 from ..autodiff.forward import JVPTrace, JVPTracer
 from ..autodiff.forward import jvp as _jvp
 from ..autodiff.functional import vjp as _vjp
-from ..autodiff.taylor import TaylorTracer
+from ..autodiff.taylor import TaylorTrace, TaylorTracer, taylor_series
 from ..backends import get_backend
 from ..core import dtypes
 from ..core.primitive import Aval, record_custom
@@ -135,9 +137,9 @@ def _as_int(array) -> int:
 
 def _loop_stageable(operands):
     """Whether a staged loop over these operands has rules for every transform among them
-    (jit, and vmap or jvp inside jit); otherwise it runs as Python control flow."""
+    (jit, and vmap, jvp or jet inside jit); otherwise it runs as Python control flow."""
     return all(not isinstance(t, Tracer) or isinstance(t, (JitTracer, JVPTracer, BatchTracer))
-               for t in operands)
+               or type(t) is TaylorTracer for t in operands)
 
 
 def _foreign(tensors):
@@ -276,6 +278,9 @@ def apply_control(kind, params, operands):
             rule = _jvp_rule if isinstance(trace, JVPTrace) else _batch_rule
             return _apply_staged(kind, params, operands,
                                  lambda *a: rule(trace, *a))
+        if kind in ("scan", "while") and type(trace) is TaylorTrace:  # jet under jit
+            return _apply_staged(kind, params, operands,
+                                 lambda *a: _taylor_rule(trace, *a))
     if kind == "cond":
         branches = params["branches"]
         index = _concrete(operands[0])
@@ -602,6 +607,84 @@ def _jvp_rule(trace, kind, params, operands):
         for j, t in zip(_float_positions(ys), yts):
             out_t[k + j] = t
     return [JVPTracer(trace, p, t) if t is not None else p for p, t in zip(out_p, out_t)]
+
+
+def _taylor_rule(trace, kind, params, operands):
+    """The jet of a staged loop: a loop carrying each float carry's Taylor coefficients
+    (zeros where it has none), whose body propagates them through the body in Taylor mode,
+    so the loop stays one operation instead of being unrolled."""
+    order = trace.order
+    primals, series = [], []
+    for a in operands:
+        if isinstance(a, TaylorTracer) and a._trace is trace:
+            primals.append(a.series[0])
+            series.append(list(a.series[1:]))
+        else:
+            primals.append(a)
+            series.append(None)
+
+    def filled(value, coeffs):
+        return [c if c is not None else zeros_like(value) for c in (coeffs or [None] * order)]
+
+    def through(region, values, in_series):
+        outs = taylor_series(lambda *v: evaluate_bound(region, list(v)), list(values),
+                             in_series, order)
+        return [o[0] for o in outs], [o[1:] for o in outs]
+
+    k = params["n_carry"]
+    fc = _float_positions(primals[:k])
+    carry_s = [filled(primals[i], series[i]) for i in fc]
+
+    def carry_series(cs):
+        in_series = [None] * k
+        for i, c in zip(fc, cs):
+            in_series[i] = list(c)
+        return in_series
+
+    if kind == "while":
+        consts_p, consts_s = primals[k:], series[k:]
+
+        def cond_fn(state):
+            return evaluate_bound(params["cond"], list(state[0]) + consts_p)[0]
+
+        def body_fn(state):
+            cp, cs = state
+            outs, out_s = through(params["body"], list(cp) + consts_p,
+                                  carry_series(cs) + consts_s)
+            return outs, [filled(outs[i], out_s[i]) for i in fc]
+
+        cp, cs = while_loop(cond_fn, body_fn, (primals[:k], carry_s))
+        out_p, out_s = list(cp), [None] * k
+        for i, c in zip(fc, cs):
+            out_s[i] = list(c)
+    else:
+        m = params["n_xs"]
+        xs_p, xs_s = primals[k:k + m], series[k:k + m]
+        consts_p, consts_s = primals[k + m:], series[k + m:]
+        tx = [i for i, c in enumerate(xs_s) if c is not None]
+
+        def step(carry, x):
+            cp, cs = carry
+            xp, xc = x
+            x_series = [None] * m
+            for i, c in zip(tx, xc):
+                x_series[i] = list(c)
+            outs, out_s = through(params["body"], list(cp) + list(xp) + consts_p,
+                                  carry_series(cs) + x_series + consts_s)
+            fy = _float_positions(outs[k:])
+            return ((outs[:k], [filled(outs[i], out_s[i]) for i in fc]),
+                    (outs[k:], [filled(outs[k + j], out_s[k + j]) for j in fy]))
+
+        (cp, cs), (ys, ys_s) = scan(step, (primals[:k], carry_s),
+                                    (xs_p, [filled(xs_p[i], xs_s[i]) for i in tx]),
+                                    length=params["length"], reverse=params["reverse"])
+        out_p, out_s = list(cp) + list(ys), [None] * (k + len(ys))
+        for i, c in zip(fc, cs):
+            out_s[i] = list(c)
+        for j, c in zip(_float_positions(ys), ys_s):
+            out_s[k + j] = list(c)
+    return [TaylorTracer(trace, [p] + s) if s is not None else p
+            for p, s in zip(out_p, out_s)]
 
 
 def _batch_rule(trace, kind, params, operands):

@@ -152,6 +152,47 @@ def test_a_batch_size_without_a_fitting_divisor_runs_unblocked(monkeypatch):
     assert type(getattr(entry.executable, "current", entry.executable)).__name__ == "Executable"
 
 
+def test_a_program_with_many_values_per_row_runs_in_blocks_whose_buffers_fit_the_budget(
+        monkeypatch):
+    from primflow.compiler import _pipeline
+
+    x = pf.to_tensor(np.linspace(0, 1, 96 * 4).reshape(96, 4))
+
+    def f(x):  # a chain of values per row, none over BLOCK_BYTES (3 KB)
+        y = x
+        for _ in range(6):
+            y = pf.tanh(y * 1.5 + 0.25)
+        return y
+
+    def blocks_of(jitted):
+        (entry,) = jitted._cache.values()
+        exe = getattr(entry.executable, "current", entry.executable)
+        return None if exe.__class__.__name__ == "Executable" else exe.n // exe.rows
+
+    assert blocks_of(_jit_and_call(f, x)) is None  # the default budget: one piece
+    plan = _pipeline.plan_memory(_traced(f, x), can_write=_pipeline.npc.can_write).nbytes
+    monkeypatch.setattr(_pipeline, "WORKSPACE_BYTES", plan // 3 - 1)
+    got = _jit_and_call(f, x)
+    assert blocks_of(got) == 4  # over 3 blocks' worth: 4 (24 rows, a divisor of 96)
+    np.testing.assert_allclose(got(x).numpy(), f(x).numpy(), rtol=1e-15)
+    monkeypatch.setattr(_pipeline, "WORKSPACE_BYTES", 1)
+    monkeypatch.setattr(_pipeline, "MAX_BLOCKS", 8)
+    assert blocks_of(_jit_and_call(f, x)) == 8  # never more than MAX_BLOCKS
+
+
+def _jit_and_call(f, x):
+    jitted = pf.jit(f, backend="numpy")
+    jitted(x)
+    return jitted
+
+
+def _traced(f, x):
+    from primflow.compiler import _pipeline
+
+    (entry,) = _jit_and_call(f, x)._cache.values()
+    return _pipeline.optimize_program(entry.program)
+
+
 def test_random_draws_run_once_in_the_prologue(monkeypatch):
     from primflow.compiler import _pipeline
 

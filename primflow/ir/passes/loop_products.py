@@ -27,13 +27,13 @@ def hoist_accumulated_products(fn) -> bool:
         >>> from primflow.compiler import optimize_program
         >>> def f(w, xs):
         ...     def step(g, x):
-        ...         return g + pf.matmul(x[:, None], x[None, :]), None
+        ...         return g + pf.matmul(x[:, None], pf.tanh(x)[None, :]), None
         ...     return pf.scan(step, w, xs)[0]
         >>> program = pf.jit(f).lower(pf.zeros([3, 3]), pf.ones([5, 3])).program
         >>> [op.prim for op in program.ops if op.prim in ("scan", "dot_general")]
         ['scan', 'dot_general']
         >>> [op.prim for op in program.ops[0].params["body"].ops]  # no product per step
-        ['reshape', 'reshape']
+        ['tanh', 'reshape']
     """
     changed = False
     for op in list(fn.ops):

@@ -36,6 +36,22 @@ version = x._version
 dist.all_reduce(x, op=dist.ReduceOp.AVG)
 same("all_reduce in place", x.numpy(), np.mean(every, axis=0))
 assert x._version == version + 1
+# ranks passing different shapes of one size: caught before the reduction the first time a
+# shape is seen, after it (the check overlaps the reduction) once both shapes have passed;
+# either way every rank is left ready for the next collective
+for seen in (False, True):
+    if seen:
+        dist.all_reduce(pf.ones([2, 3]))
+        dist.all_reduce(pf.ones([3, 2]))
+    for owned in (True, False):
+        x = pf.ones([2, 3] if r == 0 else [3, 2])
+        keep = None if owned else x.detach()  # a second holder: reduced out of place
+        try:
+            dist.all_reduce(x)
+            raise AssertionError("a shape mismatch must raise")
+        except ValueError as e:
+            assert "ranks disagree" in str(e) and "rank 0: shape [2, 3]" in str(e), e
+dist.barrier()
 # under pf.jit the collectives are ops of the program; gradients go through them
 def doubled_sum(t):
     y = t * 2.0
