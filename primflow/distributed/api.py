@@ -270,9 +270,11 @@ class DistModel:
     distributed tensor on one mesh that includes this rank: forward, loss and gradients
     become one program per rank in which the communication is explicit, as collective
     primitives (``all_reduce``, ``all_gather``, ``reduce_scatter``, ``all_to_all``);
-    ``lower()`` shows it. The optimizer update then runs on the distributed parameters.
-    Other models (plain parameters, pipelines over several meshes) run the same step
-    eagerly.
+    ``lower()`` shows it. The optimizer update then runs eagerly on the distributed
+    parameters: primflow's optimizers update parameters in place with a Python step count
+    and learning rate, which have no traced (functional) form yet. Other models (plain
+    parameters, pipelines over several meshes) run the same step eagerly. ``pf.jit`` of any
+    function called with distributed tensors compiles the same way (``staged_jit.py``).
     """
 
     def __init__(self, layer, loader, loss, optimizer, strategy=None):

@@ -21,8 +21,8 @@ Transforms nest above: ``pf.jvp``/``pf.vmap`` tracers (level >= 1) carry DistTen
 their payload. Relayouts run the collective primitives (``prims/collective.py``) on the
 local blocks, so a program can be staged: ``staging()`` pushes a DistTrace above a
 ``pf.jit`` trace, whose tracers are then the local blocks, and the jitted program holds
-the collectives as ops (``dist.to_static`` compiles its step this way). A DistTensor
-passed to ``pf.jit`` directly still runs eagerly.
+the collectives as ops (``dist.to_static`` compiles its step this way, and ``pf.jit`` of a
+function called with DistTensors: ``staged_jit.py``).
 
 Plain tensors mixed with DistTensors count as Replicate (Paddle's rule). A rank outside a
 tensor's mesh holds no local block (``None``) and skips the computation.
@@ -217,6 +217,19 @@ class DistTensor(Tracer):
         t.stop_gradient = self.stop_gradient
         t.__dict__.update(self.__dict__)
         return t
+
+    # ---- pf.jit (transforms/jit.py hands calls with distributed arguments here) -----------
+    @classmethod
+    def _jit_call(cls, jitted, args, kwargs):
+        from .staged_jit import jit_call  # it builds on this module
+
+        return jit_call(jitted, args, kwargs)
+
+    @classmethod
+    def _jit_lower(cls, jitted, args, kwargs):
+        from .staged_jit import jit_lower
+
+        return jit_lower(jitted, args, kwargs)
 
     # ---- Paddle's API --------------------------------------------------------------------
     @property

@@ -18,6 +18,9 @@ run the compiled program.
   with the tape on (as ``pf.checkpoint`` does), so every order of derivative is available.
 * Called inside another transform (vmap, jvp, Taylor mode, or another jit's trace), ``f``
   is simply traced by that transform (inlined).
+* Called with distributed tensors (``primflow.distributed``), ``f`` compiles to one program
+  per rank on the local blocks, the collectives its layouts need recorded as ops, the
+  arguments' placements part of the signature (``distributed/staged_jit.py``).
 * Python control flow on traced values: ``bool()``, ``float()``, ``.item()``,
   ``.numpy()`` or ``print`` of a traced value raise ``TracerConversionError`` while
   tracing. ``pf.jit`` then converts the function's ``if``/``while``/``for i in range(n)``
@@ -331,6 +334,15 @@ def _is_array_like(x):
     return hasattr(x, "__array__") and hasattr(x, "shape") and hasattr(x, "dtype")
 
 
+def _stager(args, kwargs):
+    """The class of an argument that stages its own program (an ambient tracer whose class
+    has ``_jit_call`` / ``_jit_lower``: distributed tensors, issue 15), else None."""
+    for leaf in tree_flatten((args, kwargs))[0]:
+        if isinstance(leaf, Tracer) and hasattr(type(leaf), "_jit_call"):
+            return type(leaf)
+    return None
+
+
 class Jitted:
     """A function compiled per input signature. See ``jit``."""
 
@@ -592,6 +604,9 @@ class Jitted:
                     return self._run(entry, list(args))
         entry = self._lookup(args, kwargs)
         if entry is None:  # inside another transform: let it trace f
+            stager = _stager(args, kwargs)
+            if stager is not None:  # distributed tensors: they stage their own program
+                return stager._jit_call(self, args, kwargs)
             return self.fun(*args, **kwargs)
         leaves = tree_flatten(self._split(args, kwargs)[:2])[0]
         return self._run(entry, [_as_tensor_leaf(x) for x in leaves
@@ -620,6 +635,10 @@ class Jitted:
     def lower(self, *args, **kwargs) -> Lowered:
         """Traces (or finds in the cache) the program for these arguments without running
         it. ``jitted.lower(x).as_text()`` prints it."""
+        if not state.trace_stack:
+            stager = _stager(args, kwargs)
+            if stager is not None:  # distributed tensors: they stage their own program
+                return stager._jit_lower(self, args, kwargs)
         if self._broken is None and not state.trace_stack:
             try:
                 self._lookup(args, kwargs)

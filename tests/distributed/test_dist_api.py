@@ -110,3 +110,19 @@ def test_collectives_on_2_and_4_ranks():
 
     for n in (2, 4):
         assert "collectives ok" in check(run_mpi(n, "collectives.py"))
+
+
+def test_jit_on_dtensors_compiles_on_one_process():
+    # the staged program (local blocks as inputs) agrees with the eager call; a new
+    # placement is a new signature; the row-sharded sum's result stays Partial
+    x = dist.shard_tensor(pf.to_tensor([[1.0, 2.0], [3.0, 4.0]]), MESH, [dist.Shard(0)])
+    f = pf.jit(lambda a, b: (pf.matmul(a, b).sum(), a * 2.0))
+    s, y = f(x, x)
+    s_eager, y_eager = f.fun(x, x)
+    assert isinstance(s, dist.DistTensor) and s.placements == s_eager.placements
+    assert y.placements == [dist.Shard(0)]
+    np.testing.assert_allclose(s.numpy(), s_eager.numpy())
+    np.testing.assert_allclose(y.numpy(), [[2.0, 4.0], [6.0, 8.0]])
+    assert "dot_general" in f.lower(x, x).as_text()
+    r = dist.reshard(x, MESH, [dist.Replicate()])
+    assert f(r, r)[1].placements == [dist.Replicate()]

@@ -32,6 +32,12 @@ def test_to_static_compiles_the_step_with_collectives_as_ops():
     assert "to_static 2d ok" in check(run_mpi(4, "to_static_2d.py"))
 
 
+def test_jit_of_a_function_on_dtensors_compiles_with_collectives_2_ranks():
+    # results equal the eager call's; the program shows the all_reduce; the layouts key the
+    # cache; an argument that requires grad falls back to eager once noted, tape intact
+    assert "jit on dtensors ok" in check(run_mpi(2, "jit_dtensor.py"))
+
+
 def test_local_map_and_grad_placements_2_ranks():
     assert "local_map ok" in check(run_mpi(2, "local_map.py"))
 
