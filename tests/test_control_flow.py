@@ -253,6 +253,65 @@ def test_loop_body_is_compiled_once_not_unrolled():
     assert sizes[0] == sizes[1]  # the same program whatever the trip count
 
 
+def _two_stage(activation):
+    """An RK2 step of a two-layer field and its loss: scanned, and unrolled (the oracle)."""
+    def field(y, p):
+        return activation(y @ p[0] + p[1]) @ p[2]
+
+    def step(y):
+        return y + 0.1 * field(y + 0.05 * field(y, p_of[0]), p_of[0])
+
+    p_of = [None]
+
+    def scanned(p, y0):
+        p_of[0] = p
+        y, _ = pf.scan(lambda y, _: (step(y), None), y0, None, length=4)
+        return (y * y).sum()
+
+    def unrolled(p, y0):
+        p_of[0] = p
+        y = y0
+        for _ in range(4):
+            y = step(y)
+        return (y * y).sum()
+
+    return scanned, unrolled
+
+
+@pytest.mark.parametrize("activation", [pf.tanh, lambda h: h * h],
+                         ids=["tanh", "square"])
+def test_reverse_scan_reads_saved_stage_inputs_and_recomputes_no_product(activation):
+    # residual policy (transforms/control.py _worth_saving): the forward scan saves each
+    # matrix product's step-dependent operand (an RK stage's input) and what nonlinear
+    # derivatives need (tanh's output; for h * h the product itself); the reverse scan
+    # then computes only the two transposed products per stage and rebuilds no stage input
+    rng = np.random.default_rng(3)
+    p = [t(rng.standard_normal((5, 3)) * 0.5), t(rng.standard_normal(3) * 0.1),
+         t(rng.standard_normal((3, 5)) * 0.5)]
+    y0 = t(rng.uniform(-1, 1, 5))
+    scanned, unrolled = _two_stage(activation)
+    grad = pf.jit(pf.grad(scanned), backend="numpy")
+    got = grad(p, y0)
+    for a, b in zip(got, pf.grad(unrolled)(p, y0)):
+        close(a, b, tol=1e-12)
+    w = p[0].numpy().copy()
+    plus, minus = w.copy(), w.copy()
+    plus[1, 2] += 1e-6
+    minus[1, 2] -= 1e-6
+    fd_value = (float(unrolled([t(plus)] + p[1:], y0))
+                - float(unrolled([t(minus)] + p[1:], y0))) / 2e-6
+    assert abs(float(got[0].numpy()[1, 2]) - fd_value) < 1e-7
+    program = grad.lower(p, y0).program
+    backward = [op for op in program.ops if op.prim == "scan" and op.params["reverse"]]
+    assert len(backward) == 1
+    body = backward[0].params["body"]
+    assert sum(op.prim == "dot_general" for op in body.ops) == 4  # 2 stages x 2 products
+    # it reads one saved value per stage (tanh's output / the hidden product), and
+    # stacks only cotangents for the weight-gradient products after it: no stage input
+    assert backward[0].params["n_xs"] == 2
+    assert len(body.outputs) - backward[0].params["n_carry"] == 4
+
+
 def test_regions_print_parse_verify_and_interpret():
     def f(x, w):
         def step(c, xi):

@@ -427,18 +427,34 @@ def _replay(region, args, saved):
 def _worth_saving(body, n_step_inputs):
     """Indices of the body's operations whose results the reverse pass should read from
     the forward pass rather than recompute: matrix products and transcendental functions
-    of the step's values (the carry and the slices; loop-invariant ones are not stacked)."""
+    of the step's values (the carry and the slices; loop-invariant ones are not stacked),
+    and the step-dependent operands of the matrix products (an RK stage's input, say,
+    looked through reshapes): a weight's gradient is a product with that operand, so the
+    reverse pass reads it instead of rebuilding it and stacking it again for the
+    weight-gradient product after the loop. Residuals the reverse body does not read (a
+    matrix product whose consumers are linear) are pruned from both loops later
+    (``ir.regions.simplify_loops`` and ``prune_results``)."""
     from ..ir.passes.fuse import TRANSCENDENTAL
 
     per_step = set(body.inputs[:n_step_inputs])
-    out = []
+    index_of = {op.out: index for index, op in enumerate(body.ops)}
+    out = set()
     for index, op in enumerate(body.ops):
-        if any(v in per_step for v in op.inputs):
-            per_step.add(op.out)
-            if op.out.aval.dtype.is_floating and (op.prim == "dot_general"
-                                                  or op.prim in TRANSCENDENTAL):
-                out.append(index)
-    return out
+        if not any(v in per_step for v in op.inputs):
+            continue
+        per_step.add(op.out)
+        if not op.out.aval.dtype.is_floating:
+            continue
+        if op.prim in TRANSCENDENTAL:
+            out.add(index)
+        elif op.prim == "dot_general":
+            out.add(index)
+            for v in op.inputs:
+                while v.op is not None and v.op.prim == "reshape" and v in index_of:
+                    v = v.op.inputs[0]
+                if v in per_step and v in index_of:  # computed in the step (not an input)
+                    out.add(index_of[v])
+    return sorted(out)
 
 
 def _while_vjp_error(cts):
