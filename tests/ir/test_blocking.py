@@ -329,3 +329,19 @@ def test_a_sum_that_flows_back_into_the_rows_is_not_blocked():
     assert batch_axes(fn, reductions=True) is None
     fn = parse(_HEAD + "    %3: float64[3] = reduce_max(%0, axes=(0,))\n    return %3\n")
     assert batch_axes(fn, reductions=True) is None  # only sums split into partial sums
+
+
+def test_a_weight_as_large_as_the_batch_is_not_a_row():
+    # the flattened 4 x 4 weight has 16 elements, as many as the batch has rows: it is
+    # computed from row-free values only, so it has no rows (W3 at 4,096 points per rank
+    # was not blocked because its flattened 64 x 64 weight gradient looked like a batch)
+    fn = parse("def f(%0: float64[16,4], %1: float64[4,4]):\n"
+               "    %2: float64[16,4] = dot_general(%0, %1, contracting=((1,),(0,)), "
+               "batch=((),()))\n"
+               "    %3: float64[4] = reduce_sum(%2, axes=(0,))\n"
+               "    %4: float64[4,4] = mul(%1, %1)\n"
+               "    %5: float64[16] = reshape(%4, shape=(16,))\n"
+               "    return %3, %5\n")
+    n, axis_of = batch_axes(fn, reductions=True)
+    assert n == 16 and axis_of[fn.inputs[0]] == 0
+    assert axis_of[fn.outputs[1]] is None

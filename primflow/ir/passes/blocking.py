@@ -112,8 +112,13 @@ def _propagate(fn, n, reductions=False):
         axis_of = {v: _axis(v, n) for v in fn.inputs}
         after_sum = set()  # values computed from a sum over the rows
         for op in fn.ops:
-            axis_of[op.out] = out = _axis(op.out, n)
             ins = [axis_of[v] for v in op.inputs]
+            # a value computed only from values without rows has none, whatever its size
+            # (a flattened 64 x 64 weight gradient is not a batch of 4,096 rows); only a
+            # broadcast or a fill creates rows
+            rows_in = (not op.inputs or op.prim == "broadcast_in_dim"
+                       or any(a is not None for a in ins))
+            axis_of[op.out] = out = _axis(op.out, n) if rows_in else None
             if any(v in after_sum for v in op.inputs):
                 if out is not None or any(a is not None for a in ins):
                     return None  # a sum over the rows flows back into the rows
