@@ -382,8 +382,11 @@ def _compile_blocked(fn, backend, found, threads, tiered):
     max_rows = budget // max(per_row, 1)
     workspace = plan_memory(fn, can_write=npc.can_write).nbytes  # (NumPy code's buffers)
     # (only well past the cache: two blocks of a workspace just over it gain no locality
-    # and cost a block's overhead, W1's 12.2 MB jet 10% slower; at most MAX_BLOCKS blocks)
-    if workspace > 2 * WORKSPACE_BYTES:
+    # and cost a block's overhead, W1's 12.2 MB jet 10% slower; at most MAX_BLOCKS blocks;
+    # not for elementwise programs that numba fuses: its kernels stream the rows and hold
+    # no intermediates, W1's nested k = 8 grad ran 5-30% slower in four blocks)
+    streams = _fuses(backend) and not any(op.prim == "dot_general" for op in fn.ops)
+    if workspace > 2 * WORKSPACE_BYTES and not streams:
         memory_blocks = max(memory_blocks, min(MAX_BLOCKS, -(-workspace // WORKSPACE_BYTES)))
         max_rows = min(max_rows, max(n * WORKSPACE_BYTES // workspace, -(-n // MAX_BLOCKS)))
     blocks = _thread_blocks(fn, axis_of, n, threads, memory_blocks, _fuses(backend))
