@@ -138,8 +138,13 @@ def supports(group, min_elements=0) -> bool:
 
 
 def _literal(value, dtype):
-    if dtype.is_bool:
+    """``value`` as a numba source literal of ``dtype`` (a DType, or its name: the loop
+    kernels of numba_loops.py pass names)."""
+    name = getattr(dtype, "name", dtype)
+    if name == "bool":
         return repr(bool(value))
+    if name.startswith(("int", "uint")):
+        return f"np.{name}({int(value)})"
     v = float(value)
     if math.isnan(v):
         text = "np.nan"
@@ -147,7 +152,7 @@ def _literal(value, dtype):
         text = "np.inf" if v > 0 else "-np.inf"
     else:
         text = repr(v)
-    return f"np.{dtype.name}({text})"
+    return f"np.{name}({text})"
 
 
 def kernel_source(group):

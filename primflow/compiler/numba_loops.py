@@ -35,7 +35,7 @@ import threading
 import numpy as np
 
 from ..ir.regions import regions_of
-from .numba_codegen import KernelSpec, cache_dir
+from .numba_codegen import KernelSpec, _literal, cache_dir
 from .numpy_codegen import _gemm_form
 
 DTYPES = frozenset({"float32", "float64", "int32", "int64", "bool"})
@@ -174,21 +174,6 @@ def _dtype(v):
 
 def _shape(v):
     return tuple(v.aval.shape)
-
-
-def _literal(value, dtype):
-    if dtype == "bool":
-        return repr(bool(value))
-    if dtype.startswith("int"):
-        return f"np.{dtype}({int(value)})"
-    v = float(value)
-    if math.isnan(v):
-        text = "np.nan"
-    elif math.isinf(v):
-        text = "np.inf" if v > 0 else "-np.inf"
-    else:
-        text = repr(v)
-    return f"np.{dtype}({text})"
 
 
 def _scalar_cast(expr, dtype):
