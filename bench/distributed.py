@@ -155,16 +155,7 @@ def _torch_worker(rank, size, store_path, n_points, steps):
     params, xi, xb, f = _plate_data(rank, size, n_points)
     Xi = torch.from_numpy(xi).requires_grad_(True)
     Xb, F = torch.from_numpy(xb), torch.from_numpy(f)
-    layers = []
-    for i, (n_in, n_out) in enumerate(zip(w2.DIMS[:-1], w2.DIMS[1:])):
-        lin = torch.nn.Linear(n_in, n_out, dtype=torch.float64)
-        with torch.no_grad():
-            lin.weight.copy_(torch.from_numpy(params[2 * i].T.copy()))
-            lin.bias.copy_(torch.from_numpy(params[2 * i + 1]))
-        layers.append(lin)
-        if i < len(w2.DIMS) - 2:
-            layers.append(torch.nn.Tanh())
-    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(*layers))
+    model = torch.nn.parallel.DistributedDataParallel(w3.torch_mlp(torch, params))
     opt = torch.optim.Adam(model.parameters(), lr=w3.LR, betas=(w3.BETA1, w3.BETA2),
                            eps=w3.EPS)
 

@@ -112,6 +112,21 @@ def _primflow_setup(method, n_int=N_INT):
     return make_net, loss_of
 
 
+def torch_mlp(torch, params):
+    """W2's MLP as a ``torch.nn.Sequential`` (float64, tanh) holding ``params``' weights
+    (shared with bench/distributed.py's DDP cell)."""
+    layers = []
+    for i, (n_in, n_out) in enumerate(zip(w2.DIMS[:-1], w2.DIMS[1:])):
+        lin = torch.nn.Linear(n_in, n_out, dtype=torch.float64)
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(params[2 * i].T.copy()))
+            lin.bias.copy_(torch.from_numpy(params[2 * i + 1]))
+        layers.append(lin)
+        if i < len(w2.DIMS) - 2:
+            layers.append(torch.nn.Tanh())
+    return torch.nn.Sequential(*layers)
+
+
 def _primflow(method):
     import primflow as pf
 
@@ -253,16 +268,7 @@ def _torch():
     Xb, F = torch.from_numpy(xb), torch.from_numpy(f)
 
     def build():
-        layers = []
-        for i, (n_in, n_out) in enumerate(zip(w2.DIMS[:-1], w2.DIMS[1:])):
-            lin = torch.nn.Linear(n_in, n_out, dtype=torch.float64)
-            with torch.no_grad():
-                lin.weight.copy_(torch.from_numpy(params[2 * i].T.copy()))
-                lin.bias.copy_(torch.from_numpy(params[2 * i + 1]))
-            layers.append(lin)
-            if i < len(w2.DIMS) - 2:
-                layers.append(torch.nn.Tanh())
-        net = torch.nn.Sequential(*layers)
+        net = torch_mlp(torch, params)
         opt = torch.optim.Adam(net.parameters(), lr=LR, betas=(BETA1, BETA2), eps=EPS)
 
         def loss_fn():
