@@ -306,3 +306,48 @@ def test_stacked_results_the_caller_holds_are_never_reused():
     np.testing.assert_array_equal(view.numpy(), kept[1:3])
     np.testing.assert_array_equal(second.numpy(), third.numpy())
     np.testing.assert_allclose(second.numpy(), f(x2).numpy(), rtol=1e-14)
+
+
+@needs_numba
+def test_step_buffers_never_alias_a_carry_the_next_step_reads():
+    # carries computed into the kernel's step buffers trade places with them; these bodies
+    # return carries swapped, one result as two carries, a matrix product's result (read
+    # whole by the next step's product), 2-d carries, int32 and bool arithmetic
+    rng = np.random.default_rng(4)
+    w = pf.to_tensor(rng.standard_normal((5, 5)) * 0.4)
+    m0 = pf.to_tensor(rng.standard_normal((2, 3)))
+    v0 = pf.to_tensor(rng.standard_normal(5))
+    k0 = pf.to_tensor(np.arange(6, dtype=np.int32).reshape(2, 3))
+
+    def f(w, m0, v0, k0):
+        def step(c, _):
+            a, b, u, p, m, k = c
+            u = pf.tanh(u @ w)
+            p = p @ w  # the product's buffer becomes the carry the next product reads
+            m2 = m * 0.5 + pf.cast(k, "float64")
+            k2 = pf.where(m2 > 0, k * 3 - 1, k + 2)
+            return (b + 1.0, a * 2.0, u, p, m2, k2), (u.sum(), m2)  # a, b swapped
+
+        def twice(c, _):
+            x, y = c
+            z = pf.sin(x + y)
+            return (z, z), z.sum()  # one result, two carries
+
+        def shift(c, _):
+            x, y = c
+            z = pf.sin(x) + y
+            return (z, x), (y @ w).sum()  # x's old array becomes y (read after z is made)
+
+        c, ys = pf.scan(step, (v0, v0 * 3.0, v0, v0, m0, k0), None, length=7)
+        c2, zs = pf.scan(twice, (v0, v0 * 0.5), None, length=5)
+        c3, ss = pf.scan(shift, (v0, v0 * 0.5), None, length=5)
+        return c, ys, c2, zs, c3, ss
+
+    fast = pf.jit(f, **NUMBA)
+    assert len(_loop_kernels(fast, w, m0, v0, k0)) == 3
+    slow = pf.jit(f, backend="numpy")
+    got, want = _np(fast(w, m0, v0, k0)), _np(slow(w, m0, v0, k0))
+    for a, b, c in zip(got, want, _np(f(w, m0, v0, k0))):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-14)
+        np.testing.assert_allclose(a, c, rtol=1e-13, atol=1e-14)

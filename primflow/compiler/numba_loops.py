@@ -5,9 +5,13 @@ work per operation (NumPy call, buffer lookup, argument checks) on top of the ar
 for an RK4 step of a small MLP (8 matrix-vector products, ~40 elementwise operations)
 that is ~30-70 us a step, several times the arithmetic. When every operation of a loop's
 regions has a numba form, the whole loop becomes ONE numba function: the Python ``for``
-(or ``while``) over the steps, each operation written as a numba array expression
-(``np.dot`` calls BLAS), the carry rebound each step, the stacked ``ys`` of a ``scan``
-written into arrays the launcher allocates once. One call runs all steps.
+(or ``while``) over the steps, the stacked ``ys`` of a ``scan`` written into arrays the
+launcher allocates once. One call runs all steps, and a step allocates nothing: the
+results of elementwise operations and matrix-vector products are written by explicit
+loops into buffers allocated before the first step (consecutive elementwise results of one
+size share one loop, chains of them one expression), and a carry trades arrays with the
+buffer it was computed into. Other operations (reductions, views that are not contiguous,
+matrix-matrix products through ``np.dot``) stay numba array expressions.
 
 What has a numba form (``supports``): arithmetic, comparisons, ``select``, the common
 transcendental functions, casts, ``full``/``iota`` (hoisted out of the loop), reshapes,
@@ -29,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 import sys
 import threading
 
@@ -197,6 +202,9 @@ class _Values:
         self.cache = {}  # hoisted derived values (transposed weights), by what they derive
         self.allow_loops = True  # matrix-vector products as loops (else np.dot)
         self.base = {}  # reshaped values -> (expression, shape) of the array they view
+        self.flat_src = {}  # reshaped values -> the value whose elements they are, in order
+        self.inlined = {}  # elementwise values written into their one reader: their op
+        self.owned = set()  # buffers the kernel allocates once and rewrites every step
 
     def fresh(self, prefix="t"):
         self.count += 1
@@ -255,21 +263,25 @@ def _emit_region(region, inputs, values, lines, indent):
         values.expr[v], values.kind[v] = expr, kind
     pad = "    " * indent
     # an elementwise result read once, by another elementwise operation, is written into
-    # its reader's expression: numba compiles one array expression into one loop (no
-    # temporary array, one allocation for the chain)
+    # its reader's expression (no array of its own); the other elementwise results are
+    # written by explicit loops into buffers allocated once, before the steps, and
+    # consecutive ones of the same size share one loop (_ElementLoop)
     uses = {}
     for op in region.ops:
         for v in op.inputs:
             uses[v] = uses.get(v, 0) + (1 if op.prim in _ELEMENTWISE else 2)
     for v in region.outputs:
         uses[v] = uses.get(v, 0) + 2
+    loop = _ElementLoop(values, lines, pad)
     for op in region.ops:
         _check_value(op.out)
         for v in op.inputs:
             _check_value(v)
         expr, kind = _emit_op(op, values)
-        lines += [pad + line for line in values.stmts]
-        values.stmts = []
+        if values.stmts:  # (they may read the open loop's results)
+            loop.flush()
+            lines += [pad + line for line in values.stmts]
+            values.stmts = []
         if kind == "lit":
             continue
         if kind == "view":
@@ -277,10 +289,16 @@ def _emit_region(region, inputs, values, lines, indent):
             continue
         if op.prim in _ELEMENTWISE and uses.get(op.out) == 1 and len(expr) < 400:
             values.expr[op.out], values.kind[op.out] = f"({expr})", kind
+            if kind == "C":
+                values.inlined[op.out] = op
             continue
+        if op.prim in _ELEMENTWISE and kind == "C" and loop.add(op):
+            continue
+        loop.flush()
         name = values.fresh()
         lines.append(f"{pad}{name} = {expr}")
         values.expr[op.out], values.kind[op.out] = name, kind
+    loop.flush()
     out = []
     for v in region.outputs:
         if values.kind[v] == "lit":
@@ -289,6 +307,128 @@ def _emit_region(region, inputs, values, lines, indent):
         else:
             out.append((values.expr[v], values.kind[v]))
     return out
+
+
+class _Flush(Exception):
+    """An element reads a result of the open loop other than through its flat index."""
+
+
+class _ElementLoop:
+    """Consecutive elementwise results of one size computed by ONE loop over their flat
+    index, each into a buffer allocated before the steps: ``for q in range(size): v1 =
+    ...; b1[q] = v1; v2 = ... v1 ...; b2[q] = v2``. A chain of inlined operations becomes
+    one scalar expression (tanh the inlined ``tanh1_``), so a step allocates nothing and
+    reads each operand element once. Operands must be C-contiguous arrays of the result's
+    size (or scalars, constants); a view (transpose, broadcast, slice) keeps the NumPy
+    array expression."""
+
+    def __init__(self, values, lines, pad):
+        self.values, self.lines, self.pad = values, lines, pad
+        self._reset()
+
+    def _reset(self):
+        self.size = None
+        self.pre = []  # flat views the loop reads, made before it
+        self.body = []
+        self.pending = {}  # buffer name -> the loop's scalar holding its element
+        self.flat = {}  # n-d array expression -> its flat view's name
+
+    def flush(self):
+        if self.body:
+            self.lines += [self.pad + line for line in self.pre]
+            self.lines.append(f"{self.pad}for q in range({self.size}):")
+            self.lines += [f"{self.pad}    {line}" for line in self.body]
+        self._reset()
+
+    def add(self, op):
+        """Adds the computation of ``op`` (elementwise) to the loop, flushing it first when
+        the result has another size or reads the loop's results as a view; False when it
+        has no loop form."""
+        v = op.out
+        if not all(_has_element_form(u, self.values) for u in op.inputs):
+            return False
+        size = math.prod(_shape(v))
+        if self.size is not None and self.size != size:
+            self.flush()
+        try:
+            expr = _element_expr(op, [self._element(u) for u in op.inputs])
+        except _Flush:
+            self.flush()
+            expr = _element_expr(op, [self._element(u) for u in op.inputs])
+        values, dtype = self.values, _dtype(v)
+        self.size = size
+        buf, local = values.fresh("b"), values.fresh("v")
+        np_dtype = "np.bool_" if dtype == "bool" else f"np.{dtype}"
+        values.hoisted.append(f"{buf} = np.empty({_shape(v)!r}, {np_dtype})")
+        values.owned.add(buf)
+        if dtype in ("float32", "int32"):  # (numba's scalar arithmetic widens int32)
+            expr = _scalar_cast(expr, dtype)
+        self.body.append(f"{local} = {expr}")
+        self.body.append(f"{self._flat_name(buf, _shape(v))}[q] = {local}")
+        self.pending[buf] = local
+        values.expr[v], values.kind[v] = buf, "C"
+        return True
+
+    def _flat_name(self, expr, shape):
+        if len(shape) <= 1:
+            return expr
+        name = self.flat.get(expr)
+        if name is None:
+            name = self.flat[expr] = self.values.fresh("f")
+            self.pre.append(f"{name} = {expr}.reshape(({math.prod(shape)},))")
+        return name
+
+    def _element(self, v):
+        """The scalar expression of element ``q`` of ``v``."""
+        values = self.values
+        op = values.inlined.get(v)
+        if op is not None:
+            return "(" + _element_expr(op, [self._element(u) for u in op.inputs]) + ")"
+        root = values.flat_src.get(v, v)
+        kind = values.kind[root]
+        if kind == "s":
+            return values.expr[root]
+        if kind == "lit":
+            return values.literal[root][0]
+        expr, shape = values.base.get(root) or (values.expr[root], _shape(root))
+        if expr in self.pending:
+            return self.pending[expr]
+        if self.pending and re.search(r"\b(" + "|".join(self.pending) + r")\b", expr):
+            raise _Flush
+        return f"{self._flat_name(expr, shape)}[q]"
+
+
+def _has_element_form(v, values):
+    """Whether ``v`` (an elementwise result) can be computed element by element: every
+    array it reads (through inlined operations) is C-contiguous, a scalar or a constant."""
+    op = values.inlined.get(v)
+    if op is not None:
+        return all(_has_element_form(u, values) for u in op.inputs)
+    root = values.flat_src.get(v, v)
+    return values.kind.get(root) in ("s", "lit", "C")
+
+
+def _element_expr(op, args):
+    """The scalar form of elementwise ``op`` on the scalar expressions ``args``."""
+    prim, dtype = op.prim, _dtype(op.out)
+    if prim in _BINARY:
+        return _BINARY[prim].format(*args)
+    if prim in _COMPARE:
+        return _COMPARE[prim].format(*args)
+    if prim == "tanh":
+        return f"tanh1_({args[0]})"
+    if prim in _UNARY:
+        return _UNARY[prim].format(*args, one=_literal(1, dtype))
+    if prim == "select":
+        return f"({args[1]} if {args[0]} else {args[2]})"
+    if prim == "integer_pow":
+        y = op.params["y"]
+        expr = "(" + " * ".join([args[0]] * abs(y)) + ")"
+        return f"({_literal(1, dtype)} / {expr})" if y < 0 else expr
+    # convert_element_type
+    if _dtype(op.inputs[0]) == dtype:
+        return args[0]
+    return f"({args[0]} != 0)" if dtype == "bool" else _scalar_cast(args[0], dtype)
 
 
 def _emit_op(op, values):  # noqa: C901 - one case per primitive family
@@ -380,6 +520,7 @@ def _emit_op(op, values):  # noqa: C901 - one case per primitive family
             return f"{values.contiguous(x)}.reshape((1,))[0]", "s"
         values.expr[out] = values.view(x, shape)  # a view: no statement of its own
         values.base[out] = values.base.get(x) or (values.expr[x], _shape(x))
+        values.flat_src[out] = values.flat_src.get(x, x)
         return values.expr[out], "view"
     if prim == "broadcast_in_dim":
         if values.kind[x] == "lit":
@@ -502,9 +643,10 @@ def _matvec(op, values, m, k, n, tx, ty, matrix):
         return None
     if values.kind[mat] == "A" and given_as_rows:
         rows = f"np.ascontiguousarray({rows})"
-    vector, out = values.view(vec, (k,)), values.fresh("t")
-    values.stmts += [f"{out} = np.empty({rows_n}, np.{dtype})",
-                     f"for j in range({rows_n}):",
+    vector, out = values.view(vec, (k,)), values.fresh("b")
+    values.hoisted.append(f"{out} = np.empty({rows_n}, np.{dtype})")  # (once, not per step)
+    values.owned.add(out)
+    values.stmts += [f"for j in range({rows_n}):",
                      f"    acc = {_literal(0, dtype)}",
                      f"    for i in range({k}):",
                      f"        acc += {rows}[j, i] * {vector}[i]",
@@ -581,7 +723,8 @@ def _loop_source(op):
             values.stmts = []
             body.append(f"        {flat}[t, :] = {row}")
         carry_names = [c[0] for c in carry]
-        body += _rebind(carry_names, outs[:k], [c[1] for c in carry], 2)
+        body += _rebind(carry_names, outs[:k], [c[1] for c in carry], values,
+                        body_fn.outputs[:k], 2)
         lines = [loop] + body
         returned = carry_names
     else:  # while
@@ -596,7 +739,8 @@ def _loop_source(op):
         carry_names = [c[0] for c in carry]
         lines = (["    while True:"] + cond_lines + [f"        if not {test}:",
                                                       "            break"]
-                 + body + _rebind(carry_names, outs, [c[1] for c in carry], 2))
+                 + body + _rebind(carry_names, outs, [c[1] for c in carry], values,
+                                          op.params["body"].outputs, 2))
         returned = carry_names
     flags = "fastmath={" + ", ".join(repr(f) for f in sorted(FASTMATH)) + "}"
     header = "import math\n\nimport numpy as np\nimport numba\n\n"
@@ -610,25 +754,49 @@ def _loop_source(op):
     return header + "\n".join(text) + "\n", sig
 
 
-def _rebind(names, outs, kinds, indent):
+def _rebind(names, outs, kinds, values, out_values, indent):
     """Assigns each step's carry outputs to the carry names, keeping each one's numba type
-    (a C-contiguous array or a scalar): a view is copied, a constant made an array."""
+    (a C-contiguous array or a scalar): a view is copied, a constant made an array.
+
+    A carry computed into one of the kernel's step buffers trades places with it (the
+    buffer takes the carry's old array, which the next step rewrites before reading it):
+    nothing is copied or allocated. That needs the buffer to be this carry's alone and
+    the old array to be read by no other carry; otherwise the buffer is copied (a carry
+    must never be an array the next step overwrites)."""
     pad = "    " * indent
-    lines = []
-    temps = []
-    for i, ((expr, kind), want) in enumerate(zip(outs, kinds)):
-        if want == "s":
-            value = expr
-        elif kind == "C":
-            value = expr
+    storage = [_storage(v, values) if want != "s" else None
+               for v, want in zip(out_values, kinds)]
+    temps, buffers, olds = [], [], []
+    for i, ((expr, kind), want, name) in enumerate(zip(outs, kinds, names)):
+        others = storage[:i] + storage[i + 1:]
+        if want == "s" or (kind == "C" and storage[i] not in values.owned):
+            temps.append(expr)
+        elif storage[i] in values.owned:
+            if expr == storage[i] and expr not in others and name not in others:
+                buffers.append(expr)  # the carry and its buffer trade arrays
+                olds.append(name)
+                temps.append(expr)
+            else:
+                temps.append(f"({expr}).copy()")
         else:
-            value = f"np.ascontiguousarray({expr})"
-        temps.append(value)
+            temps.append(f"np.ascontiguousarray({expr})")
     # all outputs are read before any carry changes (a body may return carries swapped)
-    if names:
-        lines.append(f"{pad}{', '.join(names)}{',' if len(names) == 1 else ''} = "
-                     f"{', '.join(temps)}{',' if len(temps) == 1 else ''}")
+    lines = []
+    lhs, rhs = list(names) + buffers, temps + olds
+    if lhs:
+        lines.append(f"{pad}{', '.join(lhs)}{',' if len(lhs) == 1 else ''} = "
+                     f"{', '.join(rhs)}{',' if len(rhs) == 1 else ''}")
     return lines
+
+
+def _storage(v, values):
+    """The name of the array whose memory ``v`` (an array value of a region) is: a
+    buffer, a carry, an operand, or its own expression."""
+    root = values.flat_src.get(v, v)
+    if values.kind.get(root) == "lit":
+        return None
+    base = values.base.get(root)
+    return base[0] if base else values.expr[root]
 
 
 # ---- running ---------------------------------------------------------------------------------
