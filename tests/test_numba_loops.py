@@ -351,3 +351,21 @@ def test_step_buffers_never_alias_a_carry_the_next_step_reads():
         assert a.dtype == b.dtype and a.shape == b.shape
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-14)
         np.testing.assert_allclose(a, c, rtol=1e-13, atol=1e-14)
+
+
+@needs_numba
+def test_long_matrix_vector_products_four_rows_at_a_time_with_a_remainder():
+    rng = np.random.default_rng(5)
+    w = pf.to_tensor(rng.standard_normal((130, 7)) * 0.2)  # 7 outputs of 130-long rows
+    x0 = pf.to_tensor(rng.standard_normal(130))
+
+    def f(w, x0):
+        def step(x, _):
+            a = x @ w  # rows of w's transpose: 4 + 3 rows
+            return pf.tanh(w @ a), a
+        return pf.scan(step, x0, None, length=3)
+
+    fast = pf.jit(f, **NUMBA)
+    assert len(_loop_kernels(fast, w, x0)) == 1
+    for a, b in zip(_np(fast(w, x0)), _np(pf.jit(f, backend="numpy")(w, x0))):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-14)

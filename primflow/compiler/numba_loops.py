@@ -644,17 +644,44 @@ def _matvec(op, values, m, k, n, tx, ty, matrix):
     if values.kind[mat] == "A" and given_as_rows:
         rows = f"np.ascontiguousarray({rows})"
     vector, out = values.view(vec, (k,)), values.fresh("b")
+    if not rows.isidentifier():  # (an expression would be evaluated at every element)
+        name = values.fresh("m")
+        values.stmts.append(f"{name} = {rows}")
+        rows = name
+    if not vector.isidentifier():
+        name = values.fresh("u")
+        values.stmts.append(f"{name} = {vector}")
+        vector = name
     values.hoisted.append(f"{out} = np.empty({rows_n}, np.{dtype})")  # (once, not per step)
     values.owned.add(out)
-    values.stmts += [f"for j in range({rows_n}):",
-                     f"    acc = {_literal(0, dtype)}",
-                     f"    for i in range({k}):",
-                     f"        acc += {rows}[j, i] * {vector}[i]",
-                     f"    {out}[j] = acc"]
+    values.stmts += _dot_rows(rows, vector, out, rows_n, k, _literal(0, dtype))
     if _shape(op.out) == (rows_n,):
         return out
     values.base[op.out] = (out, (rows_n,))  # a view of the vector (read through it later)
     return f"{out}.reshape({_shape(op.out)!r})"
+
+
+def _dot_rows(rows, vector, out, rows_n, k, zero):
+    """Statements computing ``out[j] = rows[j, :] @ vector`` for ``j < rows_n``; for long
+    rows (``k >= 128``) four rows at a time: the four dot products share each load of the
+    vector and run as four independent chains (one row alone waits on its accumulator's
+    additions). Measured on an RK4 step of a 256-64-256 MLP: 7% faster; for short rows
+    (64) four at a time was slower."""
+    lines = []
+    four = rows_n - rows_n % 4 if k >= 128 else 0
+    if four:
+        lines += [f"for j in range(0, {four}, 4):"]
+        lines += [f"    {out}_{r} = {zero}" for r in range(4)]
+        lines += [f"    for i in range({k}):", f"        {out}_v = {vector}[i]"]
+        lines += [f"        {out}_{r} += {rows}[j + {r}, i] * {out}_v" for r in range(4)]
+        lines += [f"    {out}[j + {r}] = {out}_{r}" for r in range(4)]
+    if four < rows_n:
+        lines += [f"for j in range({four}, {rows_n}):",
+                  f"    {out}_0 = {zero}",
+                  f"    for i in range({k}):",
+                  f"        {out}_0 += {rows}[j, i] * {vector}[i]",
+                  f"    {out}[j] = {out}_0"]
+    return lines
 
 
 def _loop_source(op):
