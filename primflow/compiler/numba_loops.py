@@ -133,6 +133,35 @@ def aligned_copy_(a):
 """
 
 
+# a hint to fetch the next step's slices of a scan's xs while this step computes: read in
+# the loop (backwards for a reverse scan) they missed the caches at every step, ~0.7 ms of
+# the 8 ms reverse loop of an RK4 gradient (the four saved activations of 64 values)
+PREFETCH_SOURCE = """
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
+
+
+@intrinsic
+def prefetch_(typingctx, array, index):
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        address = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(8).as_pointer())
+        i32 = ir.IntType(32)
+        fn = builder.module.declare_intrinsic(
+            "llvm.prefetch", [address.type],
+            ir.FunctionType(ir.VoidType(), [address.type, i32, i32, i32]))
+        builder.call(fn, [address, i32(0), i32(3), i32(1)])  # read, keep, data cache
+        return context.get_dummy_value()
+
+    return types.void(array, index), codegen
+
+"""
+
+
 class Unsupported(Exception):
     """An operation of the loop has no numba form here (the loop stays in Python)."""
 
@@ -755,6 +784,12 @@ def _loop_source(op):
             sig.append((_dtype(v), len(_shape(v)) + 1, "C", False))
         slices = []
         for i in range(k, k + m):  # each step's slices of the xs, taken once
+            row = math.prod(_shape(op.inputs[i])[1:])
+            line = 64 // op.inputs[i].aval.dtype.itemsize  # (elements per cache line)
+            if row >= line:  # (never faults: the last step's hint points past the end)
+                body += [f"        for q in range(0, {row}, {line}):",
+                         f"            prefetch_({args[i][0]}, (t {'-' if reverse else '+'} 1)"
+                         f" * {row} + q)"]
             body.append(f"        x{i} = {args[i][0]}[t]")
             slices.append((f"x{i}", "s" if len(_shape(op.inputs[i])) == 1 else "C"))
         loop = ("    for t in range(n - 1, -1, -1):" if reverse
@@ -810,6 +845,8 @@ def _loop_source(op):
         header += TANH_SOURCE.replace("FLAGS", flags)
     if "aligned_copy_(" in "\n".join(values.hoisted):
         header += ALIGNED_SOURCE
+    if "prefetch_(" in "\n".join(lines):
+        header += PREFETCH_SOURCE
     header += f"\n@numba.njit(cache=True, nogil=True, error_model='numpy', {flags})\n"
     text = [f"def kernel({', '.join(params)}):"] + pre
     text += ["    " + h for h in values.hoisted] + lines
