@@ -133,10 +133,13 @@ def aligned_copy_(a):
 """
 
 
-# a hint to fetch the next step's slices of a scan's xs while this step computes: read in
-# the loop (backwards for a reverse scan) they missed the caches at every step, ~0.7 ms of
-# the 8 ms reverse loop of an RK4 gradient (the four saved activations of 64 values)
-PREFETCH_SOURCE = """
+# prefetch_: a hint to fetch the next step's slices of a scan's xs while this step computes:
+# read in the loop (backwards for a reverse scan) they missed the caches at every step,
+# ~0.7 ms of the 8 ms reverse loop of an RK4 gradient (the four saved activations of 64
+# values). stream_: a store that does not read the line into the caches first (LLVM's
+# nontemporal hint; a plain store elsewhere), for the stacked ys, read only after the
+# loop; stream_fence_ orders them before the kernel returns.
+INTRINSICS_SOURCE = """
 from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
@@ -158,6 +161,32 @@ def prefetch_(typingctx, array, index):
         return context.get_dummy_value()
 
     return types.void(array, index), codegen
+
+
+@intrinsic
+def stream_(typingctx, array, index, value):
+    if not isinstance(array, types.Array) or array.layout != "C":
+        return None
+
+    def codegen(context, builder, signature, args):
+        dtype = signature.args[0].dtype
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        value = context.cast(builder, args[2], signature.args[2], dtype)
+        store = builder.store(context.get_value_as_data(builder, dtype, value),
+                              builder.gep(data, [args[1]]))
+        store.set_metadata("nontemporal", builder.module.add_metadata([ir.IntType(32)(1)]))
+        return context.get_dummy_value()
+
+    return types.void(array, index, value), codegen
+
+
+@intrinsic
+def stream_fence_(typingctx):
+    def codegen(context, builder, signature, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return types.void(), codegen
 
 """
 
@@ -804,8 +833,6 @@ def _loop_source(op):
             if kind == "s" or not _shape(v) or values.kind.get(v) not in ("C", "A", "lit"):
                 body.append(f"        {out_names[j]}[t] = {expr}")
                 continue
-            flat = f"{out_names[j]}f"
-            values.hoisted.append(f"{flat} = {out_names[j]}.reshape((n, {size}))")
             row = values.view(v, (size,))
             body += ["        " + line for line in values.stmts]
             values.stmts = []
@@ -813,12 +840,15 @@ def _loop_source(op):
                 name = values.fresh("r")
                 body.append(f"        {name} = {row}")
                 row = name
-            rows.setdefault(size, []).append((flat, row))
-        # the rows are copied by explicit loops, one per row size (a slice assignment per
-        # row took twice as long: ~1.6 of an RK4 step's 8 us with eight saved rows)
+            rows.setdefault(size, []).append((out_names[j], row))
+        # the rows are copied by explicit loops, one per row size, with streaming stores
+        # (stream_): an RK4 step's eight saved rows cost ~1.6 us of its 8 as slice
+        # assignments, ~1 us as plain stores (every line read from memory before it is
+        # written, the rows going backwards in a reverse scan), ~0 streamed
         for size, pairs in rows.items():
             body.append(f"        for q in range({size}):")
-            body += [f"            {flat}[t, q] = {row}[q]" for flat, row in pairs]
+            body += [f"            stream_({stacked}, t * {size} + q, {row}[q])"
+                     for stacked, row in pairs]
         carry_names = [c[0] for c in carry]
         body += _rebind(carry_names, outs[:k], [c[1] for c in carry], values,
                         body_fn.outputs[:k], 2)
@@ -845,11 +875,13 @@ def _loop_source(op):
         header += TANH_SOURCE.replace("FLAGS", flags)
     if "aligned_copy_(" in "\n".join(values.hoisted):
         header += ALIGNED_SOURCE
-    if "prefetch_(" in "\n".join(lines):
-        header += PREFETCH_SOURCE
+    if "prefetch_(" in "\n".join(lines) or "stream_(" in "\n".join(lines):
+        header += INTRINSICS_SOURCE
     header += f"\n@numba.njit(cache=True, nogil=True, error_model='numpy', {flags})\n"
     text = [f"def kernel({', '.join(params)}):"] + pre
     text += ["    " + h for h in values.hoisted] + lines
+    if "stream_(" in "\n".join(lines):
+        text.append("    stream_fence_()")  # (streamed stores are visible to other threads)
     text.append(f"    return ({', '.join(returned)}{',' if len(returned) == 1 else ''})"
                 if returned else "    return 0")
     return header + "\n".join(text) + "\n", sig
