@@ -840,15 +840,21 @@ def _loop_source(op):
                 name = values.fresh("r")
                 body.append(f"        {name} = {row}")
                 row = name
-            rows.setdefault(size, []).append((out_names[j], row))
+            rows.setdefault(size, []).append((out_names[j], row, v.aval.dtype.itemsize))
         # the rows are copied by explicit loops, one per row size, with streaming stores
         # (stream_): an RK4 step's eight saved rows cost ~1.6 us of its 8 as slice
         # assignments, ~1 us as plain stores (every line read from memory before it is
         # written, the rows going backwards in a reverse scan), ~0 streamed
+        # (rows shorter than a cache line are stored as usual: a streamed partial line
+        # costs more than it saves)
         for size, pairs in rows.items():
             body.append(f"        for q in range({size}):")
-            body += [f"            stream_({stacked}, t * {size} + q, {row}[q])"
-                     for stacked, row in pairs]
+            for stacked, row, itemsize in pairs:
+                if size * itemsize >= 64:
+                    body.append(f"            stream_({stacked}, t * {size} + q, {row}[q])")
+                else:
+                    values.hoisted.append(f"{stacked}f = {stacked}.reshape((n, {size}))")
+                    body.append(f"            {stacked}f[t, q] = {row}[q]")
         carry_names = [c[0] for c in carry]
         body += _rebind(carry_names, outs[:k], [c[1] for c in carry], values,
                         body_fn.outputs[:k], 2)
