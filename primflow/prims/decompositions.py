@@ -40,7 +40,7 @@ import warnings
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from ..core.trace import Tracer
-from . import _batching as bt, _matrix as mx, _taylor as tl, compare as cmp, creation
+from . import _matrix as mx, _taylor as tl, compare as cmp, creation
 from . import elementwise as ew, reduce as rd, shape as sh
 from . import sharding as sr
 from .families import DECOMPOSITION as _F
@@ -62,13 +62,6 @@ def _check_rhs(name, a, b):
             b.shape[-2] != a.shape[-1]):
         raise PrimitiveError(f"{name}: right-hand side of shape {list(b.shape)} does not "
                              f"match matrices of shape {list(a.shape)}")
-
-
-def _batch_all_front(prim):
-    def rule(vals, bdims, **params):
-        return prim.bind(*bt.all_front(vals, bdims), **params), 0
-
-    return rule
 
 
 def _sum_products(pairs):
@@ -100,10 +93,6 @@ def _solve_vjp(g, out, a, b):
     return ew.neg(mx.mm(b_bar, mx.mT(out))), b_bar
 
 
-def _solve_batch(vals, bdims):
-    return solve(*bt.all_front(vals, bdims)), 0
-
-
 def _solve_taylor(primals, series, out=None):
     a0, b0 = primals
     order = tl.order_of(series)
@@ -120,7 +109,7 @@ def _solve_taylor(primals, series, out=None):
 
 solve = Primitive("solve", family=_F, shard=sr.MATRICES,
                   infer=_solve_infer, jvp=(_solve_a_jvp, _solve_b_jvp),
-                  vjp=_solve_vjp, batch=_solve_batch, taylor=_solve_taylor,
+                  vjp=_solve_vjp, taylor=_solve_taylor,
                   saves_out=True, linear_in=(1,),
                   doc="x with a @ x = b (LU with partial pivoting)")
 
@@ -165,10 +154,6 @@ def _tri_vjp(g, out, a, b, **p):
     return _tri_part(_tri_op(grad_op, p["transpose"]), p["lower"], p["unit_diagonal"]), b_bar
 
 
-def _tri_batch(vals, bdims, **p):
-    return triangular_solve(*bt.all_front(vals, bdims), **p), 0
-
-
 def _tri_taylor(primals, series, out=None, **p):
     a0, b0 = primals
     order = tl.order_of(series)
@@ -188,7 +173,7 @@ def _tri_taylor(primals, series, out=None, **p):
 triangular_solve = Primitive(
     "triangular_solve", family=_F, shard=sr.MATRICES,
     infer=_tri_infer, jvp=(_tri_a_jvp, _tri_b_jvp),
-    vjp=_tri_vjp, batch=_tri_batch, taylor=_tri_taylor, saves_out=True,
+    vjp=_tri_vjp, taylor=_tri_taylor, saves_out=True,
     linear_in=(1,), doc="x with op(a) @ x = b for triangular a (op: identity or transpose)")
 
 
@@ -220,10 +205,6 @@ def _cholesky_vjp(g, out, a):
     return mx.sym(mx.mT(_lower_solve(out, mx.mT(left), transpose=True)))
 
 
-def _cholesky_batch(vals, bdims):
-    return cholesky(bt.move_to_front(vals[0], bdims[0])), 0
-
-
 def _cholesky_taylor(primals, series, out=None):
     (a0,), (a_s,) = primals, series
     order = len(a_s) - 1
@@ -239,7 +220,7 @@ def _cholesky_taylor(primals, series, out=None):
 
 cholesky = Primitive("cholesky", family=_F, shard=sr.MATRICES,
                      infer=_cholesky_infer, jvp=(_cholesky_jvp,),
-                     vjp=(_cholesky_vjp,), batch=_cholesky_batch, taylor=_cholesky_taylor,
+                     vjp=(_cholesky_vjp,), taylor=_cholesky_taylor,
                      saves_out=True, saves_inputs=(),
                      doc="lower-triangular L with a = L @ L^T (a symmetric positive definite)")
 
@@ -281,10 +262,6 @@ def _slogdet_vjp(g, out, a):  # a_bar = g_logdet a^-T
     return ew.mul(weight, inv_t)
 
 
-def _slogdet_batch(vals, bdims):
-    return slogdet(bt.move_to_front(vals[0], bdims[0])), 0
-
-
 def _slogdet_taylor(primals, series, out=None):
     # d/dt log det a(t) = tr(y(t)) with a y = a': the solve recurrence on a's derivative
     (a0,), (a_s,) = primals, series
@@ -303,7 +280,7 @@ def _slogdet_taylor(primals, series, out=None):
 
 slogdet = Primitive("slogdet", family=_F, shard=sr.MATRICES,
                     infer=_slogdet_infer, jvp=(_slogdet_jvp,),
-                    vjp=(_slogdet_vjp,), batch=_slogdet_batch, taylor=_slogdet_taylor,
+                    vjp=(_slogdet_vjp,), taylor=_slogdet_taylor,
                     doc="[..., 2]: sign and log|det| of each matrix")
 
 
@@ -386,10 +363,6 @@ def _warn_if_not_invariant(vt_vbar, degenerate):
                       "terms to zero", RuntimeWarning, stacklevel=4)
 
 
-def _eigh_batch(vals, bdims):
-    return eigh(bt.move_to_front(vals[0], bdims[0])), 0
-
-
 def _eigh_taylor(primals, series, out=None):
     (a0,), (a_s,) = primals, series
     order = len(a_s) - 1
@@ -428,8 +401,8 @@ def _eigh_taylor(primals, series, out=None):
 
 
 eigh = Primitive("eigh", family=_F, shard=sr.MATRICES,
-                 infer=_eigh_infer, jvp=(_eigh_jvp,), vjp=(_eigh_vjp,),
-                 batch=_eigh_batch, taylor=_eigh_taylor, saves_out=True, saves_inputs=(),
+                 infer=_eigh_infer, jvp=(_eigh_jvp,), vjp=(_eigh_vjp,), taylor=_eigh_taylor,
+                 saves_out=True, saves_inputs=(),
                  doc="[..., n, n + 1]: eigenvectors then eigenvalues of a symmetric matrix")
 
 
@@ -487,10 +460,6 @@ def _lu_vjp(g, out, a):
     return mx.mm(mx.mT(p), c_bar)
 
 
-def _lu_batch(vals, bdims):
-    return lu(bt.move_to_front(vals[0], bdims[0])), 0
-
-
 def _lu_taylor(primals, series, out=None):
     (a0,), (a_s,) = primals, series
     order = len(a_s) - 1
@@ -513,8 +482,8 @@ def _lu_taylor(primals, series, out=None):
     return out, coefficients
 
 
-lu = Primitive("lu", family=_F, shard=sr.MATRICES, infer=_lu_infer, jvp=(_lu_jvp,), vjp=(_lu_vjp,),
-               batch=_lu_batch, taylor=_lu_taylor, saves_out=True, saves_inputs=(),
+lu = Primitive("lu", family=_F, shard=sr.MATRICES, infer=_lu_infer, jvp=(_lu_jvp,),
+               vjp=(_lu_vjp,), taylor=_lu_taylor, saves_out=True, saves_inputs=(),
                doc="[..., n, n + 1]: packed L\\U and the row permutation (as floats)")
 
 
@@ -526,36 +495,10 @@ def _pivots_infer(x):
     return Aval(x.shape, x.dtype)
 
 
-def _int_batch(prim):
-    def rule(vals, bdims):
-        return prim.bind(bt.move_to_front(vals[0], bdims[0])), 0
-
-    return rule
-
-
-def _lu_pivots_batch(vals, bdims):
-    return _int_batch(lu_pivots)(vals, bdims)
-
-
-def _lu_permutation_batch(vals, bdims):
-    return _int_batch(lu_permutation)(vals, bdims)
-
-
-def _lu_pivots_taylor(primals, series, out=None):
-    return tl.no_series_rule(lu_pivots)(primals, series, out)
-
-
-def _lu_permutation_taylor(primals, series, out=None):
-    return tl.no_series_rule(lu_permutation)(primals, series, out)
-
-
-lu_pivots = Primitive("lu_pivots", family=_F, shard=sr.PIVOTS,
-                      infer=_pivots_infer, differentiable=False,
-                      batch=_lu_pivots_batch, taylor=_lu_pivots_taylor,
-                      doc="1-based LAPACK row swaps of a row permutation")
+lu_pivots = Primitive("lu_pivots", family=_F, shard=sr.PIVOTS, infer=_pivots_infer,
+                      differentiable=False, doc="1-based LAPACK row swaps of a row permutation")
 lu_permutation = Primitive("lu_permutation", family=_F, shard=sr.PIVOTS, infer=_pivots_infer,
-                           differentiable=False, batch=_lu_permutation_batch,
-                           taylor=_lu_permutation_taylor,
+                           differentiable=False,
                            doc="the row permutation of 1-based LAPACK row swaps")
 
 
@@ -620,10 +563,6 @@ def _qr_vjp(g, out, a):
     return _right_solve_upper_t(inner, r)
 
 
-def _qr_batch(vals, bdims):
-    return qr(bt.move_to_front(vals[0], bdims[0])), 0
-
-
 def _qr_taylor(primals, series, out=None):
     (a0,), (a_s,) = primals, series
     order = len(a_s) - 1
@@ -647,8 +586,8 @@ def _qr_taylor(primals, series, out=None):
     return out, coefficients
 
 
-qr = Primitive("qr", family=_F, shard=sr.MATRICES, infer=_qr_infer, jvp=(_qr_jvp,), vjp=(_qr_vjp,),
-               batch=_qr_batch, taylor=_qr_taylor, saves_out=True, saves_inputs=(),
+qr = Primitive("qr", family=_F, shard=sr.MATRICES, infer=_qr_infer, jvp=(_qr_jvp,),
+               vjp=(_qr_vjp,), taylor=_qr_taylor, saves_out=True, saves_inputs=(),
                doc="[..., m + n, n]: reduced Q (first m rows) then R of a tall matrix")
 
 
@@ -740,10 +679,6 @@ def _svd_vjp(g, out, a):
     return ew.add(core, mx.mm(_scale_columns(outside, ew.div(one, s)), mx.mT(v)))
 
 
-def _svd_batch(vals, bdims):
-    return svd(bt.move_to_front(vals[0], bdims[0])), 0
-
-
 def _svd_taylor(primals, series, out=None):
     (a0,), (a_s,) = primals, series
     order = len(a_s) - 1
@@ -783,7 +718,7 @@ def _svd_taylor(primals, series, out=None):
 
 
 svd = Primitive("svd", family=_F, shard=sr.MATRICES,
-                infer=_svd_infer, jvp=(_svd_jvp,), vjp=(_svd_vjp,),
-                batch=_svd_batch, taylor=_svd_taylor, saves_out=True, saves_inputs=(),
+                infer=_svd_infer, jvp=(_svd_jvp,), vjp=(_svd_vjp,), taylor=_svd_taylor,
+                saves_out=True, saves_inputs=(),
                 doc="[..., m + 1 + n, n]: U, the singular values (descending) and V of a "
                     "tall matrix (a = U diag(s) V^T)")

@@ -568,67 +568,68 @@ def _jvp_region(region, values, tangents):
     return list(outs), [d if o.dtype.is_floating else None for o, d in zip(outs, dots)]
 
 
+def _placed(positions, values, n):
+    """A list of ``n`` Nones with ``values`` at ``positions``."""
+    out = [None] * n
+    for i, v in zip(positions, values):
+        out[i] = v
+    return out
+
+
+def _augmented_loop(kind, params, primals, extras, fill, through):
+    """A staged loop carrying, beside each float carry (and each scanned input that has
+    one), an extra: its tangent (jvp) or its Taylor coefficients (jet). ``fill(value,
+    extra)`` makes the extra where there is none (zeros); ``through(region, values,
+    extras) -> (outs, out_extras)`` runs the body on both. The loop stays one operation
+    instead of being unrolled. Returns the outputs and their extras (None: none)."""
+    k = params["n_carry"]
+    fc = _float_positions(primals[:k])
+    carry_e = [fill(primals[i], extras[i]) for i in fc]
+    if kind == "while":
+        consts_p, consts_e = primals[k:], extras[k:]
+
+        def cond_fn(state):
+            return evaluate_bound(params["cond"], list(state[0]) + consts_p)[0]
+
+        def body_fn(state):
+            cp, ce = state
+            outs, out_e = through(params["body"], list(cp) + consts_p,
+                                  _placed(fc, ce, k) + consts_e)
+            return outs, [fill(outs[i], out_e[i]) for i in fc]
+
+        cp, ce = while_loop(cond_fn, body_fn, (primals[:k], carry_e))
+        return list(cp), _placed(fc, ce, k)
+    m = params["n_xs"]
+    xs_p, xs_e = primals[k:k + m], extras[k:k + m]
+    consts_p, consts_e = primals[k + m:], extras[k + m:]
+    tx = [i for i, e in enumerate(xs_e) if e is not None]
+
+    def step(carry, x):
+        (cp, ce), (xp, xe) = carry, x
+        outs, out_e = through(params["body"], list(cp) + list(xp) + consts_p,
+                              _placed(fc, ce, k) + _placed(tx, xe, m) + consts_e)
+        fy = _float_positions(outs[k:])
+        return ((outs[:k], [fill(outs[i], out_e[i]) for i in fc]),
+                (outs[k:], [fill(outs[k + j], out_e[k + j]) for j in fy]))
+
+    (cp, ce), (ys, ye) = scan(step, (primals[:k], carry_e),
+                              (xs_p, [fill(xs_p[i], xs_e[i]) for i in tx]),
+                              length=params["length"], reverse=params["reverse"])
+    return list(cp) + list(ys), _placed(fc, ce, k) + _placed(_float_positions(ys), ye, len(ys))
+
+
 def _jvp_rule(trace, kind, params, operands):
     """The jvp of a staged loop: a loop carrying primals and tangents, whose body is the
     jvp of the body (every float carry gets a tangent, zero where it had none)."""
     primals, tangents = _split_jvp(trace, operands)
-    k = params["n_carry"]
-    fc = _float_positions(primals[:k])
-    carry_t = [tangents[i] if tangents[i] is not None else zeros_like(primals[i])
-               for i in fc]
-    if kind == "while":
-        consts_p, consts_t = primals[k:], tangents[k:]
-
-        def cond_fn(s):
-            return evaluate_bound(params["cond"], list(s[0]) + consts_p)[0]
-
-        def body_fn(s):
-            cp, ct = s
-            tan = [None] * k
-            for i, t in zip(fc, ct):
-                tan[i] = t
-            outs, dots = _jvp_region(params["body"], list(cp) + consts_p, tan + consts_t)
-            return outs, [dots[i] for i in fc]
-
-        cp, ct = while_loop(cond_fn, body_fn, (primals[:k], carry_t))
-        out_p, out_t = list(cp), [None] * k
-        for i, t in zip(fc, ct):
-            out_t[i] = t
-    else:
-        m = params["n_xs"]
-        xs_p, xs_t = primals[k:k + m], tangents[k:k + m]
-        consts_p, consts_t = primals[k + m:], tangents[k + m:]
-        tx = [i for i, t in enumerate(xs_t) if t is not None]
-
-        def step(carry, x):
-            cp, ct = carry
-            xp, xt = x
-            tan = [None] * k
-            for i, t in zip(fc, ct):
-                tan[i] = t
-            x_tan = [None] * m
-            for i, t in zip(tx, xt):
-                x_tan[i] = t
-            outs, dots = _jvp_region(params["body"], list(cp) + list(xp) + consts_p,
-                                     tan + x_tan + consts_t)
-            fy = _float_positions(outs[k:])
-            return (outs[:k], [dots[i] for i in fc]), (outs[k:], [dots[k + j] for j in fy])
-
-        (cp, ct), (ys, yts) = scan(step, (primals[:k], carry_t),
-                                   (xs_p, [xs_t[i] for i in tx]), length=params["length"],
-                                   reverse=params["reverse"])
-        out_p, out_t = list(cp) + list(ys), [None] * (k + len(ys))
-        for i, t in zip(fc, ct):
-            out_t[i] = t
-        for j, t in zip(_float_positions(ys), yts):
-            out_t[k + j] = t
+    out_p, out_t = _augmented_loop(kind, params, primals, tangents,
+                                   lambda v, t: zeros_like(v) if t is None else t, _jvp_region)
     return [JVPTracer(trace, p, t) if t is not None else p for p, t in zip(out_p, out_t)]
 
 
 def _taylor_rule(trace, kind, params, operands):
     """The jet of a staged loop: a loop carrying each float carry's Taylor coefficients
-    (zeros where it has none), whose body propagates them through the body in Taylor mode,
-    so the loop stays one operation instead of being unrolled."""
+    (zeros where it has none), whose body propagates them through the body in Taylor mode."""
     order = trace.order
     primals, series = [], []
     for a in operands:
@@ -644,62 +645,11 @@ def _taylor_rule(trace, kind, params, operands):
 
     def through(region, values, in_series):
         outs = taylor_series(lambda *v: evaluate_bound(region, list(v)), list(values),
-                             in_series, order)
+                             [None if c is None else list(c) for c in in_series], order)
         return [o[0] for o in outs], [o[1:] for o in outs]
 
-    k = params["n_carry"]
-    fc = _float_positions(primals[:k])
-    carry_s = [filled(primals[i], series[i]) for i in fc]
-
-    def carry_series(cs):
-        in_series = [None] * k
-        for i, c in zip(fc, cs):
-            in_series[i] = list(c)
-        return in_series
-
-    if kind == "while":
-        consts_p, consts_s = primals[k:], series[k:]
-
-        def cond_fn(state):
-            return evaluate_bound(params["cond"], list(state[0]) + consts_p)[0]
-
-        def body_fn(state):
-            cp, cs = state
-            outs, out_s = through(params["body"], list(cp) + consts_p,
-                                  carry_series(cs) + consts_s)
-            return outs, [filled(outs[i], out_s[i]) for i in fc]
-
-        cp, cs = while_loop(cond_fn, body_fn, (primals[:k], carry_s))
-        out_p, out_s = list(cp), [None] * k
-        for i, c in zip(fc, cs):
-            out_s[i] = list(c)
-    else:
-        m = params["n_xs"]
-        xs_p, xs_s = primals[k:k + m], series[k:k + m]
-        consts_p, consts_s = primals[k + m:], series[k + m:]
-        tx = [i for i, c in enumerate(xs_s) if c is not None]
-
-        def step(carry, x):
-            cp, cs = carry
-            xp, xc = x
-            x_series = [None] * m
-            for i, c in zip(tx, xc):
-                x_series[i] = list(c)
-            outs, out_s = through(params["body"], list(cp) + list(xp) + consts_p,
-                                  carry_series(cs) + x_series + consts_s)
-            fy = _float_positions(outs[k:])
-            return ((outs[:k], [filled(outs[i], out_s[i]) for i in fc]),
-                    (outs[k:], [filled(outs[k + j], out_s[k + j]) for j in fy]))
-
-        (cp, cs), (ys, ys_s) = scan(step, (primals[:k], carry_s),
-                                    (xs_p, [filled(xs_p[i], xs_s[i]) for i in tx]),
-                                    length=params["length"], reverse=params["reverse"])
-        out_p, out_s = list(cp) + list(ys), [None] * (k + len(ys))
-        for i, c in zip(fc, cs):
-            out_s[i] = list(c)
-        for j, c in zip(_float_positions(ys), ys_s):
-            out_s[k + j] = list(c)
-    return [TaylorTracer(trace, [p] + s) if s is not None else p
+    out_p, out_s = _augmented_loop(kind, params, primals, series, filled, through)
+    return [TaylorTracer(trace, [p] + list(s)) if s is not None else p
             for p, s in zip(out_p, out_s)]
 
 
