@@ -145,13 +145,8 @@ def _erfc_probe_jvp(g, out, x):  # d erfc = -2/sqrt(pi) exp(-x^2)
 def _erfc_probe_series(xs, z0, x0):  # z' = -c e x' with e = exp(-x^2) as a series
     q = [tl.scale(tl.square_coefficient(xs, m), -1.0) for m in range(len(xs))]
     e = tl.exp_series(q, ew.exp(q[0]))
-    zs = [z0]
-    for k in range(1, len(xs)):
-        total = None
-        for j in range(1, k + 1):
-            total = tl.add(total, tl.scale(tl.mul(xs[j], e[k - j]), j))
-        zs.append(tl.scale(total, -tl.TWO_OVER_SQRT_PI / k))
-    return zs
+    return [z0] + [tl.scale(tl.convolution(xs, e, k, weighted=True), -tl.TWO_OVER_SQRT_PI / k)
+                   for k in range(1, len(xs))]
 
 
 erfc_probe = Primitive("erfc_probe", family=ELEMENTWISE_TRANSCENDENTAL,

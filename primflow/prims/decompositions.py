@@ -64,11 +64,8 @@ def _check_rhs(name, a, b):
                              f"match matrices of shape {list(a.shape)}")
 
 
-def _sum_products(pairs):
-    total = None
-    for a, b in pairs:
-        total = tl.add(total, mx.mm(a, b))
-    return total
+def _mtm(a, b):
+    return mx.mm(mx.mT(a), b)
 
 
 # ---- solve ---------------------------------------------------------------------------------
@@ -101,8 +98,7 @@ def _solve_taylor(primals, series, out=None):
     b_s = tl.full_series(series[1], b0, order)
     xs = [out]
     for k in range(1, order + 1):
-        rhs = tl.sub(b_s[k], _sum_products((a_s[j], xs[k - j]) for j in range(1, k + 1)
-                                           if a_s[j] is not None and xs[k - j] is not None))
+        rhs = tl.sub(b_s[k], tl.convolution(a_s, xs, k, product=mx.mm))
         xs.append(None if rhs is None else solve(a0, rhs))
     return out, xs
 
@@ -162,10 +158,8 @@ def _tri_taylor(primals, series, out=None, **p):
     b_s = tl.full_series(series[1], b0, order)
     xs = [out]
     for k in range(1, order + 1):
-        rhs = tl.sub(b_s[k], _sum_products(
-            (_tri_op(_tri_part(a_s[j], p["lower"], p["unit_diagonal"]), p["transpose"]),
-             xs[k - j]) for j in range(1, k + 1)
-            if a_s[j] is not None and xs[k - j] is not None))
+        rhs = tl.sub(b_s[k], tl.convolution(a_s, xs, k, product=lambda a, x: mx.mm(
+            _tri_op(_tri_part(a, p["lower"], p["unit_diagonal"]), p["transpose"]), x)))
         xs.append(None if rhs is None else triangular_solve(a0, rhs, **p))
     return out, xs
 
@@ -211,9 +205,8 @@ def _cholesky_taylor(primals, series, out=None):
     l0 = cholesky(a0) if out is None else out
     ls = [l0]
     for k in range(1, order + 1):
-        c = tl.sub(None if a_s[k] is None else mx.sym(a_s[k]), _sum_products(
-            (ls[j], mx.mT(ls[k - j])) for j in range(1, k)
-            if ls[j] is not None and ls[k - j] is not None))
+        c = tl.sub(None if a_s[k] is None else mx.sym(a_s[k]), tl.convolution(
+            ls, ls, k, hi=k - 1, product=lambda a, b: mx.mm(a, mx.mT(b))))
         ls.append(None if c is None else _cholesky_step(l0, c))
     return l0, ls
 
@@ -270,8 +263,7 @@ def _slogdet_taylor(primals, series, out=None):
     d_s = [None if a_s[m + 1] is None else mx.scale(a_s[m + 1], m + 1) for m in range(order)]
     ys, coefficients = [], [out]
     for m in range(order):
-        rhs = tl.sub(d_s[m], _sum_products((a_s[j], ys[m - j]) for j in range(1, m + 1)
-                                           if a_s[j] is not None and ys[m - j] is not None))
+        rhs = tl.sub(d_s[m], tl.convolution(a_s, ys, m, product=mx.mm))
         ys.append(None if rhs is None else solve(a0, rhs))
         coefficients.append(None if ys[m] is None else _pack_logdet(
             _trace(mx.scale(ys[m], 1.0 / (m + 1)))))
@@ -373,23 +365,15 @@ def _eigh_taylor(primals, series, out=None):
     a_s = [a_s[0]] + [None if c is None else mx.sym(c) for c in a_s[1:]]
     for k in range(1, order + 1):
         # r_k = sum_{j=1}^{k-1} v_j w_{k-j} - sum_{j=1}^{k} a_j v_{k-j}
-        r = None
-        for j in range(1, k):
-            if vs[j] is not None and ws[k - j] is not None:
-                r = tl.add(r, ew.mul(vs[j], sh.broadcast_in_dim(
-                    ws[k - j], shape=tuple(vs[j]._shape),
-                    broadcast_dimensions=tuple(range(len(vs[j]._shape) - 2))
-                    + (len(vs[j]._shape) - 1,))))
-        r = tl.sub(r, _sum_products((a_s[j], vs[k - j]) for j in range(1, k + 1)
-                                    if a_s[j] is not None and vs[k - j] is not None))
+        r = tl.sub(tl.convolution(vs, ws, k, hi=k - 1, product=_scale_columns),
+                   tl.convolution(a_s, vs, k, product=mx.mm))
         if r is None:
             vs.append(None)
             ws.append(None)
             coefficients.append(None)
             continue
         t = mx.mm(mx.mT(v0), r)  # w0 c - c w0 - w_k = t
-        s = tl.scale(_sum_products((mx.mT(vs[j]), vs[k - j]) for j in range(1, k)
-                                   if vs[j] is not None and vs[k - j] is not None), -1.0)
+        s = tl.scale(tl.convolution(vs, vs, k, hi=k - 1, product=_mtm), -1.0)
         c = ew.mul(f, ew.neg(t))
         if s is not None:
             c = ew.add(c, mx.scale(mx.diag_embed(mx.diagonal(s)), 0.5))
@@ -467,9 +451,8 @@ def _lu_taylor(primals, series, out=None):
     lower, upper, p = _lu_parts(out)
     ls, us, coefficients = [lower], [upper], [out]
     for k in range(1, order + 1):
-        c = tl.sub(None if a_s[k] is None else mx.mm(p, a_s[k]), _sum_products(
-            (ls[j], us[k - j]) for j in range(1, k) if ls[j] is not None
-            and us[k - j] is not None))
+        c = tl.sub(None if a_s[k] is None else mx.mm(p, a_s[k]),
+                   tl.convolution(ls, us, k, hi=k - 1, product=mx.mm))
         if c is None:
             ls.append(None)
             us.append(None)
@@ -570,15 +553,13 @@ def _qr_taylor(primals, series, out=None):
     q0, r0 = _qr_parts(out)
     qs, rs, coefficients = [q0], [r0], [out]
     for k in range(1, order + 1):
-        c = tl.sub(a_s[k], _sum_products((qs[j], rs[k - j]) for j in range(1, k)
-                                         if qs[j] is not None and rs[k - j] is not None))
+        c = tl.sub(a_s[k], tl.convolution(qs, rs, k, hi=k - 1, product=mx.mm))
         if c is None:
             qs.append(None)
             rs.append(None)
             coefficients.append(None)
             continue
-        s = tl.scale(_sum_products((mx.mT(qs[j]), qs[k - j]) for j in range(1, k)
-                                   if qs[j] is not None and qs[k - j] is not None), -1.0)
+        s = tl.scale(tl.convolution(qs, qs, k, hi=k - 1, product=_mtm), -1.0)
         qk, rk = _qr_step(q0, r0, c, s)
         qs.append(qk)
         rs.append(rk)
@@ -687,16 +668,10 @@ def _svd_taylor(primals, series, out=None):
     f = _square_gap_inverse(s0)
     us, ss, vs, coefficients = [u0], [s0], [v0], [out]
     for k in range(1, order + 1):
-        r1, r2 = None, None
-        for j in range(1, k):
-            if us[j] is not None and ss[k - j] is not None:
-                r1 = tl.add(r1, _scale_columns(us[j], ss[k - j]))
-            if vs[j] is not None and ss[k - j] is not None:
-                r2 = tl.add(r2, _scale_columns(vs[j], ss[k - j]))
-        r1 = tl.sub(r1, _sum_products((a_s[j], vs[k - j]) for j in range(1, k + 1)
-                                      if a_s[j] is not None and vs[k - j] is not None))
-        r2 = tl.sub(r2, _sum_products((mx.mT(a_s[j]), us[k - j]) for j in range(1, k + 1)
-                                      if a_s[j] is not None and us[k - j] is not None))
+        r1 = tl.sub(tl.convolution(us, ss, k, hi=k - 1, product=_scale_columns),
+                    tl.convolution(a_s, vs, k, product=mx.mm))
+        r2 = tl.sub(tl.convolution(vs, ss, k, hi=k - 1, product=_scale_columns),
+                    tl.convolution(a_s, us, k, product=_mtm))
         if r1 is None and r2 is None:
             us.append(None)
             ss.append(None)
@@ -705,10 +680,8 @@ def _svd_taylor(primals, series, out=None):
             continue
         r1 = r1 if r1 is not None else tl.zeros_like(u0)
         r2 = r2 if r2 is not None else tl.zeros_like(v0)
-        su = tl.scale(_sum_products((mx.mT(us[j]), us[k - j]) for j in range(1, k)
-                                    if us[j] is not None and us[k - j] is not None), -1.0)
-        sv = tl.scale(_sum_products((mx.mT(vs[j]), vs[k - j]) for j in range(1, k)
-                                    if vs[j] is not None and vs[k - j] is not None), -1.0)
+        su = tl.scale(tl.convolution(us, us, k, hi=k - 1, product=_mtm), -1.0)
+        sv = tl.scale(tl.convolution(vs, vs, k, hi=k - 1, product=_mtm), -1.0)
         uk, sk, vk = _svd_step(u0, s0, v0, f, r1, r2, su, sv)
         us.append(uk)
         ss.append(sk)
