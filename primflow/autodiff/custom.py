@@ -15,7 +15,7 @@ import copy
 import functools
 
 from ..core.primitive import CustomRule, Node, record_custom
-from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.pytree import replace_at, tree_flatten, tree_unflatten
 from ..core.state import enable_grad, no_grad, state
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
@@ -519,10 +519,7 @@ def checkpoint(f):
         versions = [x._version for x in inputs]
 
         def run(handles):
-            full = list(leaves)
-            for i, h in zip(positions, handles):
-                full[i] = h
-            return f(*tree_unflatten(in_tree, full))
+            return f(*tree_unflatten(in_tree, replace_at(leaves, positions, handles)))
 
         with enable_grad():  # a recorded pass, only to find closed-over parameters
             handles = [grad_handle(x) for x in inputs]

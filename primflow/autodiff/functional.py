@@ -15,7 +15,7 @@ import copy
 import functools
 
 from .. import prims
-from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.pytree import replace_at, tree_flatten, tree_unflatten
 from ..core.state import enable_grad, state
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
@@ -201,10 +201,7 @@ def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position
                              "were given: nothing to differentiate")
 
         def restricted(*diff):
-            full = list(args)
-            for i, d in zip(nums or (), diff):
-                full[i] = d
-            out = fun(*full, **kwargs)
+            out = fun(*replace_at(args, nums or (), diff), **kwargs)
             main = as_tensor(out[0] if has_aux else out)
             if main.size != 1:
                 raise TypeError(f"grad requires a function with a scalar output, got shape "

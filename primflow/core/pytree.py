@@ -146,3 +146,17 @@ def tree_leaves(tree, is_leaf=None) -> list:
 def tree_structure(tree, is_leaf=None) -> TreeDef:
     """The TreeDef of ``tree``."""
     return tree_flatten(tree, is_leaf)[1]
+
+
+def replace_at(values, positions, new) -> list:
+    """A list of ``values`` with ``new[k]`` at ``positions[k]``: the arguments of a
+    function with the differentiated ones substituted, results put back in place.
+
+    Example:
+        >>> replace_at([1, 2, 3], (0, 2), ("a", "c"))
+        ['a', 2, 'c']
+    """
+    out = list(values)
+    for i, v in zip(positions, new):
+        out[i] = v
+    return out

@@ -34,7 +34,7 @@ from ..autodiff.taylor import TaylorTrace, TaylorTracer, taylor_series
 from ..backends import get_backend
 from ..core import dtypes
 from ..core.primitive import Aval, record_custom
-from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.pytree import replace_at, tree_flatten, tree_unflatten
 from ..core.state import enable_grad, state
 from ..core.trace import Tracer, new_trace
 from ..ir import Builder, Function, evaluate_bound
@@ -378,9 +378,7 @@ def _region_vjp(region, values, positions, cotangents, saved=None):
     slot_of = []  # output -> its position among the distinct output tensors
 
     def f(*diff):
-        full = list(values)
-        for i, d in zip(positions, diff):
-            full[i] = d
+        full = replace_at(values, positions, diff)
         outs = _replay(region, full, saved) if saved else evaluate_bound(region, full)
         # a tensor returned twice (a carry that is also saved) is one output whose
         # cotangent is the sum of both
@@ -558,10 +556,7 @@ def _jvp_region(region, values, tangents):
         return outs, [zeros_like(o) if o.dtype.is_floating else None for o in outs]
 
     def f(*diff):
-        full = list(values)
-        for i, d in zip(positions, diff):
-            full[i] = d
-        return evaluate_bound(region, full)
+        return evaluate_bound(region, replace_at(values, positions, diff))
 
     outs, dots = _jvp(f, tuple(values[i] for i in positions),
                       tuple(tangents[i] for i in positions))
@@ -570,10 +565,7 @@ def _jvp_region(region, values, tangents):
 
 def _placed(positions, values, n):
     """A list of ``n`` Nones with ``values`` at ``positions``."""
-    out = [None] * n
-    for i, v in zip(positions, values):
-        out[i] = v
-    return out
+    return replace_at([None] * n, positions, values)
 
 
 def _augmented_loop(kind, params, primals, extras, fill, through):
