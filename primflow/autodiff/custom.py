@@ -20,7 +20,7 @@ from ..core.state import enable_grad, no_grad, state
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
 from ..ops.helpers import alias, as_tensor, cast
-from ..ops.creation import zeros_like
+from ..ops.creation import full, zeros_like
 from .forward import JVPTrace, JVPTracer
 from .functional import grad_handle
 from .tape import _run_backward
@@ -71,11 +71,13 @@ def _check_cotangents(rule_name, got, expected_tensors, what):
 def _attach(outputs, inputs, name, pullback):
     """Records one custom node per output; ``pullback(cotangents) -> list per input``."""
     result = []
+    # the rules hold the outputs' shapes, not the outputs (no output -> rule -> output cycle)
+    avals = [(tuple(o._shape), o.dtype) for o in outputs]
     for k, o in enumerate(outputs):
         o = _detached(o)
 
         def vjp(g, _out, *_inputs, k=k):
-            cts = [zeros_like(p) for p in outputs]
+            cts = [full(shape, 0, dtype=dtype) for shape, dtype in avals]
             cts[k] = g
             return tuple(pullback(cts))
 
@@ -422,6 +424,7 @@ class PyLayer:
                 node_inputs[j] = alias(o)  # the node reads the value before the update
                 inplace.append((k, j))
         out_dtypes = [o.dtype for o in outs]
+        out_shapes = [tuple(o._shape) for o in outs]  # (the rules hold no output: no cycle)
         differentiable = [id(items[i]) not in ctx._non_differentiable for i in positions]
 
         def pullback(cotangents):
@@ -449,7 +452,8 @@ class PyLayer:
                 continue
 
             def vjp(g, _out, *_inputs, k=k):
-                cts = [zeros_like(p) if ctx.materialize_grads else None for p in outs]
+                cts = [full(shape, 0, dtype=dt) if ctx.materialize_grads else None
+                       for shape, dt in zip(out_shapes, out_dtypes)]
                 cts[k] = g
                 return tuple(pullback(cts))
 

@@ -1032,14 +1032,16 @@ def _attach_backward(entry, inputs, diff, results, keys):
 
     pullback = recomputing_pullback(name, run, diff_inputs)
 
-    out = []
+    out, n = [], len(results)
     for k, r in enumerate(results):
         if not entry.out_requires_grad[k]:
             out.append(r)
             continue
 
+        # (the rule holds no output: an output -> node -> rule -> output cycle would keep
+        # every call's result alive until the garbage collector runs)
         def vjp(g, _out, *_inputs, k=k):
-            cts = [None] * len(results)
+            cts = [None] * n
             cts[k] = g
             return tuple(pullback(cts))
 
