@@ -63,7 +63,7 @@ from __future__ import annotations
 from .backend import on_install
 from .state import departures, state
 from .tensor import Tensor
-from .trace import Tracer
+from .trace import Tracer, staging_trace
 
 _backend = None  # the installed backend (set through core/backend.py's on_install)
 _registry: dict = {}
@@ -471,10 +471,7 @@ def _staging_trace(args):
     program inputs, so that later updates to them are seen)."""
     if args and all(a.stop_gradient for a in args):
         return None
-    for t in reversed(state.trace_stack):
-        if t.stages_creation:
-            return t
-    return None
+    return staging_trace()
 
 
 def _innermost_trace(args):

@@ -36,7 +36,7 @@ from ..core import dtypes
 from ..core.primitive import Aval, record_custom
 from ..core.pytree import replace_at, tree_flatten, tree_unflatten
 from ..core.state import enable_grad, state
-from ..core.trace import Tracer, new_trace
+from ..core.trace import Tracer, new_trace, staging_trace
 from ..ir import Builder, Function, evaluate_bound
 from ..ir.interpreter import set_control_rule
 from ..ir.regions import TupleAval, result_avals
@@ -81,14 +81,6 @@ def _lanes(t):
         t = t.val if isinstance(t, BatchTracer) else (
             t.primal if isinstance(t, JVPTracer) else t.series[0])
     return None if isinstance(t, Tracer) else t._value
-
-
-def _staging():
-    """The innermost trace that stages operations (pf.jit's, or a region's), or None."""
-    for t in reversed(state.trace_stack):
-        if t.stages_creation:
-            return t
-    return None
 
 
 def _leaves(tree):
@@ -218,7 +210,7 @@ def _fresh(t):
 def _stage(kind, operands, params, out_avals):
     """Adds a control-flow operation to the innermost staging trace; returns its results
     as tracers."""
-    trace = _staging()
+    trace = staging_trace()
     ins = [trace.lift(as_tensor(a)) for a in operands]
     tup = trace.builder.add_op(kind, ins, params, TupleAval(out_avals))
     return [JitTracer(trace, trace.builder.add_op("get", [tup], {"index": k}, aval))
@@ -267,7 +259,7 @@ def apply_control(kind, params, operands):
     ``primflow.ir.regions``) to ``operands``: staged when a jit trace is active, else run
     as Python control flow on the values (the tape and other transforms see every step)."""
     operands = [as_tensor(a) for a in operands]
-    if _staging() is not None:
+    if staging_trace() is not None:
         if not _foreign(operands):
             return _apply_staged(kind, params, operands, _stage_results)
         # a transform between pf.jit and this operation (jit of vmap or jvp): its rule
@@ -370,7 +362,7 @@ def _region_vjp(region, values, positions, cotangents, saved=None):
     (``values`` are region or outside values; computed with the tape, under the staging
     trace when there is one). ``saved`` maps operation indices of ``region`` to their
     values saved by the forward pass: those are not computed again (see ``_replay``)."""
-    trace = _staging()
+    trace = staging_trace()
     if isinstance(trace, RegionTrace):  # differentiate with respect to this region's values
         values = [v if isinstance(v, JitTracer) and v._trace is trace else trace.capture(v)
                   for v in values]
@@ -881,7 +873,7 @@ def while_loop(cond_fun, body_fun, init_val, max_steps=None):
 
     if max_steps is not None:
         return _bounded_while(cond_flat, body_flat, init_leaves, init_tree, int(max_steps))
-    if _staging() is not None:
+    if staging_trace() is not None:
         avals = [Aval(x._shape, x.dtype) for x in init_leaves]
         cfn, ccaps, _ = _trace_region(cond_flat, avals, "cond")
         bfn, bcaps, _ = _trace_region(body_flat, avals, "body")
@@ -920,7 +912,7 @@ def fori_loop(lower, upper, body_fun, init_val):
     lo, hi = _concrete(as_tensor(lower)), _concrete(as_tensor(upper))
     if lo is not None and lo is not _BATCHED and hi is not None and hi is not _BATCHED:
         lo, hi = _as_int(lo), _as_int(hi)
-        if _staging() is None:  # plain Python loop
+        if staging_trace() is None:  # plain Python loop
             val = init_val
             for i in range(lo, hi):
                 val = body_fun(as_tensor(i, dtype="int64"), val)
@@ -1006,7 +998,7 @@ def scan(f, init, xs=None, length=None, reverse=False):
         return c_leaves, y_leaves
 
     k = len(init_leaves)
-    if _staging() is not None and length > 0:
+    if staging_trace() is not None and length > 0:
         avals = ([Aval(x._shape, x.dtype) for x in init_leaves]
                  + [Aval(x._shape[1:], x.dtype) for x in xs_leaves])
 
