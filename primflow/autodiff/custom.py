@@ -22,7 +22,7 @@ from ..core.trace import Tracer
 from ..ops.helpers import alias, as_tensor, cast
 from ..ops.creation import full, zeros_like
 from .forward import JVPTrace, JVPTracer
-from .functional import grad_handle
+from .functional import external_leaves, grad_handle
 from .tape import _run_backward
 
 
@@ -471,30 +471,6 @@ class PyLayer:
 
 # ---- checkpoint ----------------------------------------------------------------------------
 
-def _external_leaves(outputs, handles):
-    """Leaf tensors requiring grad that the recorded graph of ``outputs`` reads, other than
-    the inputs' ``handles`` (the parameters a function closes over). The walk stops at the
-    handles: what lies beyond them computed the inputs, outside the function."""
-    inside = {id(h) for h in handles}
-    stop = {h._node for h in handles if h._node is not None}
-    found, seen = {}, set()
-    stack = [o._node for o in outputs if o._node is not None]
-    while stack:
-        node = stack.pop()
-        if node in seen or node in stop:
-            continue
-        seen.add(node)
-        for e in node.edges:
-            if e is None:
-                continue
-            if isinstance(e, Tensor):
-                if id(e) not in inside:
-                    found[id(e)] = e
-            else:
-                stack.append(e)
-    return list(found.values())
-
-
 def checkpoint(f):
     """Recomputation: ``checkpoint(f)`` keeps only ``f``'s inputs for the backward pass and
     runs ``f`` again during backward, trading compute for memory. Works nested, under
@@ -536,7 +512,7 @@ def checkpoint(f):
                 raise RuntimeError(f"{name}: the function modified an input in place; a "
                                    f"checkpointed function must be free of side effects on "
                                    f"tensors, because backward runs it again")
-        params = _external_leaves(outs, handles)
+        params = external_leaves(outs, handles, stop_at_targets=True)
         originals = inputs + params
         if not any(not t.stop_gradient for t in originals):
             return tree_unflatten(out_tree, [_detached(o) for o in outs])
