@@ -21,7 +21,7 @@ from ..core.tensor import Tensor
 from ..core.trace import Tracer
 from ..ops.helpers import alias, as_tensor, cast
 from ..ops.creation import full, zeros_like
-from .forward import JVPTrace, JVPTracer
+from .forward import JVPTrace, JVPTracer, split_tangents
 from .functional import external_leaves, grad_handle
 from .tape import _run_backward
 
@@ -245,14 +245,7 @@ class custom_jvp:
             self._in_rule = False
 
     def _forward_mode(self, trace, static, primals, name):
-        inner, tangents = [], []
-        for p in primals:
-            if isinstance(p, JVPTracer) and p._trace is trace:
-                inner.append(p.primal)
-                tangents.append(p.tangent if p.tangent is not None else zeros_like(p.primal))
-            else:
-                inner.append(p)
-                tangents.append(zeros_like(as_tensor(p)))
+        inner, tangents = split_tangents(trace, primals, fill=True)
         out, tangent_out = self._call_rule(*static, tuple(inner), tuple(tangents))
         outs, out_tree = _tensor_outputs(out, name)
         touts = tree_flatten(tangent_out)[0]

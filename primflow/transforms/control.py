@@ -27,7 +27,7 @@ both sides.
 
 from __future__ import annotations
 
-from ..autodiff.forward import JVPTrace, JVPTracer
+from ..autodiff.forward import JVPTrace, JVPTracer, split_tangents
 from ..autodiff.forward import jvp as _jvp
 from ..autodiff.functional import vjp as _vjp
 from ..autodiff.taylor import TaylorTrace, TaylorTracer, taylor_series
@@ -527,18 +527,6 @@ def _scan_vjp(params, operands, results, cts, n_out, saved):
 
 # ---- forward-mode and batching rules of staged loops (jit of jvp, jit of vmap) ---------------
 
-def _split_jvp(trace, operands):
-    primals, tangents = [], []
-    for a in operands:
-        if isinstance(a, JVPTracer) and a._trace is trace:
-            primals.append(a.primal)
-            tangents.append(a.tangent)
-        else:
-            primals.append(a)
-            tangents.append(None)
-    return primals, tangents
-
-
 def _jvp_region(region, values, tangents):
     """``(outputs, output tangents)`` of ``region`` at ``values``, pushing ``tangents``
     (None: zero) by forward mode."""
@@ -605,7 +593,7 @@ def _augmented_loop(kind, params, primals, extras, fill, through):
 def _jvp_rule(trace, kind, params, operands):
     """The jvp of a staged loop: a loop carrying primals and tangents, whose body is the
     jvp of the body (every float carry gets a tangent, zero where it had none)."""
-    primals, tangents = _split_jvp(trace, operands)
+    primals, tangents = split_tangents(trace, operands)
     out_p, out_t = _augmented_loop(kind, params, primals, tangents,
                                    lambda v, t: zeros_like(v) if t is None else t, _jvp_region)
     return [JVPTracer(trace, p, t) if t is not None else p for p, t in zip(out_p, out_t)]
