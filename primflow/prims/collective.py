@@ -149,14 +149,9 @@ def _all_gather_transpose(g, out, x, *, axis, sizes, ranks):
     return reduce_scatter(g, op="sum", axis=axis, sizes=sizes, ranks=ranks)
 
 
-def _all_gather_batch(vals, bdims, *, axis, sizes, ranks):
-    x = bt.move_to_front(vals[0], bdims[0])
-    return all_gather(x, axis=axis + 1, sizes=sizes, ranks=ranks), 0
-
-
 all_gather = Primitive(
     "all_gather", family=COLLECTIVE, shard=sr.LOCAL_ONLY, infer=_all_gather_infer,
-    linear=True, transpose=(_all_gather_transpose,), batch=_all_gather_batch,
+    linear=True, transpose=(_all_gather_transpose,), batch=bt.axis_batch,
     doc="the members' blocks (extents `sizes` along `axis`) concatenated along `axis`, in "
         "group order, on every member")
 
@@ -191,14 +186,9 @@ def _scalar_like(x, value):
     return creation.full(shape=tuple(x._shape), value=value, dtype=x.dtype)
 
 
-def _reduce_scatter_batch(vals, bdims, *, op, axis, sizes, ranks):
-    x = bt.move_to_front(vals[0], bdims[0])
-    return reduce_scatter(x, op=op, axis=axis + 1, sizes=sizes, ranks=ranks), 0
-
-
 reduce_scatter = Primitive(
     "reduce_scatter", family=COLLECTIVE, shard=sr.LOCAL_ONLY, infer=_reduce_scatter_infer,
-    linear=True, transpose=(_reduce_scatter_transpose,), batch=_reduce_scatter_batch,
+    linear=True, transpose=(_reduce_scatter_transpose,), batch=bt.axis_batch,
     doc="the sum (or average) over the group of same-shaped tensors, of which each member "
         "keeps its block along `axis` (extents `sizes`)")
 
