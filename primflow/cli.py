@@ -101,7 +101,8 @@ def _check_out_dir(path):
         raise CLIError(f"output folder {path} exists and is not a folder; pass another --out")
     try:
         os.makedirs(path, exist_ok=True)
-        probe = os.path.join(path, ".primflow-write-test")
+        # (one name per process: the ranks of a distributed run probe the same folder)
+        probe = os.path.join(path, f".primflow-write-test-{os.getpid()}")
         with open(probe, "w", encoding="utf-8") as fh:
             fh.write("ok")
         os.remove(probe)
@@ -116,6 +117,10 @@ def cmd_demo(args, out=None, err=None):
 
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
+    if args.distributed:  # joined first: an error on one rank below then ends every rank
+        import primflow.distributed as dist
+
+        dist.init_parallel_env()
     if args.config is not None and args.name not in ("plate", "plate-inverse"):
         raise CLIError(f"--config applies to the plate demo only (got it for {args.name!r})")
     for flag in ("steps", "lbfgs_steps", "points"):
@@ -540,6 +545,14 @@ def cmd_launch(args):
         raise CLIError(str(exc)) from exc
 
 
+def _in_parallel_world():
+    if "primflow.distributed" not in sys.modules:
+        return False
+    import primflow.distributed as dist
+
+    return dist.is_initialized() and dist.get_world_size() > 1
+
+
 def main(argv=None):
     """Runs the command line; returns the exit status."""
     parser = build_parser()
@@ -556,6 +569,8 @@ def main(argv=None):
             raise CLIError(f"unknown demo {args.name!r}; valid demos: {', '.join(DEMOS)}")
         return cmd_demo(args)
     except CLIError as exc:
+        if _in_parallel_world():
+            raise  # the abort hook prints it and ends every rank (they would wait forever)
         print(f"primflow: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

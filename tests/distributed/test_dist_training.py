@@ -117,3 +117,23 @@ def test_plate_demo_data_parallel_matches_one_process(tmp_path):
     err = [json.loads((tmp_path / d / "summary.json").read_text())["relative_l2"]
            for d in ("one", "two")]
     assert abs(err[0] - err[1]) <= 1e-8 * err[0]
+
+
+def test_distributed_demo_error_ends_every_rank(tmp_path):
+    """A bad option in a distributed demo ends the job with the message, not a hang (the
+    ranks joined the world first; an error on one would leave the other waiting)."""
+    import os
+    import subprocess
+
+    from mpi_helpers import ROOT, mpi_command
+    from primflow.distributed.launch import launch_env
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    cmd = mpi_command(2, ["primflow", "demo", "plate", "--quick", "--distributed",
+                          "--no-plots", "--out", str(blocker)])
+    run = subprocess.run(cmd, env={**launch_env(), "PYTHONPATH": str(ROOT),
+                                   "PATH": os.environ.get("PATH", "")},
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert run.returncode != 0
+    assert "exists and is not a folder" in run.stderr, run.stderr
