@@ -10,6 +10,7 @@ import importlib.util
 import pathlib
 import re
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -124,20 +125,17 @@ def test_fusion_classes_are_derived_from_the_families():
 
 # ---- the target: a new primitive is its declaration plus an OpInfo entry -------------------
 
-# What a contributor writes: a family file (its kernel in the backend's table, the
-# declaration) and the OpInfo entry. Nothing else: no name lists, no ops/ wrapper.
+# What a contributor writes: the declaration in a family file (its NumPy reference kernel
+# included) and the OpInfo entry. Nothing else: no kernel tables, no name lists, no ops/
+# wrapper, no regenerated page.
 NEW_PRIMITIVE = '''
-import numpy as np
 from scipy import special
 
-from primflow.backends import get_backend
 from primflow.core.primitive import Primitive
 from primflow.prims import sharding as sr, _taylor as tl, elementwise as ew
 from primflow.prims._util import float_unary_infer, full_like
 from primflow.prims.families import ELEMENTWISE_TRANSCENDENTAL
 from primflow.testing.opinfo import OpInfo, unary
-
-get_backend().kernels["erfc_probe"] = special.erfc  # in backends/numpy_<family>.py
 
 
 def _erfc_probe_jvp(g, out, x):  # d erfc = -2/sqrt(pi) exp(-x^2)
@@ -147,19 +145,14 @@ def _erfc_probe_jvp(g, out, x):  # d erfc = -2/sqrt(pi) exp(-x^2)
 def _erfc_probe_series(xs, z0, x0):  # z' = -c e x' with e = exp(-x^2) as a series
     q = [tl.scale(tl.square_coefficient(xs, m), -1.0) for m in range(len(xs))]
     e = tl.exp_series(q, ew.exp(q[0]))
-    zs = [z0]
-    for k in range(1, len(xs)):
-        total = None
-        for j in range(1, k + 1):
-            total = tl.add(total, tl.scale(tl.mul(xs[j], e[k - j]), j))
-        zs.append(tl.scale(total, -tl.TWO_OVER_SQRT_PI / k))
-    return zs
+    return [z0] + [tl.scale(tl.convolution(xs, e, k, weighted=True), -tl.TWO_OVER_SQRT_PI / k)
+                   for k in range(1, len(xs))]
 
 
 erfc_probe = Primitive("erfc_probe", family=ELEMENTWISE_TRANSCENDENTAL,
                        infer=float_unary_infer("erfc_probe"), jvp=(_erfc_probe_jvp,),
                        taylor=tl.unary_rule(_erfc_probe_series), shard=sr.NONLINEAR,
-                       doc="1 - erf(x)")
+                       reference=special.erfc, doc="1 - erf(x)")
 
 ENTRY = OpInfo("erfc_probe", erfc_probe, special.erfc, unary((2, 3), ()),
                prims=("erfc_probe",), covers=())
@@ -180,7 +173,29 @@ def new_primitive(tmp_path, monkeypatch):
     return module
 
 
-def test_a_new_primitive_needs_only_its_declaration_and_its_entry(new_primitive):
+BACKENDS = ["numpy", "array_api_strict"]
+
+
+@pytest.fixture
+def on_backend(request, new_primitive, monkeypatch):
+    """Runs the test on the NumPy backend, or on the array-API backend over
+    ``array_api_strict``, which has no kernel for the new primitive: it runs the reference on
+    the host. Its kernel table is restored afterwards."""
+    if request.param == "numpy":
+        yield get_backend()
+        return
+    strict = pytest.importorskip("array_api_strict")
+    pytest.importorskip("array_api_compat")
+    chosen = backends.make_backend("array_api", namespace=strict)
+    monkeypatch.setattr(chosen, "kernels", dict(chosen.kernels))
+    monkeypatch.setattr(chosen, "host_fallbacks", chosen.host_fallbacks)
+    with pf.backend(chosen):
+        yield chosen
+
+
+@pytest.mark.parametrize("on_backend", BACKENDS, indirect=True)
+@pytest.mark.filterwarnings("ignore:backend .* has no kernel for primitive:RuntimeWarning")
+def test_a_new_primitive_needs_only_its_declaration_and_its_entry(new_primitive, on_backend):
     from scipy import special
 
     info, prim = new_primitive.ENTRY, new_primitive.erfc_probe
@@ -206,7 +221,9 @@ def test_a_new_primitive_needs_only_its_declaration_and_its_entry(new_primitive)
     np.testing.assert_allclose(batched, loop, rtol=1e-15)
 
 
-def test_jit_fuses_a_new_primitive_with_its_neighbours(new_primitive):
+@pytest.mark.parametrize("on_backend", BACKENDS, indirect=True)
+@pytest.mark.filterwarnings("ignore:backend .* has no kernel for primitive:RuntimeWarning")
+def test_jit_fuses_a_new_primitive_with_its_neighbours(new_primitive, on_backend):
     prim = new_primitive.erfc_probe
 
     def f(x, y):
@@ -220,5 +237,32 @@ def test_jit_fuses_a_new_primitive_with_its_neighbours(new_primitive):
     groups = fuse(program)
     assert any({"erfc_probe", "add", "mul"} <= {op.prim for op in g.ops} for g in groups), (
         program.as_text())
-    # its kernel is a ufunc: the generated code writes it into a buffer
+    # the generated code calls its kernel (on NumPy a ufunc written into a buffer)
     assert "K_erfc_probe(" in jitted.lower(x, y).as_text("compiled")
+
+
+def test_a_backend_without_the_kernel_runs_the_reference_on_the_host(new_primitive):
+    """The round trip is reported: a one-time warning and ``host_fallbacks``; the contract
+    page needs no regeneration for a primitive declared with ``reference=``."""
+    strict = pytest.importorskip("array_api_strict")
+    pytest.importorskip("array_api_compat")
+    from scipy import special
+
+    assert get_backend().kernels["erfc_probe"] is special.erfc  # NumPy's kernel: as it is
+    fresh = backends.make_backend("array_api", namespace=strict).__class__(strict)
+    assert "erfc_probe" in fresh.host_fallbacks and get_backend().host_fallbacks == set()
+    with pf.backend(fresh):
+        x = pf.to_tensor([0.5, -1.0], dtype="float64")
+        with pytest.warns(RuntimeWarning, match="no kernel for primitive 'erfc_probe'"):
+            out = new_primitive.erfc_probe(x)
+        assert isinstance(out._value, type(x._value))  # copied back to the backend's arrays
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # once only
+            new_primitive.erfc_probe(x)
+    np.testing.assert_allclose(out.numpy(), special.erfc([0.5, -1.0]), rtol=1e-15)
+    spec = importlib.util.spec_from_file_location(
+        "gen_backend_contract", PRIMS_DIR.parent.parent / "tools" / "gen_backend_contract.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert gen.kernel_kind("erfc_probe") == "reference"
+    assert gen.main(["--check"]) == 0  # the page is current with the new primitive declared

@@ -1,15 +1,19 @@
 """Writes ``docs/backend-contract.md``: what a backend must implement, generated from the code.
 
-The page lists one kernel per registered primitive (its signature is the primitive's
-``infer`` rule's, its semantics the primitive's doc), the allocation and dtype methods of
-``backends/base.py``'s ``Backend`` (the abstract ones are required), the optional fast
-paths (``backends/fast_paths.py``) and the code-generation hook of compiled programs.
-``tests/test_backend_contract.py`` fails when the page is out of date.
+The page lists one kernel per registered primitive that a backend must or may implement
+(its signature is the primitive's ``infer`` rule's, its semantics the primitive's doc), the
+allocation and dtype methods of ``backends/base.py``'s ``Backend`` (the abstract ones are
+required), the optional fast paths (``backends/fast_paths.py``) and the code-generation hook
+of compiled programs. Primitives declared with a NumPy ``reference=`` kernel need no
+backend kernel (a backend without one runs the reference on the host): the page states the
+rule instead of listing them, so declaring one leaves it current (``--references`` lists
+them). ``tests/test_backend_contract.py`` fails when the page is out of date.
 
 Usage::
 
-    PYTHONPATH=$PWD python tools/gen_backend_contract.py          # rewrite the page
-    PYTHONPATH=$PWD python tools/gen_backend_contract.py --check  # exit 1 if stale
+    PYTHONPATH=$PWD python tools/gen_backend_contract.py               # rewrite the page
+    PYTHONPATH=$PWD python tools/gen_backend_contract.py --check       # exit 1 if stale
+    PYTHONPATH=$PWD python tools/gen_backend_contract.py --references  # reference= ones
 """
 
 from __future__ import annotations
@@ -36,12 +40,20 @@ def _cell(text):
     return text.replace("|", "\\|")
 
 
-def kernel_rows(required=None):
+def kernel_kind(name):
+    """``"default"`` (``backends/defaults.py`` composes it), ``"reference"`` (the declaration
+    gives a NumPy kernel, run on the host by backends without their own) or ``"required"``."""
+    if name in DEFAULTS:
+        return "default"
+    return "required" if get_primitive(name).reference is None else "reference"
+
+
+def kernel_rows(kind=None):
     """``(name, family, signature, semantics)`` per registered primitive, sorted by name;
-    only the required kernels (``required=True``) or those with a default (``False``)."""
+    only those of ``kernel_kind`` ``kind`` if given."""
     rows = []
     for name in pf.primitives():
-        if required is not None and (name not in DEFAULTS) is not required:
+        if kind is not None and kernel_kind(name) != kind:
             continue
         prim = get_primitive(name)
         params = inspect.signature(prim.infer).parameters.values()
@@ -72,8 +84,8 @@ def method_rows(required):
 
 
 def render():
-    kernels = kernel_rows(required=True)
-    defaulted = kernel_rows(required=False)
+    kernels = kernel_rows("required")
+    defaulted = kernel_rows("default")
     required_methods = method_rows(True)
     optional_methods = method_rows(False)
     numpy_fast = backends.NumpyBackend.fast_paths
@@ -102,6 +114,15 @@ def render():
         "namespace's function of the same name (`xp.tanh`, `xp.multiply` for `mul`), the "
         "NumPy backend from the NumPy ufunc of that name, so declaring an ordinary "
         "elementwise primitive needs no kernel in either.",
+        "",
+        "A primitive declared with `reference=` (a NumPy function, e.g. "
+        "`Primitive(\"erfc\", ..., reference=scipy.special.erfc)`) needs no kernel in any "
+        "backend: the NumPy backend runs the reference as its kernel, and a backend with no "
+        "kernel of its own runs it on the host (`Backend.host_kernel`: the inputs copied to "
+        "NumPy, the result copied back), warns once (`RuntimeWarning`) when it first does, "
+        "and lists it in `backend.host_fallbacks`. Such primitives are not listed on this "
+        "page (declaring one leaves it current); `python tools/gen_backend_contract.py "
+        "--references` lists them. Give a backend a native kernel for speed.",
         "",
         "## Kernels (required)",
         "",
@@ -152,10 +173,14 @@ def render():
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if "--references" in argv:
+        print("\n".join(f"{n}: {doc}" for n, _, _, doc in kernel_rows("reference")))
+        return 0
     text = render()
     if "--check" in argv:
         if not PAGE.exists() or PAGE.read_text(encoding="utf-8") != text:
-            print(f"{PAGE} is out of date: run python tools/gen_backend_contract.py")
+            print(f"{PAGE} is out of date: run PYTHONPATH=$PWD python "
+                  f"tools/gen_backend_contract.py")
             return 1
         return 0
     PAGE.parent.mkdir(exist_ok=True)

@@ -15,14 +15,14 @@ import copy
 import functools
 
 from ..core.primitive import CustomRule, Node, record_custom
-from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.pytree import replace_at, tree_flatten, tree_unflatten
 from ..core.state import enable_grad, no_grad, state
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
 from ..ops.helpers import alias, as_tensor, cast
-from ..ops.creation import zeros_like
-from .forward import JVPTrace, JVPTracer
-from .functional import grad_handle
+from ..ops.creation import full, zeros_like
+from .forward import JVPTrace, JVPTracer, split_tangents
+from .functional import external_leaves, grad_handle
 from .tape import _run_backward
 
 
@@ -71,11 +71,13 @@ def _check_cotangents(rule_name, got, expected_tensors, what):
 def _attach(outputs, inputs, name, pullback):
     """Records one custom node per output; ``pullback(cotangents) -> list per input``."""
     result = []
+    # the rules hold the outputs' shapes, not the outputs (no output -> rule -> output cycle)
+    avals = [(tuple(o._shape), o.dtype) for o in outputs]
     for k, o in enumerate(outputs):
         o = _detached(o)
 
         def vjp(g, _out, *_inputs, k=k):
-            cts = [zeros_like(p) for p in outputs]
+            cts = [full(shape, 0, dtype=dtype) for shape, dtype in avals]
             cts[k] = g
             return tuple(pullback(cts))
 
@@ -243,14 +245,7 @@ class custom_jvp:
             self._in_rule = False
 
     def _forward_mode(self, trace, static, primals, name):
-        inner, tangents = [], []
-        for p in primals:
-            if isinstance(p, JVPTracer) and p._trace is trace:
-                inner.append(p.primal)
-                tangents.append(p.tangent if p.tangent is not None else zeros_like(p.primal))
-            else:
-                inner.append(p)
-                tangents.append(zeros_like(as_tensor(p)))
+        inner, tangents = split_tangents(trace, primals, fill=True)
         out, tangent_out = self._call_rule(*static, tuple(inner), tuple(tangents))
         outs, out_tree = _tensor_outputs(out, name)
         touts = tree_flatten(tangent_out)[0]
@@ -422,6 +417,7 @@ class PyLayer:
                 node_inputs[j] = alias(o)  # the node reads the value before the update
                 inplace.append((k, j))
         out_dtypes = [o.dtype for o in outs]
+        out_shapes = [tuple(o._shape) for o in outs]  # (the rules hold no output: no cycle)
         differentiable = [id(items[i]) not in ctx._non_differentiable for i in positions]
 
         def pullback(cotangents):
@@ -449,7 +445,8 @@ class PyLayer:
                 continue
 
             def vjp(g, _out, *_inputs, k=k):
-                cts = [zeros_like(p) if ctx.materialize_grads else None for p in outs]
+                cts = [full(shape, 0, dtype=dt) if ctx.materialize_grads else None
+                       for shape, dt in zip(out_shapes, out_dtypes)]
                 cts[k] = g
                 return tuple(pullback(cts))
 
@@ -466,30 +463,6 @@ class PyLayer:
 
 
 # ---- checkpoint ----------------------------------------------------------------------------
-
-def _external_leaves(outputs, handles):
-    """Leaf tensors requiring grad that the recorded graph of ``outputs`` reads, other than
-    the inputs' ``handles`` (the parameters a function closes over). The walk stops at the
-    handles: what lies beyond them computed the inputs, outside the function."""
-    inside = {id(h) for h in handles}
-    stop = {h._node for h in handles if h._node is not None}
-    found, seen = {}, set()
-    stack = [o._node for o in outputs if o._node is not None]
-    while stack:
-        node = stack.pop()
-        if node in seen or node in stop:
-            continue
-        seen.add(node)
-        for e in node.edges:
-            if e is None:
-                continue
-            if isinstance(e, Tensor):
-                if id(e) not in inside:
-                    found[id(e)] = e
-            else:
-                stack.append(e)
-    return list(found.values())
-
 
 def checkpoint(f):
     """Recomputation: ``checkpoint(f)`` keeps only ``f``'s inputs for the backward pass and
@@ -519,10 +492,7 @@ def checkpoint(f):
         versions = [x._version for x in inputs]
 
         def run(handles):
-            full = list(leaves)
-            for i, h in zip(positions, handles):
-                full[i] = h
-            return f(*tree_unflatten(in_tree, full))
+            return f(*tree_unflatten(in_tree, replace_at(leaves, positions, handles)))
 
         with enable_grad():  # a recorded pass, only to find closed-over parameters
             handles = [grad_handle(x) for x in inputs]
@@ -535,7 +505,7 @@ def checkpoint(f):
                 raise RuntimeError(f"{name}: the function modified an input in place; a "
                                    f"checkpointed function must be free of side effects on "
                                    f"tensors, because backward runs it again")
-        params = _external_leaves(outs, handles)
+        params = external_leaves(outs, handles, stop_at_targets=True)
         originals = inputs + params
         if not any(not t.stop_gradient for t in originals):
             return tree_unflatten(out_tree, [_detached(o) for o in outs])

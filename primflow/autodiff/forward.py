@@ -102,14 +102,19 @@ def jvp(f, primals, tangents):
         inputs = [JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
         out = f(*inputs)
         outs, out_tree = tree_flatten(out)  # a tensor, or a pytree of them (tuple, dict...)
-        values, dots = [], []
-        for o in outs:
-            if isinstance(o, JVPTracer) and o._trace is trace:
-                values.append(o.primal)
-                dots.append(o.tangent if o.tangent is not None else zeros_like(o.primal))
-            else:
-                o = as_tensor(o)
-                values.append(o)
-                dots.append(zeros_like(o))
+        values, dots = split_tangents(trace, [as_tensor(o) for o in outs], fill=True)
     return tree_unflatten(out_tree, values), tree_unflatten(out_tree, dots)
+
+
+def split_tangents(trace, values, fill=False):
+    """``(primals, tangents)`` of ``values`` under the forward trace ``trace``: a tracer of
+    it gives its primal and tangent, any other value itself and no tangent (None), or
+    zeros where there is none with ``fill``."""
+    primals, tangents = [], []
+    for v in values:
+        p, t = (v.primal, v.tangent) if isinstance(v, JVPTracer) and v._trace is trace else (
+            v, None)
+        primals.append(p)
+        tangents.append(zeros_like(as_tensor(p)) if fill and t is None else t)
+    return primals, tangents
 

@@ -11,17 +11,15 @@ live), the function runs, and the tape's backward produces the cotangents with
 
 from __future__ import annotations
 
-import copy
 import functools
 
 from .. import prims
-from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.pytree import replace_at, tree_flatten, tree_unflatten
 from ..core.state import enable_grad, state
 from ..core.tensor import Tensor
-from ..core.trace import Tracer
 from ..ops.helpers import as_tensor
 from ..ops.creation import ones_like, zeros_like
-from .tape import _run_backward
+from .tape import _run_backward, fresh_leaf
 
 
 def grad_handle(x):
@@ -38,13 +36,7 @@ def grad_handle(x):
                         f".astype('float32'))")
     if not x.stop_gradient:
         return prims.reshape(x, shape=tuple(x._shape))  # a recorded identity
-    if isinstance(x, Tracer):
-        handle = copy.copy(x)
-        handle._node = None
-    else:
-        handle = Tensor._wrap(x._value)
-    handle.stop_gradient = False
-    return handle
+    return fresh_leaf(x)
 
 
 class _watching:
@@ -120,23 +112,29 @@ def split_aux(result, has_aux):
 
 def reaches_outside(outputs, targets):
     """Whether the recorded graph of ``outputs`` reaches a leaf other than ``targets``."""
+    return bool(external_leaves(outputs, targets))
+
+
+def external_leaves(outputs, targets, stop_at_targets=False):
+    """The leaf tensors the recorded graph of ``outputs`` reads, other than ``targets``
+    (with ``stop_at_targets`` the walk does not go past the targets' own nodes: what
+    computed them lies outside, e.g. the parameters a checkpointed function closes over)."""
     inside = {id(t) for t in targets}
+    stop = {t._node for t in targets if t._node is not None} if stop_at_targets else set()
+    found, seen = {}, set()
     stack = [o._node for o in outputs if o._node is not None]
-    seen = set()
     while stack:
         node = stack.pop()
-        if node in seen:
+        if node in seen or node in stop:
             continue
         seen.add(node)
-        for e in node.edges:
-            if e is None:
-                continue
+        for e in node.edges:  # None, a leaf Tensor or a Node
             if isinstance(e, Tensor):
                 if id(e) not in inside:
-                    return True
-            else:
+                    found[id(e)] = e
+            elif e is not None:
                 stack.append(e)
-    return False
+    return list(found.values())
 
 
 def vjp(f, *primals, has_aux=False):
@@ -201,10 +199,7 @@ def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position
                              "were given: nothing to differentiate")
 
         def restricted(*diff):
-            full = list(args)
-            for i, d in zip(nums or (), diff):
-                full[i] = d
-            out = fun(*full, **kwargs)
+            out = fun(*replace_at(args, nums or (), diff), **kwargs)
             main = as_tensor(out[0] if has_aux else out)
             if main.size != 1:
                 raise TypeError(f"grad requires a function with a scalar output, got shape "

@@ -455,14 +455,20 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if create_graph and r is not None and r.stop_gradient:
             # Paddle: with create_graph every gradient has stop_gradient=False, also one
             # that is constant (d x / d x); a new handle, so a seed passed in stays as it was
-            if isinstance(r, Tracer):  # under a transform: a second handle on its value
-                handle = copy.copy(r)
-                handle._node = None
-            else:
-                handle = Tensor._wrap(r._value)
-            handle.stop_gradient = False
-            results[i] = handle
+            results[i] = fresh_leaf(r)
     return results
+
+
+def fresh_leaf(x):
+    """A new leaf tensor requiring grad on ``x``'s value (under a transform, a second
+    tracer on it)."""
+    if isinstance(x, Tracer):
+        handle = copy.copy(x)
+        handle._node = None
+    else:
+        handle = Tensor._wrap(x._value)
+    handle.stop_gradient = False
+    return handle
 
 
 # the nodes of tensors whose gradients ``backward`` accumulated into the leaves (weakly

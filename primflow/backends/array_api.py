@@ -101,11 +101,11 @@ class ArrayAPIBackend(Backend):
         self.matmul_takes_out = self._array_type is np.ndarray or (
             getattr(xp.matmul, "nin", None) == 2)
         self.kernels = _kernels(self)
-        from ..core.primitive import get_primitive, primitives  # noqa: PLC0415
+        from ..core.primitive import primitives  # noqa: PLC0415
 
-        for name in primitives():  # derived and default kernels, now (see Backend.kernel_for)
+        for name in primitives():  # derived, default and host kernels, now (kernel_for)
             with contextlib.suppress(KeyError):  # (install names what is missing)
-                self.kernel_for(name, get_primitive(name).family)
+                self.kernel_for(name)
 
     def derive_kernel(self, name, family):
         """An elementwise primitive's kernel is the namespace's function of the same name

@@ -8,12 +8,16 @@ Not every kernel has to be written by hand (``kernel_for``): a backend may deriv
 (``derive_kernel``: an array-API namespace's function of the primitive's name for an
 elementwise primitive, a NumPy ufunc of that name), and the kernels of ``defaults.py``
 (``sub``, ``gt``, ``reduce_min``, ``iota``, ...) are composed from the others when missing.
-``docs/backend-contract.md`` lists the required ones.
+A primitive declared with a NumPy ``reference=`` kernel needs none either: the NumPy backend
+runs the reference itself, any other backend runs it on the host (``host_kernel``: inputs
+copied to NumPy, the result copied back), warns once when it first does, and lists it in
+``host_fallbacks``. ``docs/backend-contract.md`` lists the required ones.
 """
 
 from __future__ import annotations
 
 import abc
+import warnings
 
 
 class Backend(abc.ABC):
@@ -78,11 +82,34 @@ class Backend(abc.ABC):
         an ordinary elementwise primitive needs no hand-written kernel."""
         return None
 
-    def kernel_for(self, name, family=None):
+    def host_kernel(self, name, reference):
+        """The kernel of primitive ``name`` from its NumPy ``reference`` kernel, for a
+        backend with no native one: the inputs are copied to NumPy, the reference runs on
+        the host and its result is copied back (correct everywhere, slow on a device). The
+        first call warns once; ``host_fallbacks`` lists the primitives that run this way."""
+        self.host_fallbacks = self.host_fallbacks | {name}
+        warned = []
+
+        def on_host(*arrays, **params):
+            if not warned:
+                warned.append(True)
+                warnings.warn(f"backend {self.name!r} has no kernel for primitive {name!r}: "
+                              f"running its NumPy reference kernel on the host (a copy to "
+                              f"NumPy and back per call); add a kernel to the backend's "
+                              f"table for speed", RuntimeWarning, stacklevel=2)
+            return self.asarray(reference(*[self.to_numpy(a) for a in arrays], **params))
+
+        on_host.reference = reference
+        return on_host
+
+    host_fallbacks = frozenset()  # primitives run through ``host_kernel`` (see above)
+
+    def kernel_for(self, name, family=None, reference=None):
         """The kernel of primitive ``name``: this backend's own (``kernels``), else the one
         it derives (``derive_kernel``), else the default composed from its other kernels
-        (``defaults.DEFAULTS``); the found kernel is kept in this instance's ``kernels``.
-        Raises ``KeyError`` when there is none."""
+        (``defaults.DEFAULTS``), else the primitive's NumPy ``reference`` kernel through
+        ``host_kernel``; the found kernel is kept in this instance's ``kernels``. Raises
+        ``KeyError`` when there is none."""
         found = self.kernels.get(name)
         if found is not None:
             return found
@@ -90,15 +117,18 @@ class Backend(abc.ABC):
             from ..core.primitive import get_primitive  # noqa: PLC0415
 
             prim = get_primitive(name, None)
-            family = None if prim is None else prim.family
+            family, reference = (None, None) if prim is None else (prim.family, prim.reference)
         found = self.derive_kernel(name, family)
         if found is None:
             from .defaults import DEFAULTS  # noqa: PLC0415 - defaults use this class
 
             default = DEFAULTS.get(name)
-            if default is None:
+            if default is not None:
+                found = default.build(self)
+            elif reference is not None:
+                found = self.host_kernel(name, reference)
+            else:
                 raise KeyError(name)
-            found = default.build(self)
         if "kernels" not in vars(self):  # never extend a class's (shared) table
             self.kernels = dict(self.kernels)
         self.kernels[name] = found

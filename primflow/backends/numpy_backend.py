@@ -2,10 +2,10 @@
 
 ``KERNELS`` maps each primitive's name to its kernel; a primitive cannot be declared
 without one (``Primitive`` looks it up), and ``backends.install`` refuses a backend that
-lacks one. A new family file in ``prims/`` puts its kernels in its own module
-``backends/numpy_<family>.py`` as a ``KERNELS`` dict, merged into the table below with one
-line in the block at its end. A kernel that is a NumPy ufunc is written by the code
-generator as a ufunc call into a buffer (``compiler/numpy_codegen.py``), so prefer ufuncs.
+lacks one. A primitive that is not here runs the NumPy ufunc of its name (elementwise
+ones) or the ``reference=`` kernel of its declaration, so a new primitive usually needs no
+entry. A kernel that is a NumPy ufunc is written by the code generator as a ufunc call
+into a buffer (``compiler/numpy_codegen.py``), so prefer ufuncs.
 
 Kernels take native arrays positionally and the primitive's parameters as keywords. They
 may return read-only views (broadcast, transpose, slice); primflow never writes into a
@@ -366,6 +366,10 @@ class NumpyBackend(Backend):
         if family is not None and family.elementwise and isinstance(ufunc, np.ufunc):
             return ufunc
         return None
+
+    def host_kernel(self, name, reference):
+        """A primitive's NumPy ``reference=`` kernel is this backend's kernel as it is."""
+        return reference
 
     def asarray(self, data, dtype=None):
         if dtype is None:

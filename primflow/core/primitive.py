@@ -7,9 +7,10 @@ How to declare a primitive
 ONE ``Primitive(...)`` call in its family file under ``primflow/prims``, every rule passed
 as a named module-level function (``_<prim>_<rule>``), nothing attached afterwards; plus
 an OpInfo entry (``primflow/testing/opinfo.py``) that tests every rule. Its kernel is the
-active backend's, by name: a new family file puts its kernels in its own
-``backends/numpy_<family>.py``, merged into the NumPy table; declaring a primitive the
-backend has no kernel for fails. For example (``tl``: ``prims/_taylor.py``, ``sr``:
+active backend's, by name, or its ``reference=``: a NumPy function that the NumPy backend
+runs as the kernel and other backends without a kernel of their own run on the host
+(``Backend.host_kernel``: copied to NumPy and back, with a one-time warning). Declaring a
+primitive no kernel exists for fails. For example (``tl``: ``prims/_taylor.py``, ``sr``:
 ``prims/sharding.py``; all of it, with its OpInfo entry, is in
 tests/test_primitive_declarations.py)::
 
@@ -19,7 +20,7 @@ tests/test_primitive_declarations.py)::
     erfc = Primitive("erfc", family=ELEMENTWISE_TRANSCENDENTAL,
                      infer=float_unary_infer("erfc"), jvp=(_erfc_jvp,),
                      taylor=tl.unary_rule(_erfc_series), shard=sr.NONLINEAR,
-                     doc="1 - erf(x)")
+                     reference=scipy.special.erfc, doc="1 - erf(x)")
 
 * ``family`` (``prims/families.py``): the facts the compiler reads (elementwise,
   transcendental, view, fusible reduction; ``ir/passes/fuse.py`` derives its classes from
@@ -41,6 +42,9 @@ tests/test_primitive_declarations.py)::
 * ``differentiable=False``: steps and bool/integer results (derivatives raise
   ``NonDifferentiableError``). ``shard``: the sharding rule distributed tensors use
   (builders in ``prims/sharding.py``); ``regions``: control-flow bodies.
+* ``reference``: a NumPy function computing the primitive on arrays, its kernel where the
+  backend has none of its own (see above); ``docs/backend-contract.md`` then does not
+  list it among the kernels every backend must write.
 
 Derived, as JAX's ``ad.py`` does, so each fact is written once: an elementwise
 primitive's Jacobian is diagonal, so its jvp rules are its vjp rules (declare one); a
@@ -59,7 +63,7 @@ from __future__ import annotations
 from .backend import on_install
 from .state import departures, state
 from .tensor import Tensor
-from .trace import Tracer
+from .trace import Tracer, staging_trace
 
 _backend = None  # the installed backend (set through core/backend.py's on_install)
 _registry: dict = {}
@@ -171,7 +175,8 @@ class Primitive:
 
     def __init__(self, name, *, family, infer, jvp=None, vjp=None, transpose=None,
                  linear=False, linear_in=(), batch=None, taylor=None, saves_out=False,
-                 saves_inputs=None, differentiable=True, shard=None, regions=None, doc=""):
+                 saves_inputs=None, differentiable=True, shard=None, regions=None,
+                 reference=None, doc=""):
         if name in _registry:
             raise ValueError(f"primitive {name!r} is defined twice")
         if not isinstance(family, Family):
@@ -179,11 +184,13 @@ class Primitive:
                             f"got {family!r}")
         if linear and transpose is None:
             raise ValueError(f"primitive {name!r} is declared linear: give its transpose=")
-        try:  # the backend's own, derived or default kernel (backends/base.py)
-            self.impl = _backend.kernel_for(name, family)
+        try:  # the backend's own, derived, default or reference kernel (backends/base.py)
+            self.impl = _backend.kernel_for(name, family, reference)
         except KeyError:
             raise ValueError(f"backend {_backend.name!r} has no kernel for primitive {name!r}; "
-                             f"add one to its kernel table (backends/numpy_backend.py)") from None
+                             f"give its declaration reference= (a NumPy function) or add "
+                             f"one to the backend's kernel table") from None
+        self.reference = reference
         self.name, self.family, self.infer, self.transpose = name, family, infer, transpose
         self.linear, self.linear_in, self.saves_out = linear, frozenset(linear_in), saves_out
         self.differentiable = differentiable and not family.nullary
@@ -464,10 +471,7 @@ def _staging_trace(args):
     program inputs, so that later updates to them are seen)."""
     if args and all(a.stop_gradient for a in args):
         return None
-    for t in reversed(state.trace_stack):
-        if t.stages_creation:
-            return t
-    return None
+    return staging_trace()
 
 
 def _innermost_trace(args):
@@ -491,8 +495,8 @@ def bind_kernels(backend) -> None:
     global _backend
     missing = []
     for name in sorted(_registry):
-        try:  # its own, derived or default kernel (backends/base.py)
-            backend.kernel_for(name, _registry[name].family)
+        try:  # its own, derived, default or reference kernel (backends/base.py)
+            backend.kernel_for(name, _registry[name].family, _registry[name].reference)
         except KeyError:
             missing.append(name)
     if missing:

@@ -138,11 +138,15 @@ def tree_map(fn, tree, *rest, is_leaf=None):
     return tree_unflatten(treedef, [fn(*xs) for xs in zip(leaves, *others)])
 
 
-def tree_leaves(tree, is_leaf=None) -> list:
-    """The leaves of ``tree`` in flattening order."""
-    return tree_flatten(tree, is_leaf)[0]
+def replace_at(values, positions, new) -> list:
+    """A list of ``values`` with ``new[k]`` at ``positions[k]``: the arguments of a
+    function with the differentiated ones substituted, results put back in place.
 
-
-def tree_structure(tree, is_leaf=None) -> TreeDef:
-    """The TreeDef of ``tree``."""
-    return tree_flatten(tree, is_leaf)[1]
+    Example:
+        >>> replace_at([1, 2, 3], (0, 2), ("a", "c"))
+        ['a', 2, 'c']
+    """
+    out = list(values)
+    for i, v in zip(positions, new):
+        out[i] = v
+    return out

@@ -69,47 +69,6 @@ def pop_trace() -> None:
         departures.count -= 1
 
 
-class no_grad(contextlib.ContextDecorator):
-    """Context manager / decorator that stops the tape from recording.
-
-    Example:
-        >>> import primflow as pf
-        >>> x = pf.to_tensor([1.0], stop_gradient=False)
-        >>> with pf.no_grad():
-        ...     y = x * 2
-        >>> y.stop_gradient
-        True
-    """
-
-    def __enter__(self):
-        self._prev = set_grad_mode(False)
-        return self
-
-    def __exit__(self, *exc):
-        set_grad_mode(self._prev)
-        return False
-
-
-class enable_grad(contextlib.ContextDecorator):
-    """Context manager / decorator that turns recording back on (inside ``no_grad``).
-
-    Example:
-        >>> import primflow as pf
-        >>> with pf.no_grad():
-        ...     with pf.enable_grad():
-        ...         print(pf.is_grad_enabled())
-        True
-    """
-
-    def __enter__(self):
-        self._prev = set_grad_mode(True)
-        return self
-
-    def __exit__(self, *exc):
-        set_grad_mode(self._prev)
-        return False
-
-
 class set_grad_enabled(contextlib.ContextDecorator):
     """Turns recording on or off for a ``with`` block, e.g. ``with pf.set_grad_enabled(False)``.
 
@@ -132,6 +91,37 @@ class set_grad_enabled(contextlib.ContextDecorator):
     def __exit__(self, *exc):
         set_grad_mode(self._prev)
         return False
+
+
+class no_grad(set_grad_enabled):
+    """Context manager / decorator that stops the tape from recording.
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.to_tensor([1.0], stop_gradient=False)
+        >>> with pf.no_grad():
+        ...     y = x * 2
+        >>> y.stop_gradient
+        True
+    """
+
+    def __init__(self):
+        super().__init__(False)
+
+
+class enable_grad(set_grad_enabled):
+    """Context manager / decorator that turns recording back on (inside ``no_grad``).
+
+    Example:
+        >>> import primflow as pf
+        >>> with pf.no_grad():
+        ...     with pf.enable_grad():
+        ...         print(pf.is_grad_enabled())
+        True
+    """
+
+    def __init__(self):
+        super().__init__(True)
 
 
 def is_grad_enabled() -> bool:

@@ -126,3 +126,17 @@ def new_trace(trace_cls, *args, **kwargs):
         yield trace
     finally:
         pop_trace()
+
+
+def staging_trace():
+    """The innermost trace that stages operations (pf.jit's, a control-flow region's), or
+    None when nothing is being staged.
+
+    Example:
+        >>> staging_trace() is None
+        True
+    """
+    for t in reversed(state.trace_stack):
+        if t.stages_creation:
+            return t
+    return None

@@ -62,9 +62,16 @@ def _make_elementwise_batch(prim):
     return rule
 
 
+def _make_front_batch(prim):
+    def rule(vals, bdims, **params):  # acts on trailing dims: the batch goes in front
+        return prim.bind(*all_front(vals, bdims), **params), 0
+
+    return rule
+
+
 def _make_axes_batch(prim):
-    def rule(vals, bdims, *, axes):  # batch to the front, reduced axes shift by one
-        return prim.bind(move_to_front(vals[0], bdims[0]), axes=shift_axes(axes)), 0
+    def rule(vals, bdims, *, axes, **params):  # batch to the front, the axes shift by one
+        return prim.bind(move_to_front(vals[0], bdims[0]), axes=shift_axes(axes), **params), 0
 
     return rule
 
@@ -78,7 +85,9 @@ def _make_axis_batch(prim):
 
 # batching rule of an elementwise primitive (any number of same-shaped inputs)
 elementwise_batch = RuleTemplate(_make_elementwise_batch)
-# of a reduction over ``axes`` and of an operation along one ``axis`` (one input)
+# of a primitive on the trailing dims (matrices): every input's batch dim in front
+front_batch = RuleTemplate(_make_front_batch)
+# of an operation over ``axes`` (reductions, FFT) and along one ``axis`` (one input)
 axes_batch = RuleTemplate(_make_axes_batch)
 axis_batch = RuleTemplate(_make_axis_batch)
 

@@ -76,6 +76,18 @@ def order_of(series):
     raise ValueError("no input carries a series")
 
 
+def convolution(xs, ys, k, lo=1, hi=None, weighted=False, product=None):
+    """``sum_{j=lo..hi} [j *] product(xs[j], ys[k-j])`` (``hi``: k; ``product``: the
+    elementwise one), skipping terms with a zero (None) factor; None when all are zero.
+    The sums of the recurrences below and of the matrix rules (``product=mm``)."""
+    total = None
+    for j in range(lo, k + 1 if hi is None else hi + 1):
+        if xs[j] is not None and ys[k - j] is not None:
+            term = (product or ew.mul)(xs[j], ys[k - j])
+            total = add(total, scale(term, j) if weighted else term)
+    return total
+
+
 def full_series(series_i, primal, order):
     """The series of input i, or a constant's series ``[primal, None, ...]``."""
     return series_i if series_i is not None else [primal] + [None] * order
@@ -106,14 +118,8 @@ def _make_bilinear(prim):
         xs = full_series(series[0], primals[0], order)
         ys = full_series(series[1], primals[1], order)
         out = prim.bind(primals[0], primals[1], **params) if out is None else out
-        out_series = [out]
-        for k in range(1, order + 1):
-            total = None
-            for j in range(k + 1):
-                if xs[j] is not None and ys[k - j] is not None:
-                    total = add(total, prim.bind(xs[j], ys[k - j], **params))
-            out_series.append(total)
-        return out, out_series
+        return out, [out] + [convolution(xs, ys, k, lo=0, product=lambda a, b: prim.bind(
+            a, b, **params)) for k in range(1, order + 1)]
 
     return rule
 
@@ -148,10 +154,7 @@ def exp_series(xs, z0):
     """z = exp(x): z[k] = (1/k) sum_{j=1..k} j x[j] z[k-j]."""
     zs = [z0]
     for k in range(1, len(xs)):
-        total = None
-        for j in range(1, k + 1):
-            total = add(total, scale(mul(xs[j], zs[k - j]), j))
-        zs.append(scale(total, 1.0 / k))
+        zs.append(scale(convolution(xs, zs, k, weighted=True), 1.0 / k))
     return zs
 
 
@@ -160,9 +163,7 @@ def log_series(xs, z0):
     x0 = xs[0]
     zs = [z0]
     for k in range(1, len(xs)):
-        total = None
-        for j in range(1, k):
-            total = add(total, scale(mul(zs[j], xs[k - j]), j))
+        total = convolution(zs, xs, k, hi=k - 1, weighted=True)
         zs.append(divide(sub(xs[k], scale(total, 1.0 / k)), x0))
     return zs
 
@@ -172,12 +173,8 @@ def sincos_series(xs, s0, c0):
     c[k] = -(1/k) sum j x[j] s[k-j]."""
     ss, cs = [s0], [c0]
     for k in range(1, len(xs)):
-        s_total = c_total = None
-        for j in range(1, k + 1):
-            s_total = add(s_total, scale(mul(xs[j], cs[k - j]), j))
-            c_total = add(c_total, scale(mul(xs[j], ss[k - j]), j))
-        ss.append(scale(s_total, 1.0 / k))
-        cs.append(scale(c_total, -1.0 / k))
+        ss.append(scale(convolution(xs, cs, k, weighted=True), 1.0 / k))
+        cs.append(scale(convolution(xs, ss, k, weighted=True), -1.0 / k))
     return ss, cs
 
 
@@ -186,10 +183,7 @@ def derivative_product_series(xs, z0, w_of):
     z - z^2): z[k] = (1/k) sum_{j=1..k} j x[j] w[k-j], with w[m] = w_of(zs, m)."""
     zs, ws = [z0], [w_of([z0], 0)]
     for k in range(1, len(xs)):
-        total = None
-        for j in range(1, k + 1):
-            total = add(total, scale(mul(xs[j], ws[k - j]), j))
-        zs.append(scale(total, 1.0 / k))
+        zs.append(scale(convolution(xs, ws, k, weighted=True), 1.0 / k))
         if k < len(xs) - 1:
             ws.append(w_of(zs, k))
     return zs
@@ -233,13 +227,7 @@ def power_series(xs, z0, r):
 
 def cauchy_series(xs, ys):
     """Coefficients of the product of two series."""
-    out = []
-    for k in range(len(xs)):
-        total = None
-        for j in range(k + 1):
-            total = add(total, mul(xs[j], ys[k - j]))
-        out.append(total)
-    return out
+    return [convolution(xs, ys, k, lo=0) for k in range(len(xs))]
 
 
 def quotient_series(us, ys, z0):
@@ -247,10 +235,7 @@ def quotient_series(us, ys, z0):
     y0 = ys[0]
     zs = [z0]
     for k in range(1, len(us)):
-        total = None
-        for j in range(1, k + 1):
-            total = add(total, mul(ys[j], zs[k - j]))
-        zs.append(divide(sub(us[k], total), y0))
+        zs.append(divide(sub(us[k], convolution(ys, zs, k)), y0))
     return zs
 
 

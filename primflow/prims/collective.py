@@ -14,7 +14,8 @@ collectives again, so every order works:
 
 * ``all_reduce`` sum (avg): all_reduce sum (avg) of the cotangents. max/min: the summed
   cotangent goes to the members holding the extremum (split on ties); prod: the summed
-  cotangent times ``out / x``.
+  cotangent times ``out / x`` (its Taylor rule gathers every member's series and multiplies
+  them).
 * ``all_gather`` along ``axis`` and ``reduce_scatter`` (sum) along it are each other's
   transpose; ``all_to_all`` is transposed by the all_to_all that sends the blocks back.
 
@@ -26,7 +27,8 @@ from __future__ import annotations
 
 from ..backends.communicator import REDUCE_OPS, world_communicator
 from ..core.primitive import Aval, Primitive, PrimitiveError, RuleTemplate
-from . import _batching as bt, compare, creation, elementwise as ew
+from . import _batching as bt, _taylor as tl, compare, creation, elementwise as ew
+from . import shape as sh
 from . import sharding as sr
 from .families import COLLECTIVE
 
@@ -90,15 +92,35 @@ def _make_all_reduce_taylor(prim):
             return out, [out] + [None if c is None else prim.bind(c, op=op, ranks=ranks)
                                  for c in xs[1:]]
         if op == "prod":
-            raise NotImplementedError(
-                "the Taylor series of all_reduce with PROD is not implemented; reduce "
-                "log(|x|) with SUM (and the signs separately) instead")
+            return out, [out] + _product_series(x0, xs, ranks)[1:]
         share = _extremum_share(x0, out, ranks)
         return out, [out] + [None if c is None else
                              prim.bind(ew.mul(c, share), op="sum", ranks=ranks)
                              for c in xs[1:]]
 
     return rule
+
+
+def _product_series(x0, xs, ranks):
+    """The Taylor coefficients of the product over the group of every member's series
+    ``xs``: each member's coefficients are gathered (one all_gather of them stacked), and
+    the series are multiplied (Cauchy products) in group order, the same on every member."""
+    order = len(xs) - 1
+    shape = tuple(x0._shape)
+    coeffs = [x0] + [tl.zeros_like(x0) if c is None else c for c in xs[1:]]
+    stacked = sh.concatenate(*[sh.reshape(c, shape=(1,) + shape) for c in coeffs], axis=0)
+    every = all_gather(stacked, axis=0, sizes=(order + 1,) * len(ranks), ranks=ranks)
+    zero, ones = (0,) * len(shape), (1,) * (len(shape) + 1)
+
+    def coefficient(member, k):
+        row = member * (order + 1) + k
+        part = sh.slice(every, start=(row,) + zero, limit=(row + 1,) + shape, strides=ones)
+        return sh.reshape(part, shape=shape)
+
+    series = [coefficient(0, k) for k in range(order + 1)]
+    for member in range(1, len(ranks)):
+        series = tl.cauchy_series(series, [coefficient(member, k) for k in range(order + 1)])
+    return series
 
 
 def _all_reduce_batch(vals, bdims, *, op, ranks):
@@ -127,14 +149,9 @@ def _all_gather_transpose(g, out, x, *, axis, sizes, ranks):
     return reduce_scatter(g, op="sum", axis=axis, sizes=sizes, ranks=ranks)
 
 
-def _all_gather_batch(vals, bdims, *, axis, sizes, ranks):
-    x = bt.move_to_front(vals[0], bdims[0])
-    return all_gather(x, axis=axis + 1, sizes=sizes, ranks=ranks), 0
-
-
 all_gather = Primitive(
     "all_gather", family=COLLECTIVE, shard=sr.LOCAL_ONLY, infer=_all_gather_infer,
-    linear=True, transpose=(_all_gather_transpose,), batch=_all_gather_batch,
+    linear=True, transpose=(_all_gather_transpose,), batch=bt.axis_batch,
     doc="the members' blocks (extents `sizes` along `axis`) concatenated along `axis`, in "
         "group order, on every member")
 
@@ -169,14 +186,9 @@ def _scalar_like(x, value):
     return creation.full(shape=tuple(x._shape), value=value, dtype=x.dtype)
 
 
-def _reduce_scatter_batch(vals, bdims, *, op, axis, sizes, ranks):
-    x = bt.move_to_front(vals[0], bdims[0])
-    return reduce_scatter(x, op=op, axis=axis + 1, sizes=sizes, ranks=ranks), 0
-
-
 reduce_scatter = Primitive(
     "reduce_scatter", family=COLLECTIVE, shard=sr.LOCAL_ONLY, infer=_reduce_scatter_infer,
-    linear=True, transpose=(_reduce_scatter_transpose,), batch=_reduce_scatter_batch,
+    linear=True, transpose=(_reduce_scatter_transpose,), batch=bt.axis_batch,
     doc="the sum (or average) over the group of same-shaped tensors, of which each member "
         "keeps its block along `axis` (extents `sizes`)")
 

@@ -40,7 +40,7 @@ import warnings
 
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from ..core.trace import Tracer
-from . import _batching as bt, _matrix as mx, _taylor as tl, compare as cmp, creation
+from . import _matrix as mx, _taylor as tl, compare as cmp, creation
 from . import elementwise as ew, reduce as rd, shape as sh
 from . import sharding as sr
 from .families import DECOMPOSITION as _F
@@ -64,18 +64,8 @@ def _check_rhs(name, a, b):
                              f"match matrices of shape {list(a.shape)}")
 
 
-def _batch_all_front(prim):
-    def rule(vals, bdims, **params):
-        return prim.bind(*bt.all_front(vals, bdims), **params), 0
-
-    return rule
-
-
-def _sum_products(pairs):
-    total = None
-    for a, b in pairs:
-        total = tl.add(total, mx.mm(a, b))
-    return total
+def _mtm(a, b):
+    return mx.mm(mx.mT(a), b)
 
 
 # ---- solve ---------------------------------------------------------------------------------
@@ -100,10 +90,6 @@ def _solve_vjp(g, out, a, b):
     return ew.neg(mx.mm(b_bar, mx.mT(out))), b_bar
 
 
-def _solve_batch(vals, bdims):
-    return solve(*bt.all_front(vals, bdims)), 0
-
-
 def _solve_taylor(primals, series, out=None):
     a0, b0 = primals
     order = tl.order_of(series)
@@ -112,15 +98,14 @@ def _solve_taylor(primals, series, out=None):
     b_s = tl.full_series(series[1], b0, order)
     xs = [out]
     for k in range(1, order + 1):
-        rhs = tl.sub(b_s[k], _sum_products((a_s[j], xs[k - j]) for j in range(1, k + 1)
-                                           if a_s[j] is not None and xs[k - j] is not None))
+        rhs = tl.sub(b_s[k], tl.convolution(a_s, xs, k, product=mx.mm))
         xs.append(None if rhs is None else solve(a0, rhs))
     return out, xs
 
 
 solve = Primitive("solve", family=_F, shard=sr.MATRICES,
                   infer=_solve_infer, jvp=(_solve_a_jvp, _solve_b_jvp),
-                  vjp=_solve_vjp, batch=_solve_batch, taylor=_solve_taylor,
+                  vjp=_solve_vjp, taylor=_solve_taylor,
                   saves_out=True, linear_in=(1,),
                   doc="x with a @ x = b (LU with partial pivoting)")
 
@@ -165,10 +150,6 @@ def _tri_vjp(g, out, a, b, **p):
     return _tri_part(_tri_op(grad_op, p["transpose"]), p["lower"], p["unit_diagonal"]), b_bar
 
 
-def _tri_batch(vals, bdims, **p):
-    return triangular_solve(*bt.all_front(vals, bdims), **p), 0
-
-
 def _tri_taylor(primals, series, out=None, **p):
     a0, b0 = primals
     order = tl.order_of(series)
@@ -177,10 +158,8 @@ def _tri_taylor(primals, series, out=None, **p):
     b_s = tl.full_series(series[1], b0, order)
     xs = [out]
     for k in range(1, order + 1):
-        rhs = tl.sub(b_s[k], _sum_products(
-            (_tri_op(_tri_part(a_s[j], p["lower"], p["unit_diagonal"]), p["transpose"]),
-             xs[k - j]) for j in range(1, k + 1)
-            if a_s[j] is not None and xs[k - j] is not None))
+        rhs = tl.sub(b_s[k], tl.convolution(a_s, xs, k, product=lambda a, x: mx.mm(
+            _tri_op(_tri_part(a, p["lower"], p["unit_diagonal"]), p["transpose"]), x)))
         xs.append(None if rhs is None else triangular_solve(a0, rhs, **p))
     return out, xs
 
@@ -188,7 +167,7 @@ def _tri_taylor(primals, series, out=None, **p):
 triangular_solve = Primitive(
     "triangular_solve", family=_F, shard=sr.MATRICES,
     infer=_tri_infer, jvp=(_tri_a_jvp, _tri_b_jvp),
-    vjp=_tri_vjp, batch=_tri_batch, taylor=_tri_taylor, saves_out=True,
+    vjp=_tri_vjp, taylor=_tri_taylor, saves_out=True,
     linear_in=(1,), doc="x with op(a) @ x = b for triangular a (op: identity or transpose)")
 
 
@@ -220,26 +199,21 @@ def _cholesky_vjp(g, out, a):
     return mx.sym(mx.mT(_lower_solve(out, mx.mT(left), transpose=True)))
 
 
-def _cholesky_batch(vals, bdims):
-    return cholesky(bt.move_to_front(vals[0], bdims[0])), 0
-
-
 def _cholesky_taylor(primals, series, out=None):
     (a0,), (a_s,) = primals, series
     order = len(a_s) - 1
     l0 = cholesky(a0) if out is None else out
     ls = [l0]
     for k in range(1, order + 1):
-        c = tl.sub(None if a_s[k] is None else mx.sym(a_s[k]), _sum_products(
-            (ls[j], mx.mT(ls[k - j])) for j in range(1, k)
-            if ls[j] is not None and ls[k - j] is not None))
+        c = tl.sub(None if a_s[k] is None else mx.sym(a_s[k]), tl.convolution(
+            ls, ls, k, hi=k - 1, product=lambda a, b: mx.mm(a, mx.mT(b))))
         ls.append(None if c is None else _cholesky_step(l0, c))
     return l0, ls
 
 
 cholesky = Primitive("cholesky", family=_F, shard=sr.MATRICES,
                      infer=_cholesky_infer, jvp=(_cholesky_jvp,),
-                     vjp=(_cholesky_vjp,), batch=_cholesky_batch, taylor=_cholesky_taylor,
+                     vjp=(_cholesky_vjp,), taylor=_cholesky_taylor,
                      saves_out=True, saves_inputs=(),
                      doc="lower-triangular L with a = L @ L^T (a symmetric positive definite)")
 
@@ -281,10 +255,6 @@ def _slogdet_vjp(g, out, a):  # a_bar = g_logdet a^-T
     return ew.mul(weight, inv_t)
 
 
-def _slogdet_batch(vals, bdims):
-    return slogdet(bt.move_to_front(vals[0], bdims[0])), 0
-
-
 def _slogdet_taylor(primals, series, out=None):
     # d/dt log det a(t) = tr(y(t)) with a y = a': the solve recurrence on a's derivative
     (a0,), (a_s,) = primals, series
@@ -293,8 +263,7 @@ def _slogdet_taylor(primals, series, out=None):
     d_s = [None if a_s[m + 1] is None else mx.scale(a_s[m + 1], m + 1) for m in range(order)]
     ys, coefficients = [], [out]
     for m in range(order):
-        rhs = tl.sub(d_s[m], _sum_products((a_s[j], ys[m - j]) for j in range(1, m + 1)
-                                           if a_s[j] is not None and ys[m - j] is not None))
+        rhs = tl.sub(d_s[m], tl.convolution(a_s, ys, m, product=mx.mm))
         ys.append(None if rhs is None else solve(a0, rhs))
         coefficients.append(None if ys[m] is None else _pack_logdet(
             _trace(mx.scale(ys[m], 1.0 / (m + 1)))))
@@ -303,7 +272,7 @@ def _slogdet_taylor(primals, series, out=None):
 
 slogdet = Primitive("slogdet", family=_F, shard=sr.MATRICES,
                     infer=_slogdet_infer, jvp=(_slogdet_jvp,),
-                    vjp=(_slogdet_vjp,), batch=_slogdet_batch, taylor=_slogdet_taylor,
+                    vjp=(_slogdet_vjp,), taylor=_slogdet_taylor,
                     doc="[..., 2]: sign and log|det| of each matrix")
 
 
@@ -386,10 +355,6 @@ def _warn_if_not_invariant(vt_vbar, degenerate):
                       "terms to zero", RuntimeWarning, stacklevel=4)
 
 
-def _eigh_batch(vals, bdims):
-    return eigh(bt.move_to_front(vals[0], bdims[0])), 0
-
-
 def _eigh_taylor(primals, series, out=None):
     (a0,), (a_s,) = primals, series
     order = len(a_s) - 1
@@ -400,23 +365,15 @@ def _eigh_taylor(primals, series, out=None):
     a_s = [a_s[0]] + [None if c is None else mx.sym(c) for c in a_s[1:]]
     for k in range(1, order + 1):
         # r_k = sum_{j=1}^{k-1} v_j w_{k-j} - sum_{j=1}^{k} a_j v_{k-j}
-        r = None
-        for j in range(1, k):
-            if vs[j] is not None and ws[k - j] is not None:
-                r = tl.add(r, ew.mul(vs[j], sh.broadcast_in_dim(
-                    ws[k - j], shape=tuple(vs[j]._shape),
-                    broadcast_dimensions=tuple(range(len(vs[j]._shape) - 2))
-                    + (len(vs[j]._shape) - 1,))))
-        r = tl.sub(r, _sum_products((a_s[j], vs[k - j]) for j in range(1, k + 1)
-                                    if a_s[j] is not None and vs[k - j] is not None))
+        r = tl.sub(tl.convolution(vs, ws, k, hi=k - 1, product=_scale_columns),
+                   tl.convolution(a_s, vs, k, product=mx.mm))
         if r is None:
             vs.append(None)
             ws.append(None)
             coefficients.append(None)
             continue
         t = mx.mm(mx.mT(v0), r)  # w0 c - c w0 - w_k = t
-        s = tl.scale(_sum_products((mx.mT(vs[j]), vs[k - j]) for j in range(1, k)
-                                   if vs[j] is not None and vs[k - j] is not None), -1.0)
+        s = tl.scale(tl.convolution(vs, vs, k, hi=k - 1, product=_mtm), -1.0)
         c = ew.mul(f, ew.neg(t))
         if s is not None:
             c = ew.add(c, mx.scale(mx.diag_embed(mx.diagonal(s)), 0.5))
@@ -428,8 +385,8 @@ def _eigh_taylor(primals, series, out=None):
 
 
 eigh = Primitive("eigh", family=_F, shard=sr.MATRICES,
-                 infer=_eigh_infer, jvp=(_eigh_jvp,), vjp=(_eigh_vjp,),
-                 batch=_eigh_batch, taylor=_eigh_taylor, saves_out=True, saves_inputs=(),
+                 infer=_eigh_infer, jvp=(_eigh_jvp,), vjp=(_eigh_vjp,), taylor=_eigh_taylor,
+                 saves_out=True, saves_inputs=(),
                  doc="[..., n, n + 1]: eigenvectors then eigenvalues of a symmetric matrix")
 
 
@@ -487,10 +444,6 @@ def _lu_vjp(g, out, a):
     return mx.mm(mx.mT(p), c_bar)
 
 
-def _lu_batch(vals, bdims):
-    return lu(bt.move_to_front(vals[0], bdims[0])), 0
-
-
 def _lu_taylor(primals, series, out=None):
     (a0,), (a_s,) = primals, series
     order = len(a_s) - 1
@@ -498,9 +451,8 @@ def _lu_taylor(primals, series, out=None):
     lower, upper, p = _lu_parts(out)
     ls, us, coefficients = [lower], [upper], [out]
     for k in range(1, order + 1):
-        c = tl.sub(None if a_s[k] is None else mx.mm(p, a_s[k]), _sum_products(
-            (ls[j], us[k - j]) for j in range(1, k) if ls[j] is not None
-            and us[k - j] is not None))
+        c = tl.sub(None if a_s[k] is None else mx.mm(p, a_s[k]),
+                   tl.convolution(ls, us, k, hi=k - 1, product=mx.mm))
         if c is None:
             ls.append(None)
             us.append(None)
@@ -513,8 +465,8 @@ def _lu_taylor(primals, series, out=None):
     return out, coefficients
 
 
-lu = Primitive("lu", family=_F, shard=sr.MATRICES, infer=_lu_infer, jvp=(_lu_jvp,), vjp=(_lu_vjp,),
-               batch=_lu_batch, taylor=_lu_taylor, saves_out=True, saves_inputs=(),
+lu = Primitive("lu", family=_F, shard=sr.MATRICES, infer=_lu_infer, jvp=(_lu_jvp,),
+               vjp=(_lu_vjp,), taylor=_lu_taylor, saves_out=True, saves_inputs=(),
                doc="[..., n, n + 1]: packed L\\U and the row permutation (as floats)")
 
 
@@ -526,36 +478,10 @@ def _pivots_infer(x):
     return Aval(x.shape, x.dtype)
 
 
-def _int_batch(prim):
-    def rule(vals, bdims):
-        return prim.bind(bt.move_to_front(vals[0], bdims[0])), 0
-
-    return rule
-
-
-def _lu_pivots_batch(vals, bdims):
-    return _int_batch(lu_pivots)(vals, bdims)
-
-
-def _lu_permutation_batch(vals, bdims):
-    return _int_batch(lu_permutation)(vals, bdims)
-
-
-def _lu_pivots_taylor(primals, series, out=None):
-    return tl.no_series_rule(lu_pivots)(primals, series, out)
-
-
-def _lu_permutation_taylor(primals, series, out=None):
-    return tl.no_series_rule(lu_permutation)(primals, series, out)
-
-
-lu_pivots = Primitive("lu_pivots", family=_F, shard=sr.PIVOTS,
-                      infer=_pivots_infer, differentiable=False,
-                      batch=_lu_pivots_batch, taylor=_lu_pivots_taylor,
-                      doc="1-based LAPACK row swaps of a row permutation")
+lu_pivots = Primitive("lu_pivots", family=_F, shard=sr.PIVOTS, infer=_pivots_infer,
+                      differentiable=False, doc="1-based LAPACK row swaps of a row permutation")
 lu_permutation = Primitive("lu_permutation", family=_F, shard=sr.PIVOTS, infer=_pivots_infer,
-                           differentiable=False, batch=_lu_permutation_batch,
-                           taylor=_lu_permutation_taylor,
+                           differentiable=False,
                            doc="the row permutation of 1-based LAPACK row swaps")
 
 
@@ -620,10 +546,6 @@ def _qr_vjp(g, out, a):
     return _right_solve_upper_t(inner, r)
 
 
-def _qr_batch(vals, bdims):
-    return qr(bt.move_to_front(vals[0], bdims[0])), 0
-
-
 def _qr_taylor(primals, series, out=None):
     (a0,), (a_s,) = primals, series
     order = len(a_s) - 1
@@ -631,15 +553,13 @@ def _qr_taylor(primals, series, out=None):
     q0, r0 = _qr_parts(out)
     qs, rs, coefficients = [q0], [r0], [out]
     for k in range(1, order + 1):
-        c = tl.sub(a_s[k], _sum_products((qs[j], rs[k - j]) for j in range(1, k)
-                                         if qs[j] is not None and rs[k - j] is not None))
+        c = tl.sub(a_s[k], tl.convolution(qs, rs, k, hi=k - 1, product=mx.mm))
         if c is None:
             qs.append(None)
             rs.append(None)
             coefficients.append(None)
             continue
-        s = tl.scale(_sum_products((mx.mT(qs[j]), qs[k - j]) for j in range(1, k)
-                                   if qs[j] is not None and qs[k - j] is not None), -1.0)
+        s = tl.scale(tl.convolution(qs, qs, k, hi=k - 1, product=_mtm), -1.0)
         qk, rk = _qr_step(q0, r0, c, s)
         qs.append(qk)
         rs.append(rk)
@@ -647,8 +567,8 @@ def _qr_taylor(primals, series, out=None):
     return out, coefficients
 
 
-qr = Primitive("qr", family=_F, shard=sr.MATRICES, infer=_qr_infer, jvp=(_qr_jvp,), vjp=(_qr_vjp,),
-               batch=_qr_batch, taylor=_qr_taylor, saves_out=True, saves_inputs=(),
+qr = Primitive("qr", family=_F, shard=sr.MATRICES, infer=_qr_infer, jvp=(_qr_jvp,),
+               vjp=(_qr_vjp,), taylor=_qr_taylor, saves_out=True, saves_inputs=(),
                doc="[..., m + n, n]: reduced Q (first m rows) then R of a tall matrix")
 
 
@@ -740,10 +660,6 @@ def _svd_vjp(g, out, a):
     return ew.add(core, mx.mm(_scale_columns(outside, ew.div(one, s)), mx.mT(v)))
 
 
-def _svd_batch(vals, bdims):
-    return svd(bt.move_to_front(vals[0], bdims[0])), 0
-
-
 def _svd_taylor(primals, series, out=None):
     (a0,), (a_s,) = primals, series
     order = len(a_s) - 1
@@ -752,16 +668,10 @@ def _svd_taylor(primals, series, out=None):
     f = _square_gap_inverse(s0)
     us, ss, vs, coefficients = [u0], [s0], [v0], [out]
     for k in range(1, order + 1):
-        r1, r2 = None, None
-        for j in range(1, k):
-            if us[j] is not None and ss[k - j] is not None:
-                r1 = tl.add(r1, _scale_columns(us[j], ss[k - j]))
-            if vs[j] is not None and ss[k - j] is not None:
-                r2 = tl.add(r2, _scale_columns(vs[j], ss[k - j]))
-        r1 = tl.sub(r1, _sum_products((a_s[j], vs[k - j]) for j in range(1, k + 1)
-                                      if a_s[j] is not None and vs[k - j] is not None))
-        r2 = tl.sub(r2, _sum_products((mx.mT(a_s[j]), us[k - j]) for j in range(1, k + 1)
-                                      if a_s[j] is not None and us[k - j] is not None))
+        r1 = tl.sub(tl.convolution(us, ss, k, hi=k - 1, product=_scale_columns),
+                    tl.convolution(a_s, vs, k, product=mx.mm))
+        r2 = tl.sub(tl.convolution(vs, ss, k, hi=k - 1, product=_scale_columns),
+                    tl.convolution(a_s, us, k, product=_mtm))
         if r1 is None and r2 is None:
             us.append(None)
             ss.append(None)
@@ -770,10 +680,8 @@ def _svd_taylor(primals, series, out=None):
             continue
         r1 = r1 if r1 is not None else tl.zeros_like(u0)
         r2 = r2 if r2 is not None else tl.zeros_like(v0)
-        su = tl.scale(_sum_products((mx.mT(us[j]), us[k - j]) for j in range(1, k)
-                                    if us[j] is not None and us[k - j] is not None), -1.0)
-        sv = tl.scale(_sum_products((mx.mT(vs[j]), vs[k - j]) for j in range(1, k)
-                                    if vs[j] is not None and vs[k - j] is not None), -1.0)
+        su = tl.scale(tl.convolution(us, us, k, hi=k - 1, product=_mtm), -1.0)
+        sv = tl.scale(tl.convolution(vs, vs, k, hi=k - 1, product=_mtm), -1.0)
         uk, sk, vk = _svd_step(u0, s0, v0, f, r1, r2, su, sv)
         us.append(uk)
         ss.append(sk)
@@ -783,7 +691,7 @@ def _svd_taylor(primals, series, out=None):
 
 
 svd = Primitive("svd", family=_F, shard=sr.MATRICES,
-                infer=_svd_infer, jvp=(_svd_jvp,), vjp=(_svd_vjp,),
-                batch=_svd_batch, taylor=_svd_taylor, saves_out=True, saves_inputs=(),
+                infer=_svd_infer, jvp=(_svd_jvp,), vjp=(_svd_vjp,), taylor=_svd_taylor,
+                saves_out=True, saves_inputs=(),
                 doc="[..., m + 1 + n, n]: U, the singular values (descending) and V of a "
                     "tall matrix (a = U diag(s) V^T)")

@@ -126,10 +126,7 @@ def _sqrt_series(xs, z0, x0):
     zs = [z0]
     two_z0 = tl.scale(z0, 2.0)
     for k in range(1, len(xs)):
-        total = None
-        for j in range(1, k):
-            total = tl.add(total, tl.mul(zs[j], zs[k - j]))
-        zs.append(tl.divide(tl.sub(xs[k], total), two_z0))
+        zs.append(tl.divide(tl.sub(xs[k], tl.convolution(zs, zs, k, hi=k - 1)), two_z0))
     return zs
 
 
@@ -177,10 +174,7 @@ def _erf_series(xs, z0, x0):
     e = tl.exp_series(q, exp(q[0]))
     zs = [z0]
     for k in range(1, len(xs)):
-        total = None
-        for j in range(1, k + 1):
-            total = tl.add(total, tl.scale(tl.mul(xs[j], e[k - j]), j))
-        zs.append(tl.scale(total, tl.TWO_OVER_SQRT_PI / k))
+        zs.append(tl.scale(tl.convolution(xs, e, k, weighted=True), tl.TWO_OVER_SQRT_PI / k))
     return zs
 
 

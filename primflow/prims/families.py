@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 from ..core.primitive import Family
-from ._batching import axes_batch, axis_batch, elementwise_batch
+from ._batching import axes_batch, axis_batch, elementwise_batch, front_batch
 
 # elementwise math computed inline by generated code (negation, roots, rounding, powers)
 ELEMENTWISE_UNARY = Family("elementwise", elementwise=True, batch=elementwise_batch)
@@ -50,7 +50,7 @@ COMPLEX = Family("complex", batch=elementwise_batch)
 # discrete Fourier transforms over static axes
 FFT = Family("fft")
 # matrix decompositions and solves (LAPACK kernels) over the last two dims
-DECOMPOSITION = Family("decomposition")
+DECOMPOSITION = Family("decomposition", batch=front_batch)
 # ---- distributed (issue 15) ----
 # communication among the processes of a group (all_reduce, all_gather...): kernels of their
 # own, never fused, never reordered across one another

@@ -94,12 +94,6 @@ def _fft_vjp(g, out, x, *, kind, axes, n_last, norm):
     return ew.mul(spectrum, _bin_weights(spectrum, last, n_last, 2.0))
 
 
-def _fft_batch(vals, bdims, *, kind, axes, n_last, norm):
-    x = bt.move_to_front(vals[0], bdims[0])
-    return fft(x, kind=kind, axes=bt.shift_axes(axes), n_last=n_last, norm=norm), 0
-
-
 fft = Primitive("fft", family=FFT, shard=sr.FFT,
-                infer=_fft_infer, linear=True, transpose=(_fft_vjp,),
-                batch=_fft_batch,
+                infer=_fft_infer, linear=True, transpose=(_fft_vjp,), batch=bt.axes_batch,
                 doc="discrete Fourier transform (fft, ifft, rfft or irfft) over `axes`")

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-from ..core import dtypes
 from ..core.primitive import Aval, Primitive, RuleTemplate
 from . import compare, elementwise as ew, shape as sh
 from .complex import reject_complex
@@ -108,5 +107,3 @@ def _cumsum_transpose(g, out, x, *, axis, reverse):
 cumsum = Primitive("cumsum", family=AXIS, shard=sr.CUMSUM, infer=_cumsum_infer, linear=True,
                    transpose=(_cumsum_transpose,),
                    doc="running sum along `axis` (from the end if `reverse`)")
-
-INDEX_DTYPE = dtypes.int64

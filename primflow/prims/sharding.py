@@ -148,31 +148,31 @@ def along_axis(linear):
 
 # ---- shape ----------------------------------------------------------------------------------
 
-def _keep_partial(s):
-    """Linear shape ops keep a linear partial input partial (others are reduced first)."""
-    if s in LINEAR_PARTIALS:
-        return [s], s
-    return [None], None
+def _shape_op(dim_rule):
+    """Rule of a one-input shape op (linear): replicated stays replicated, a linear partial
+    stays partial (other partials are reduced first), and a dim sharded along ``s`` maps to
+    ``dim_rule(s, in_shape, size, **params)`` (None: the op needs it whole, replicate)."""
+
+    def propagate(specs, avals, out_aval, size, **params):
+        (s,) = specs
+        if s is None or (is_partial(s) and s not in LINEAR_PARTIALS):
+            return [None], None
+        out = s if is_partial(s) else dim_rule(s, avals[0].shape, size, **params)
+        return ([None], None) if out is None else ([s], out)
+
+    propagate.__name__ = dim_rule.__name__
+    return propagate
 
 
-def _broadcast_propagate(specs, avals, out_aval, size, *, shape, broadcast_dimensions):
-    (s,) = specs
-    if s is None:
-        return [None], None
-    if is_partial(s):
-        return _keep_partial(s)
-    if avals[0].shape[s] == shape[broadcast_dimensions[s]]:
-        return [s], broadcast_dimensions[s]
-    return [None], None  # a size-1 dim that broadcasts: every rank needs it
+@_shape_op
+def _broadcast_dim(s, in_shape, size, *, shape, broadcast_dimensions):
+    # a size-1 dim that broadcasts: every rank needs it
+    return broadcast_dimensions[s] if in_shape[s] == shape[broadcast_dimensions[s]] else None
 
 
-def _transpose_propagate(specs, avals, out_aval, size, *, perm):
-    (s,) = specs
-    if s is None:
-        return [None], None
-    if is_partial(s):
-        return _keep_partial(s)
-    return [s], list(perm).index(s)
+@_shape_op
+def _transpose_dim(s, in_shape, size, *, perm):
+    return list(perm).index(s)
 
 
 def _reshape_groups(src, dst):
@@ -203,43 +203,32 @@ def _reshape_groups(src, dst):
     return groups
 
 
-def _reshape_propagate(specs, avals, out_aval, size, *, shape):
-    (s,) = specs
-    if s is None:
-        return [None], None
-    if is_partial(s):
-        return _keep_partial(s)
-    src = avals[0].shape
+@_shape_op
+def _reshape_dim(s, src, size, *, shape):
     for gi, gj in _reshape_groups(tuple(src), tuple(shape)):
         if s not in gi:
             continue
         big_i = [d for d in gi if src[d] != 1]
         big_j = [d for d in gj if shape[d] != 1]
         if not big_i or big_i[0] != s or not big_j:
-            break
+            return None
         e = big_j[0]
         if len(big_i) == 1 and len(big_j) == 1:
-            return [s], e  # the dim survives (maybe among size-1 dims)
+            return e  # the dim survives (maybe among size-1 dims)
         if src[s] % size == 0 and shape[e] % size == 0:
-            return [s], e  # leading dim of a merge or split: the blocks line up
-        break
-    return [None], None
+            return e  # leading dim of a merge or split: the blocks line up
+        return None
+    return None
 
 
 def _reshape_localize(params, in_shapes, out_shape, in_sharded):
     return {**params, "shape": tuple(out_shape)}
 
 
-def _slice_propagate(specs, avals, out_aval, size, *, start, limit, strides):
-    (s,) = specs
-    if s is None:
-        return [None], None
-    if is_partial(s):
-        return _keep_partial(s)
-    n = avals[0].shape[s]
-    if start[s] == 0 and limit[s] == n and (strides is None or strides[s] == 1):
-        return [s], s
-    return [None], None
+@_shape_op
+def _slice_dim(s, in_shape, size, *, start, limit, strides):
+    whole = start[s] == 0 and limit[s] == in_shape[s] and (strides is None or strides[s] == 1)
+    return s if whole else None
 
 
 def _slice_localize(params, in_shapes, out_shape, in_sharded):
@@ -365,10 +354,10 @@ REDUCE_MAX = reduction("max", linear=False, empty_fill=-math.inf)
 REDUCE_MIN = reduction("min", linear=False, empty_fill=math.inf)
 ARG_AXIS = along_axis(linear=False)
 CUMSUM = along_axis(linear=True)
-BROADCAST = ShardingRule(_broadcast_propagate, _reshape_localize, "broadcast")
-RESHAPE = ShardingRule(_reshape_propagate, _reshape_localize, "reshape")
-TRANSPOSE = ShardingRule(_transpose_propagate, name="transpose")
-SLICE = ShardingRule(_slice_propagate, _slice_localize, "slice")
+BROADCAST = ShardingRule(_broadcast_dim, _reshape_localize, "broadcast")
+RESHAPE = ShardingRule(_reshape_dim, _reshape_localize, "reshape")
+TRANSPOSE = ShardingRule(_transpose_dim, name="transpose")
+SLICE = ShardingRule(_slice_dim, _slice_localize, "slice")
 PAD = ShardingRule(_pad_propagate, name="pad")
 CONCATENATE = ShardingRule(_concatenate_propagate, name="concatenate")
 GATHER = ShardingRule(_gather_propagate, name="gather")

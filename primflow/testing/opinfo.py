@@ -1581,6 +1581,11 @@ OP_DB += [
            with_params([((3,), {})]), prims=("all_reduce",)),
     OpInfo("all_reduce_max", _collective("all_reduce", op="max"), lambda x: x,
            with_params([((2, 3), {})]), prims=("all_reduce",)),
+    # (its rules divide by x: out / x is 1 only to rounding, which the differences of the
+    # third and fourth derivatives amplify; away from 0)
+    OpInfo("all_reduce_prod", _collective("all_reduce", op="prod"), lambda x: x,
+           with_params([((2, 3), {})]), prims=("all_reduce",), domain=(0.5, 2.0),
+           tol={"order3": (1e-9, 1e-5), "order4": (1e-7, 1e-5)}),
     OpInfo("all_gather", _collective("all_gather"), lambda x, axis, sizes: x,
            with_params([((2, 3), {"axis": 1, "sizes": (3,)}),
                         ((4,), {"axis": 0, "sizes": (4,)})]), prims=("all_gather",)),

@@ -28,6 +28,7 @@ import inspect
 import itertools
 import textwrap
 
+from ..core.pytree import replace_at
 from ..core.tensor import Tensor
 from ..ops.math import logical_and, logical_not, logical_or
 
@@ -85,10 +86,7 @@ class runtime:  # noqa: N801 - a namespace the generated code reads as __pf_rt
 
         def branch(fn):
             def run(*ops):
-                full = list(values)
-                for i, v in zip(defined, ops):
-                    full[i] = v
-                return _check_defined(fn(*full), "if")
+                return _check_defined(fn(*replace_at(values, defined, ops)), "if")
             return run
 
         return cond(pred, branch(true_fn), branch(false_fn), *[values[i] for i in defined])

@@ -27,16 +27,16 @@ both sides.
 
 from __future__ import annotations
 
-from ..autodiff.forward import JVPTrace, JVPTracer
+from ..autodiff.forward import JVPTrace, JVPTracer, split_tangents
 from ..autodiff.forward import jvp as _jvp
 from ..autodiff.functional import vjp as _vjp
 from ..autodiff.taylor import TaylorTrace, TaylorTracer, taylor_series
 from ..backends import get_backend
 from ..core import dtypes
 from ..core.primitive import Aval, record_custom
-from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.pytree import replace_at, tree_flatten, tree_unflatten
 from ..core.state import enable_grad, state
-from ..core.trace import Tracer, new_trace
+from ..core.trace import Tracer, new_trace, staging_trace
 from ..ir import Builder, Function, evaluate_bound
 from ..ir.interpreter import set_control_rule
 from ..ir.regions import TupleAval, result_avals
@@ -81,14 +81,6 @@ def _lanes(t):
         t = t.val if isinstance(t, BatchTracer) else (
             t.primal if isinstance(t, JVPTracer) else t.series[0])
     return None if isinstance(t, Tracer) else t._value
-
-
-def _staging():
-    """The innermost trace that stages operations (pf.jit's, or a region's), or None."""
-    for t in reversed(state.trace_stack):
-        if t.stages_creation:
-            return t
-    return None
 
 
 def _leaves(tree):
@@ -218,7 +210,7 @@ def _fresh(t):
 def _stage(kind, operands, params, out_avals):
     """Adds a control-flow operation to the innermost staging trace; returns its results
     as tracers."""
-    trace = _staging()
+    trace = staging_trace()
     ins = [trace.lift(as_tensor(a)) for a in operands]
     tup = trace.builder.add_op(kind, ins, params, TupleAval(out_avals))
     return [JitTracer(trace, trace.builder.add_op("get", [tup], {"index": k}, aval))
@@ -267,7 +259,7 @@ def apply_control(kind, params, operands):
     ``primflow.ir.regions``) to ``operands``: staged when a jit trace is active, else run
     as Python control flow on the values (the tape and other transforms see every step)."""
     operands = [as_tensor(a) for a in operands]
-    if _staging() is not None:
+    if staging_trace() is not None:
         if not _foreign(operands):
             return _apply_staged(kind, params, operands, _stage_results)
         # a transform between pf.jit and this operation (jit of vmap or jvp): its rule
@@ -370,7 +362,7 @@ def _region_vjp(region, values, positions, cotangents, saved=None):
     (``values`` are region or outside values; computed with the tape, under the staging
     trace when there is one). ``saved`` maps operation indices of ``region`` to their
     values saved by the forward pass: those are not computed again (see ``_replay``)."""
-    trace = _staging()
+    trace = staging_trace()
     if isinstance(trace, RegionTrace):  # differentiate with respect to this region's values
         values = [v if isinstance(v, JitTracer) and v._trace is trace else trace.capture(v)
                   for v in values]
@@ -378,9 +370,7 @@ def _region_vjp(region, values, positions, cotangents, saved=None):
     slot_of = []  # output -> its position among the distinct output tensors
 
     def f(*diff):
-        full = list(values)
-        for i, d in zip(positions, diff):
-            full[i] = d
+        full = replace_at(values, positions, diff)
         outs = _replay(region, full, saved) if saved else evaluate_bound(region, full)
         # a tensor returned twice (a carry that is also saved) is one output whose
         # cotangent is the sum of both
@@ -537,18 +527,6 @@ def _scan_vjp(params, operands, results, cts, n_out, saved):
 
 # ---- forward-mode and batching rules of staged loops (jit of jvp, jit of vmap) ---------------
 
-def _split_jvp(trace, operands):
-    primals, tangents = [], []
-    for a in operands:
-        if isinstance(a, JVPTracer) and a._trace is trace:
-            primals.append(a.primal)
-            tangents.append(a.tangent)
-        else:
-            primals.append(a)
-            tangents.append(None)
-    return primals, tangents
-
-
 def _jvp_region(region, values, tangents):
     """``(outputs, output tangents)`` of ``region`` at ``values``, pushing ``tangents``
     (None: zero) by forward mode."""
@@ -558,77 +536,72 @@ def _jvp_region(region, values, tangents):
         return outs, [zeros_like(o) if o.dtype.is_floating else None for o in outs]
 
     def f(*diff):
-        full = list(values)
-        for i, d in zip(positions, diff):
-            full[i] = d
-        return evaluate_bound(region, full)
+        return evaluate_bound(region, replace_at(values, positions, diff))
 
     outs, dots = _jvp(f, tuple(values[i] for i in positions),
                       tuple(tangents[i] for i in positions))
     return list(outs), [d if o.dtype.is_floating else None for o, d in zip(outs, dots)]
 
 
+def _placed(positions, values, n):
+    """A list of ``n`` Nones with ``values`` at ``positions``."""
+    return replace_at([None] * n, positions, values)
+
+
+def _augmented_loop(kind, params, primals, extras, fill, through):
+    """A staged loop carrying, beside each float carry (and each scanned input that has
+    one), an extra: its tangent (jvp) or its Taylor coefficients (jet). ``fill(value,
+    extra)`` makes the extra where there is none (zeros); ``through(region, values,
+    extras) -> (outs, out_extras)`` runs the body on both. The loop stays one operation
+    instead of being unrolled. Returns the outputs and their extras (None: none)."""
+    k = params["n_carry"]
+    fc = _float_positions(primals[:k])
+    carry_e = [fill(primals[i], extras[i]) for i in fc]
+    if kind == "while":
+        consts_p, consts_e = primals[k:], extras[k:]
+
+        def cond_fn(state):
+            return evaluate_bound(params["cond"], list(state[0]) + consts_p)[0]
+
+        def body_fn(state):
+            cp, ce = state
+            outs, out_e = through(params["body"], list(cp) + consts_p,
+                                  _placed(fc, ce, k) + consts_e)
+            return outs, [fill(outs[i], out_e[i]) for i in fc]
+
+        cp, ce = while_loop(cond_fn, body_fn, (primals[:k], carry_e))
+        return list(cp), _placed(fc, ce, k)
+    m = params["n_xs"]
+    xs_p, xs_e = primals[k:k + m], extras[k:k + m]
+    consts_p, consts_e = primals[k + m:], extras[k + m:]
+    tx = [i for i, e in enumerate(xs_e) if e is not None]
+
+    def step(carry, x):
+        (cp, ce), (xp, xe) = carry, x
+        outs, out_e = through(params["body"], list(cp) + list(xp) + consts_p,
+                              _placed(fc, ce, k) + _placed(tx, xe, m) + consts_e)
+        fy = _float_positions(outs[k:])
+        return ((outs[:k], [fill(outs[i], out_e[i]) for i in fc]),
+                (outs[k:], [fill(outs[k + j], out_e[k + j]) for j in fy]))
+
+    (cp, ce), (ys, ye) = scan(step, (primals[:k], carry_e),
+                              (xs_p, [fill(xs_p[i], xs_e[i]) for i in tx]),
+                              length=params["length"], reverse=params["reverse"])
+    return list(cp) + list(ys), _placed(fc, ce, k) + _placed(_float_positions(ys), ye, len(ys))
+
+
 def _jvp_rule(trace, kind, params, operands):
     """The jvp of a staged loop: a loop carrying primals and tangents, whose body is the
     jvp of the body (every float carry gets a tangent, zero where it had none)."""
-    primals, tangents = _split_jvp(trace, operands)
-    k = params["n_carry"]
-    fc = _float_positions(primals[:k])
-    carry_t = [tangents[i] if tangents[i] is not None else zeros_like(primals[i])
-               for i in fc]
-    if kind == "while":
-        consts_p, consts_t = primals[k:], tangents[k:]
-
-        def cond_fn(s):
-            return evaluate_bound(params["cond"], list(s[0]) + consts_p)[0]
-
-        def body_fn(s):
-            cp, ct = s
-            tan = [None] * k
-            for i, t in zip(fc, ct):
-                tan[i] = t
-            outs, dots = _jvp_region(params["body"], list(cp) + consts_p, tan + consts_t)
-            return outs, [dots[i] for i in fc]
-
-        cp, ct = while_loop(cond_fn, body_fn, (primals[:k], carry_t))
-        out_p, out_t = list(cp), [None] * k
-        for i, t in zip(fc, ct):
-            out_t[i] = t
-    else:
-        m = params["n_xs"]
-        xs_p, xs_t = primals[k:k + m], tangents[k:k + m]
-        consts_p, consts_t = primals[k + m:], tangents[k + m:]
-        tx = [i for i, t in enumerate(xs_t) if t is not None]
-
-        def step(carry, x):
-            cp, ct = carry
-            xp, xt = x
-            tan = [None] * k
-            for i, t in zip(fc, ct):
-                tan[i] = t
-            x_tan = [None] * m
-            for i, t in zip(tx, xt):
-                x_tan[i] = t
-            outs, dots = _jvp_region(params["body"], list(cp) + list(xp) + consts_p,
-                                     tan + x_tan + consts_t)
-            fy = _float_positions(outs[k:])
-            return (outs[:k], [dots[i] for i in fc]), (outs[k:], [dots[k + j] for j in fy])
-
-        (cp, ct), (ys, yts) = scan(step, (primals[:k], carry_t),
-                                   (xs_p, [xs_t[i] for i in tx]), length=params["length"],
-                                   reverse=params["reverse"])
-        out_p, out_t = list(cp) + list(ys), [None] * (k + len(ys))
-        for i, t in zip(fc, ct):
-            out_t[i] = t
-        for j, t in zip(_float_positions(ys), yts):
-            out_t[k + j] = t
+    primals, tangents = split_tangents(trace, operands)
+    out_p, out_t = _augmented_loop(kind, params, primals, tangents,
+                                   lambda v, t: zeros_like(v) if t is None else t, _jvp_region)
     return [JVPTracer(trace, p, t) if t is not None else p for p, t in zip(out_p, out_t)]
 
 
 def _taylor_rule(trace, kind, params, operands):
     """The jet of a staged loop: a loop carrying each float carry's Taylor coefficients
-    (zeros where it has none), whose body propagates them through the body in Taylor mode,
-    so the loop stays one operation instead of being unrolled."""
+    (zeros where it has none), whose body propagates them through the body in Taylor mode."""
     order = trace.order
     primals, series = [], []
     for a in operands:
@@ -644,62 +617,11 @@ def _taylor_rule(trace, kind, params, operands):
 
     def through(region, values, in_series):
         outs = taylor_series(lambda *v: evaluate_bound(region, list(v)), list(values),
-                             in_series, order)
+                             [None if c is None else list(c) for c in in_series], order)
         return [o[0] for o in outs], [o[1:] for o in outs]
 
-    k = params["n_carry"]
-    fc = _float_positions(primals[:k])
-    carry_s = [filled(primals[i], series[i]) for i in fc]
-
-    def carry_series(cs):
-        in_series = [None] * k
-        for i, c in zip(fc, cs):
-            in_series[i] = list(c)
-        return in_series
-
-    if kind == "while":
-        consts_p, consts_s = primals[k:], series[k:]
-
-        def cond_fn(state):
-            return evaluate_bound(params["cond"], list(state[0]) + consts_p)[0]
-
-        def body_fn(state):
-            cp, cs = state
-            outs, out_s = through(params["body"], list(cp) + consts_p,
-                                  carry_series(cs) + consts_s)
-            return outs, [filled(outs[i], out_s[i]) for i in fc]
-
-        cp, cs = while_loop(cond_fn, body_fn, (primals[:k], carry_s))
-        out_p, out_s = list(cp), [None] * k
-        for i, c in zip(fc, cs):
-            out_s[i] = list(c)
-    else:
-        m = params["n_xs"]
-        xs_p, xs_s = primals[k:k + m], series[k:k + m]
-        consts_p, consts_s = primals[k + m:], series[k + m:]
-        tx = [i for i, c in enumerate(xs_s) if c is not None]
-
-        def step(carry, x):
-            cp, cs = carry
-            xp, xc = x
-            x_series = [None] * m
-            for i, c in zip(tx, xc):
-                x_series[i] = list(c)
-            outs, out_s = through(params["body"], list(cp) + list(xp) + consts_p,
-                                  carry_series(cs) + x_series + consts_s)
-            fy = _float_positions(outs[k:])
-            return ((outs[:k], [filled(outs[i], out_s[i]) for i in fc]),
-                    (outs[k:], [filled(outs[k + j], out_s[k + j]) for j in fy]))
-
-        (cp, cs), (ys, ys_s) = scan(step, (primals[:k], carry_s),
-                                    (xs_p, [filled(xs_p[i], xs_s[i]) for i in tx]),
-                                    length=params["length"], reverse=params["reverse"])
-        out_p, out_s = list(cp) + list(ys), [None] * (k + len(ys))
-        for i, c in zip(fc, cs):
-            out_s[i] = list(c)
-        for j, c in zip(_float_positions(ys), ys_s):
-            out_s[k + j] = list(c)
-    return [TaylorTracer(trace, [p] + s) if s is not None else p
+    out_p, out_s = _augmented_loop(kind, params, primals, series, filled, through)
+    return [TaylorTracer(trace, [p] + list(s)) if s is not None else p
             for p, s in zip(out_p, out_s)]
 
 
@@ -939,7 +861,7 @@ def while_loop(cond_fun, body_fun, init_val, max_steps=None):
 
     if max_steps is not None:
         return _bounded_while(cond_flat, body_flat, init_leaves, init_tree, int(max_steps))
-    if _staging() is not None:
+    if staging_trace() is not None:
         avals = [Aval(x._shape, x.dtype) for x in init_leaves]
         cfn, ccaps, _ = _trace_region(cond_flat, avals, "cond")
         bfn, bcaps, _ = _trace_region(body_flat, avals, "body")
@@ -978,7 +900,7 @@ def fori_loop(lower, upper, body_fun, init_val):
     lo, hi = _concrete(as_tensor(lower)), _concrete(as_tensor(upper))
     if lo is not None and lo is not _BATCHED and hi is not None and hi is not _BATCHED:
         lo, hi = _as_int(lo), _as_int(hi)
-        if _staging() is None:  # plain Python loop
+        if staging_trace() is None:  # plain Python loop
             val = init_val
             for i in range(lo, hi):
                 val = body_fun(as_tensor(i, dtype="int64"), val)
@@ -1064,7 +986,7 @@ def scan(f, init, xs=None, length=None, reverse=False):
         return c_leaves, y_leaves
 
     k = len(init_leaves)
-    if _staging() is not None and length > 0:
+    if staging_trace() is not None and length > 0:
         avals = ([Aval(x._shape, x.dtype) for x in init_leaves]
                  + [Aval(x._shape[1:], x.dtype) for x in xs_leaves])
 

@@ -9,7 +9,7 @@ import functools
 
 from ..autodiff.forward import jvp
 from ..autodiff.functional import check_argnums, vjp
-from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.pytree import replace_at, tree_flatten, tree_unflatten
 from ..ops.helpers import as_tensor, exact_reshape
 from ..ops.creation import eye, zeros_like
 from .second_order import hessian_by_adjoints
@@ -46,10 +46,7 @@ def jacrev(f, argnums=0, has_aux=False):
         nums = check_argnums(argnums, len(args))
 
         def restricted(*diff):
-            full = list(args)
-            for i, d in zip(nums, diff):
-                full[i] = d
-            return f(*full)
+            return f(*replace_at(args, nums, diff))
 
         diff_args = tuple(args[i] for i in nums)
         out, vjp_fn, *aux = vjp(restricted, *diff_args, has_aux=has_aux)
@@ -92,10 +89,7 @@ def jacfwd(f, argnums=0, has_aux=False):
         aux_box = []
 
         def restricted(*leaves):
-            full = list(args)
-            for i, d in zip(nums, tree_unflatten(in_tree, list(leaves))):
-                full[i] = d
-            out = f(*full)
+            out = f(*replace_at(args, nums, tree_unflatten(in_tree, list(leaves))))
             if has_aux:
                 out, aux = out
                 aux_box.append(aux)

@@ -65,7 +65,7 @@ from ..backends import get_backend
 from ..core import dtypes
 from ..core import random as _random
 from ..core.primitive import Aval, PrimitiveError, record_custom
-from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.pytree import replace_at, tree_flatten, tree_unflatten
 from ..core.state import state
 from ..core.tensor import Tensor
 from ..core.trace import Trace, Tracer, new_trace, outside_update_error
@@ -1028,21 +1028,20 @@ def _attach_backward(entry, inputs, diff, results, keys):
     name = f"jit({entry.name})"
 
     def run(handles):
-        full = list(inputs)
-        for i, h in zip(diff, handles):
-            full[i] = h
-        return evaluate_bound(entry.program, full, keys=keys)
+        return evaluate_bound(entry.program, replace_at(inputs, diff, handles), keys=keys)
 
     pullback = recomputing_pullback(name, run, diff_inputs)
 
-    out = []
+    out, n = [], len(results)
     for k, r in enumerate(results):
         if not entry.out_requires_grad[k]:
             out.append(r)
             continue
 
+        # (the rule holds no output: an output -> node -> rule -> output cycle would keep
+        # every call's result alive until the garbage collector runs)
         def vjp(g, _out, *_inputs, k=k):
-            cts = [None] * len(results)
+            cts = [None] * n
             cts[k] = g
             return tuple(pullback(cts))
 

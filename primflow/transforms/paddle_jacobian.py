@@ -111,6 +111,9 @@ class LazyMatrix:
     def __len__(self):
         return self.shape[0]
 
+    def __getitem__(self, key):
+        return self._value()[key]
+
 
 def _binary(name):
     def method(self, other):
@@ -459,9 +462,6 @@ class FunctionJacobian(LazyMatrix):
             self._dense_value = dense
         return self._dense_value
 
-    def __getitem__(self, key):
-        return self._value()[key]
-
     def __repr__(self):
         return f"Jacobian(shape={self.shape})"
 
@@ -501,9 +501,6 @@ class FunctionHessian(LazyMatrix):
 
     def _value(self):
         return self._jacobian._value()
-
-    def __getitem__(self, key):
-        return self._value()[key]
 
     def __repr__(self):
         return f"Hessian(shape={self.shape})"

@@ -39,7 +39,7 @@ from ..autodiff.forward import jvp, push_tangents
 from ..autodiff.functional import check_argnums, grad_handle, reaches_outside, split_aux
 from ..autodiff.tape import apply_vjp, saved_output, topological_order
 from ..core.primitive import Aval, Node, Primitive
-from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.pytree import replace_at, tree_flatten, tree_unflatten
 from ..core.state import decompose, enable_grad, set_grad_mode, state
 from ..core.tensor import Tensor
 from ..ops import math as ew
@@ -73,10 +73,7 @@ def hessian_by_adjoints(f, args, argnums=0, has_aux=False, always=False):
     # rules without forward rules): their second derivatives are the decomposition's anyway
     with enable_grad(), decompose():
         handles = [grad_handle(x) for x in in_leaves]
-        full = list(args)
-        for i, d in zip(nums, tree_unflatten(in_tree, handles)):
-            full[i] = d
-        result = f(*full)
+        result = f(*replace_at(args, nums, tree_unflatten(in_tree, handles)))
     result, aux = split_aux(result, has_aux)
     out_leaves, _ = tree_flatten(result)
     if len(out_leaves) != 1 or not isinstance(out_leaves[0], Tensor):
@@ -250,9 +247,7 @@ def _curvature(node, ts, g):
         return ew.add(half, manipulation.transpose(half, [1, 0]))
 
     def gradient_of_pairing(*us):  # d<g, p(u)>/du_i for the x-dependent inputs
-        full = list(inputs)
-        for i, u in zip(idx, us):
-            full[i] = u
+        full = replace_at(inputs, idx, us)
         out = prim.bind(*full, **params)
         return tuple(_input_cotangent(prim, i, g, out, full, params) for i in idx)
 

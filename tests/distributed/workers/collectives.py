@@ -117,4 +117,29 @@ dist.reduce_scatter(y, [p * 1.0 for p in parts])
 grads = pf.grad((y * (r + 1)).sum(), parts)
 same("reduce_scatter adjoint", [gr.numpy() for gr in grads],
      [np.full(2, j + 1.0) for j in range(n)])
+# Taylor series through all_reduce (pf.jet, derivative form): the product's series is the
+# product of the members' polynomials, the sum's the sum of their coefficients
+from math import factorial  # noqa: E402
+from primflow.prims import all_reduce as all_reduce_prim  # noqa: E402
+
+world = tuple(range(n))
+derivs = [np.array([0.5 + r, 1.0]), np.array([0.1 * r, -0.3]), np.array([0.2, 0.05 * r])]
+
+
+def normalised(q):  # rank q's coefficients x(t) = sum_k c_k t^k
+    return [np.array([1.0 + q, 10.0 * q])] + [
+        np.array([0.5 + q, 1.0]) / 1, np.array([0.1 * q, -0.3]) / 2,
+        np.array([0.2, 0.05 * q]) / 6]
+
+
+for op in ("prod", "sum"):
+    out, series = pf.jet(lambda t, op=op: all_reduce_prim(t, op=op, ranks=world),
+                         (pf.to_tensor(mine),), ([pf.to_tensor(d) for d in derivs],))
+    want = normalised(0)
+    for q in range(1, n):
+        other = normalised(q)
+        want = ([sum(want[j] * other[k - j] for j in range(k + 1)) for k in range(4)]
+                if op == "prod" else [a + b for a, b in zip(want, other)])
+    same(f"jet of all_reduce {op}", [out.numpy()] + [s.numpy() for s in series],
+         [want[0]] + [want[k] * factorial(k) for k in range(1, 4)])
 print("collectives ok")
