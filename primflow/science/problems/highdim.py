@@ -64,11 +64,13 @@ SiLU 1,024 x 1, first-layer rate x 3, output x 0.1  4,000        1.57e-2
 (the default)
 =================================================  ===========  ===========
 
-(The earlier default decayed the rate to 1e-4 only.) The default takes 179 s at load 4-5
-(45 ms a step; the previous one, without the layer rates, took 506 s at load 5-7, and
-6,000 steps 927 s at load 7-9). The layer rates (``input_lr_scale``,
-``output_lr_scale``) are the one change that helped consistently: the regression over
-three seeds gave 1.44-1.55e-2 with them against 1.86-1.98e-2 without. Adam moves every
+(The earlier default decayed the rate to 1e-4 only.) ``primflow demo poisson-hd --dim
+100`` with the default reaches 1.57e-2 in 207 s of training (3.5 minutes in all, load
+4-5; about 50 ms a step). The layer rates do not change a step's cost: the previous
+default's 506 s were measured at load 5-7, and 6,000 steps took 927 s at load 7-9. The
+layer rates (``input_lr_scale``, ``output_lr_scale``) are the one change that helped:
+the regression over three seeds gave 1.44-1.55e-2 with them against 1.86-1.98e-2
+without. Adam moves every
 weight by about the rate, so with one rate the 1,024 output weights presumably move the
 function more per step (noise) than the first layer's features improve. What did not
 help (regression, 4,000 steps unless noted): longer Adam (8,000-20,000 steps,
@@ -190,7 +192,7 @@ class HighDimPDE(Problem):
                             validate_every=100, target=5e-2)
         # a wide single SiLU layer learns the solution's curvature, faster with a larger
         # first-layer and a smaller output-layer rate (see the module docstring): 1.57e-2
-        # at d = 100 after 4,000 steps (179 s at load 4-5), where tanh 128 x 3 stalled at
+        # at d = 100 after 4,000 steps (207 s at load 4-5), where tanh 128 x 3 stalled at
         # the best affine fit (1.75e-1)
         return Settings(hidden=1024, depth=1, activation="silu", n_interior=100,
                         adam_steps=4000, lr=1e-3, lr_final=1e-5, input_lr_scale=3.0,
