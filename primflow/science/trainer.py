@@ -277,6 +277,10 @@ class Trainer:
         if s.rar_points and s.rar_candidates < s.rar_points:
             raise ValueError(f"settings.rar_candidates ({s.rar_candidates}) must be at least "
                              f"rar_points ({s.rar_points})")
+        for name in ("input_lr_scale", "output_lr_scale"):
+            v = getattr(s, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise ValueError(f"settings.{name} must be a positive number, got {v!r}")
         if not (s.lr > 0 and s.lr_final > 0):
             raise ValueError(f"learning rates must be positive, got lr={s.lr}, "
                              f"lr_final={s.lr_final}")
@@ -351,6 +355,27 @@ class Trainer:
             term = value * w if w != 1.0 else value
             total = term if total is None else total + term
         return total
+
+    def _adam_groups(self, net, params):
+        """``params`` as Adam parameter groups: the first and last Linear layers with their
+        learning-rate multipliers (``input_lr_scale``, ``output_lr_scale``), the rest at 1.
+        The groups keep ``params``' order, so checkpoints index the same parameters."""
+        s = self.settings
+        if s.input_lr_scale == 1.0 and s.output_lr_scale == 1.0:
+            return params
+        linears = [m for m in net.sublayers() if isinstance(m, pf.nn.Linear)]
+        scale = {}
+        for layer, value in ((linears[0], s.input_lr_scale), (linears[-1], s.output_lr_scale)):
+            for p in layer.parameters():
+                scale[id(p)] = float(value) * scale.get(id(p), 1.0)
+        groups = []
+        for p in params:  # consecutive parameters with the same multiplier share a group
+            value = scale.get(id(p), 1.0)
+            if groups and groups[-1]["learning_rate"] == value:
+                groups[-1]["params"].append(p)
+            else:
+                groups.append({"params": [p], "learning_rate": value})
+        return groups
 
     def lr_at(self, step):
         s = self.settings
@@ -434,7 +459,7 @@ class Trainer:
         # -- Adam ---------------------------------------------------------------------------
         adam_done = start_step if phase == "adam" else s.adam_steps
         if phase == "adam" and s.adam_steps > 0:
-            opt = networks.adam(params, s.lr)
+            opt = networks.adam(self._adam_groups(net, params), s.lr)
             if state is not None and state["phase"] == "adam":
                 opt.set_state_dict(state["optimizer"])
             history["phase_start"].setdefault("adam", 0)

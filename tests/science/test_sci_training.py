@@ -193,3 +193,41 @@ def test_compiled_and_eager_training_agree():
     for a, b in zip(compiled, eager):
         assert abs(a - b) <= 1e-9 * max(1.0, abs(b))
     assert abs(runs[0].error - runs[1].error) <= 1e-9 * max(1.0, runs[1].error)
+
+
+def test_layer_learning_rate_scales():
+    """Adam's first step moves every weight by the learning rate (m / sqrt(v) = sign(g)),
+    so with ``input_lr_scale`` / ``output_lr_scale`` the first and last layers move by
+    those multiples of it and the middle layer by the rate itself."""
+    p = Poisson2D()
+    s = p.settings(quick=True).replace(**dict(TINY, depth=2, adam_steps=1, lr=1e-3,
+                                              lr_final=1e-3, input_lr_scale=3.0,
+                                              output_lr_scale=0.1))
+    before = _params(Trainer(p, s.replace(adam_steps=0), seed=3, progress=False).fit().net)
+    after = _params(Trainer(p, s, seed=3, progress=False).fit().net)
+    moved = [abs(b - a).max() for a, b in zip(before, after)]
+    # weights and biases of Linear 1, 2, 3 (Adam's epsilon shortens a step by < 1e-4)
+    assert moved[0] == pytest.approx(3e-3, rel=1e-4) and moved[1] == pytest.approx(3e-3, rel=1e-4)
+    assert moved[2] == pytest.approx(1e-3, rel=1e-4) and moved[3] == pytest.approx(1e-3, rel=1e-4)
+    assert moved[4] == pytest.approx(1e-4, rel=1e-3) and moved[5] == pytest.approx(1e-4, rel=1e-3)
+
+
+def test_layer_learning_rates_resume_from_a_checkpoint(tmp_path):
+    p = Poisson2D()
+    s = p.settings(quick=True).replace(**dict(TINY, adam_steps=8, input_lr_scale=3.0,
+                                              output_lr_scale=0.1))
+    straight = Trainer(p, s, seed=2, progress=False).fit()
+    ckpt = tmp_path / "run.pdparams"
+    Trainer(p, s, seed=2, progress=False, checkpoint=ckpt, checkpoint_every=4,
+            callback=lambda info: info["step"] == 4).fit()
+    resumed = Trainer(p, s, seed=2, progress=False, checkpoint=ckpt, resume=True,
+                      log=None).fit()
+    for a, b in zip(_params(straight.net), _params(resumed.net)):
+        assert (a == b).all()
+
+
+@pytest.mark.parametrize("name", ["input_lr_scale", "output_lr_scale"])
+def test_bad_layer_learning_rate_scale(name):
+    p = Beam()
+    with pytest.raises(ValueError, match=f"settings.{name} must be a positive number"):
+        Trainer(p, p.settings(quick=True).replace(**{name: 0.0}), progress=False)

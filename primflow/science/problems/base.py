@@ -41,6 +41,11 @@ class Settings:
         sampling: ``"uniform"``, ``"lhs"`` or ``"sobol"``.
         adam_steps, lr, lr_final: Adam phase; the learning rate decays exponentially from
             ``lr`` to ``lr_final``.
+        input_lr_scale, output_lr_scale: multipliers of the Adam learning rate for the
+            first and the last layer of the network (1: one rate for all). Adam moves every
+            weight by about the rate, so a larger first-layer rate speeds up learning the
+            features, and a smaller output rate damps the noise that moving many output
+            weights at once adds to the function (see ``problems.highdim``).
         lbfgs_steps, lbfgs_chunk: L-BFGS iterations in all, and per ``step(closure)`` call
             (progress, validation and checkpoints happen between calls).
         resample_every: draw fresh collocation points every this many Adam steps (0: fixed).
@@ -63,6 +68,8 @@ class Settings:
     adam_steps: int = 1000
     lr: float = 1e-3
     lr_final: float = 1e-4
+    input_lr_scale: float = 1.0
+    output_lr_scale: float = 1.0
     lbfgs_steps: int = 500
     lbfgs_chunk: int = 25
     resample_every: int = 0
