@@ -394,6 +394,7 @@ class Dropout(Layer):
 
     ``mode="upscale_in_train"`` (default) scales kept values by 1/(1-p) while training;
     ``"downscale_in_infer"`` keeps them and multiplies by (1-p) in eval mode (Paddle).
+    ``axis`` shares one decision along the other axes (see ``pf.nn.functional.dropout``).
 
     Example:
         >>> import primflow as pf
@@ -406,18 +407,17 @@ class Dropout(Layer):
         super().__init__(name_scope=name)
         if not 0.0 <= float(p) <= 1.0:
             raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
-        if axis is not None:
-            raise NotImplementedError("Dropout(axis=...) is not supported; use axis=None")
         if mode not in ("upscale_in_train", "downscale_in_infer"):
             raise ValueError(f"Dropout: mode must be 'upscale_in_train' or "
                              f"'downscale_in_infer', got {mode!r}")
-        self.p, self.mode = float(p), mode
+        self.p, self.mode, self.axis = float(p), mode, axis
 
     def forward(self, input):  # noqa: A002
         if self.mode == "upscale_in_train":
-            return F.dropout(input, self.p, training=self.training)
+            return F.dropout(input, self.p, training=self.training, axis=self.axis)
         if self.training:
-            return _math.multiply(F.dropout(input, self.p, training=True), 1.0 - self.p)
+            return _math.multiply(F.dropout(input, self.p, training=True, axis=self.axis),
+                                  1.0 - self.p)
         return _math.multiply(input, 1.0 - self.p)
 
     def extra_repr(self):

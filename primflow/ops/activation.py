@@ -341,9 +341,11 @@ def normalize(x, p=2, axis=1, epsilon=1e-12) -> Tensor:
     return prims.div(x, broadcast_to(n, x._shape))
 
 
-def dropout(x, p=0.5, training=True) -> Tensor:
+def dropout(x, p=0.5, training=True, axis=None) -> Tensor:
     """Zeroes each element with probability ``p`` and scales the rest by 1/(1-p) when
-    ``training``; identity otherwise.
+    ``training``; identity otherwise. ``axis`` (an int or a list, Paddle's argument) draws
+    one decision per index along those axes, shared by the others: ``axis=1`` of a
+    ``[N, C]`` input keeps or drops whole columns.
 
     Example:
         >>> import primflow as pf
@@ -353,6 +355,9 @@ def dropout(x, p=0.5, training=True) -> Tensor:
         >>> pf.seed(0); y = pf.nn.functional.dropout(x, p=0.5)
         >>> sorted(set(y.numpy().tolist())) in ([0.0, 2.0], [2.0], [0.0])  # kept ones scaled by 2
         True
+        >>> cols = pf.nn.functional.dropout(pf.ones([3, 4]), p=0.5, axis=1).numpy()
+        >>> bool((cols == cols[0]).all())  # one decision per column
+        True
     """
     if not 0.0 <= p < 1.0:
         if p == 1.0:
@@ -361,7 +366,14 @@ def dropout(x, p=0.5, training=True) -> Tensor:
     x = float_operand(x)
     if not training or p == 0.0:
         return x
-    keep = prims.ge(rand(x.shape, x.dtype), _const(x, p))
+    if axis is None:
+        keep = prims.ge(rand(x.shape, x.dtype), _const(x, p))
+    else:
+        axes = normalize_axis(axis, len(x.shape))
+        mask_shape = [n if d in axes else 1 for d, n in enumerate(x.shape)]
+        keep = prims.ge(rand(mask_shape, x.dtype), full(mask_shape, p, x.dtype))
+        keep = prims.broadcast_in_dim(keep, shape=tuple(x.shape),
+                                      broadcast_dimensions=tuple(range(len(x.shape))))
     return prims.select(keep, prims.mul(x, _const(x, 1.0 / (1.0 - p))), _const(x, 0.0))
 
 

@@ -472,3 +472,22 @@ def test_vmap_over_a_layer_call():
     x = pf.to_tensor(np.random.default_rng(6).standard_normal((5, 2)))
     per_example = pf.vmap(lambda xi: net(xi.reshape([1, 2])).reshape([]))(x)
     np.testing.assert_allclose(per_example.numpy(), net(x).numpy().ravel(), rtol=1e-12)
+
+
+def test_dropout_axis_shares_one_decision_along_the_other_axes():
+    """Paddle's ``axis``: one keep/drop decision per index along ``axis``, the same for every
+    index of the other axes; kept values scaled by 1/(1-p); the drop rate is p."""
+    pf.seed(3)
+    x = pf.ones([50, 400], dtype="float64")
+    y = pf.nn.functional.dropout(x, p=0.3, axis=1).numpy()
+    assert (y == y[0]).all()  # whole columns
+    assert set(np.unique(y).tolist()) <= {0.0, 1.0 / 0.7}
+    assert abs((y[0] == 0).mean() - 0.3) < 0.08
+    rows = pf.nn.functional.dropout(x, p=0.3, axis=[0]).numpy()
+    assert (rows == rows[:, :1]).all()  # whole rows
+    layer = pf.nn.Dropout(0.5, axis=1, mode="downscale_in_infer")
+    z = layer(pf.ones([4, 6], dtype="float64")).numpy()
+    assert (z == z[0]).all() and set(np.unique(z).tolist()) <= {0.0, 1.0}  # unscaled
+    assert (layer.eval()(pf.ones([4, 6], dtype="float64")).numpy() == 0.5).all()
+    with pytest.raises(ValueError, match="out of range"):
+        pf.nn.functional.dropout(x, p=0.3, axis=2)
