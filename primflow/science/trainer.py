@@ -364,6 +364,10 @@ class Trainer:
         if s.input_lr_scale == 1.0 and s.output_lr_scale == 1.0:
             return params
         linears = [m for m in net.sublayers() if isinstance(m, pf.nn.Linear)]
+        if not linears:
+            raise ValueError(f"settings.input_lr_scale / output_lr_scale scale the first and "
+                             f"last pf.nn.Linear layers, but {type(net).__name__} has none; "
+                             f"leave them at 1")
         scale = {}
         for layer, value in ((linears[0], s.input_lr_scale), (linears[-1], s.output_lr_scale)):
             for p in layer.parameters():
