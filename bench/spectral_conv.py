@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
@@ -23,6 +22,8 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 import primflow as pf  # noqa: E402
+
+from bench.timing import measure  # noqa: E402
 
 
 def _mix(xr, xi, wr, wi):
@@ -66,14 +67,8 @@ def _time_step(fn, params, x, repeats):
         return (y * y).mean()
 
     step = pf.jit(pf.value_and_grad(loss, None, params))
-    step(x)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        value, _ = step(x)
-        float(value)
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return measure(lambda: float(step(x)[0]), reps=repeats, target_s=0.05,
+                   warmup_s=0.1)["min_s"]
 
 
 def main(argv=None):
