@@ -153,14 +153,16 @@ class SpectralConv1D(Layer):
                              f"{self.modes} Fourier modes; use s >= {2 * self.modes} or fewer "
                              f"modes")
         dtype = dtypes.as_dtype(x.dtype)
-        C, S = _forward_real(s, self.modes, dtype)
-        xr = transpose(matmul(x, C), [2, 0, 1])  # [modes, N, in]
-        xi = transpose(-matmul(x, S), [2, 0, 1])
+        m = self.modes
+        C, S = _forward_real(s, m, dtype)
+        a = transpose(matmul(x, concat([C, -S], axis=1)), [2, 0, 1])  # [2 modes, N, in]
+        xr, xi = a[:m], a[m:]  # one product for both parts, as in SpectralConv2D
         wr = transpose(self.weight_real, [2, 0, 1])  # [modes, in, out]
         wi = transpose(self.weight_imag, [2, 0, 1])
         yr, yi = _mix(xr, xi, wr, wi)  # [modes, N, out]
-        IC, IS = _inverse_real(s, self.modes, dtype)
-        return matmul(transpose(yr, [1, 2, 0]), IC) + matmul(transpose(yi, [1, 2, 0]), IS)
+        IC, IS = _inverse_real(s, m, dtype)
+        y = transpose(concat([yr, yi], axis=0), [1, 2, 0])  # [N, out, 2 modes]
+        return matmul(y, concat([IC, IS], axis=0))
 
     def extra_repr(self):
         return (f"in_channels={self.in_channels}, out_channels={self.out_channels}, "
