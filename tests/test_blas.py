@@ -171,3 +171,20 @@ def test_thread_limit_reaches_mkl_also_when_it_loads_inside_the_block(monkeypatc
     assert blas._state["thread_limit"] is None
     if lib is not None:
         assert lib.MKL_Get_Max_Threads() == blas.max_threads()  # (pf.get_num_threads())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("with_out", [False, True])
+def test_outer_products_are_exact_broadcast_multiplies(dtype, with_out):
+    """k = 1 products large enough take the broadcast-multiply path: each entry is one
+    product, so the result equals NumPy's matmul bit for bit (also for strided operands)."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((2 * 700, 1)).astype(dtype)[::2]  # strided rows
+    b = rng.standard_normal((1, 130)).astype(dtype)
+    assert a.size * b.size >= blas._OUTER_MIN_WORK
+    out = np.full((700, 130), np.nan, dtype=dtype) if with_out else None
+    got = blas.matmul(a, b, out=out)
+    if with_out:
+        assert got is out
+    assert got.dtype == dtype and got.shape == (700, 130)
+    np.testing.assert_array_equal(got, np.matmul(a, b))

@@ -510,3 +510,41 @@ def test_a_reshape_of_a_view_is_a_strided_kernel_input():
     (group,) = fuse(fn, min_size=1)
     layouts = [layout for _, _, layout, is_input in nc.kernel_signature(group) if is_input]
     assert layouts == ["A", "C", "C"]
+
+
+# ---- float32 erf inside kernels (GELU): a rational approximation, float64 stays SciPy's ---------
+
+_ERF_PROGRAM = """def f(%0: {t}[4001], %1: {t}[4001]):
+    %2: {t}[4001] = mul(%0, %1)
+    %3: {t}[4001] = erf(%2)
+    %4: {t}[4001] = add(%3, %0)
+    return %4
+"""
+
+
+@needs_numba
+def test_float32_erf_is_computed_in_a_kernel_to_a_few_ulp():
+    from scipy import special
+
+    x = np.linspace(-7.0, 7.0, 4001)
+    args = [x.astype(np.float32), np.full(4001, 0.9, np.float32)]
+    exe, got = _compiled(parse(_ERF_PROGRAM.format(t="float32")), "numba", args)
+    assert "(mul erf add)" in exe.source and "K_erf" not in exe.source  # one kernel
+    scaled = args[0].astype(np.float64) * np.float32(0.9).astype(np.float64)
+    want = special.erf(scaled) + args[0]
+    assert got[0].dtype == np.float32
+    # XLA's / Eigen's float32 erf: within 3.4e-7 of the exact one; the sum adds rounding
+    np.testing.assert_allclose(got[0], want, rtol=0, atol=4e-7 + 2 * np.spacing(np.float32(7)))
+    np.testing.assert_array_equal(np.abs(got[0][np.abs(scaled) > 4] - args[0][
+        np.abs(scaled) > 4]), np.float32(1))  # clamped: erf = +-1 exactly
+
+
+@needs_numba
+def test_float64_erf_stays_scipys_exact_one():
+    from scipy import special
+
+    x = np.linspace(-7.0, 7.0, 4001)
+    args = [x, np.full(4001, 0.9)]
+    exe, got = _compiled(parse(_ERF_PROGRAM.format(t="float64")), "numba", args)
+    assert "K_erf" in exe.source  # SciPy's erf between the kernels
+    np.testing.assert_allclose(got[0], special.erf(x * 0.9) + x, rtol=1e-15, atol=1e-15)

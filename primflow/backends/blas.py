@@ -47,6 +47,7 @@ PARALLEL_MIN_WORK = 1 << 23
 SLABS_PER_THREAD = 4
 # OpenBLAS runs products below 2^18 multiply-adds on one thread by itself (interface/gemm.c)
 _OPENBLAS_SERIAL_WORK = 1 << 18
+_OUTER_MIN_WORK = 1 << 16  # outer products at least this large are broadcast multiplies
 _state = {"gemm": None, "batched": {}, "checked": False, "name": "numpy", "lib": None,
           "default_threads": None, "thread_limit": None,
           "max_threads": None,  # pf.set_num_threads (None: not read yet)
@@ -367,6 +368,14 @@ def matmul(a, b, out=None):
         >>> matmul(np.eye(2), np.arange(4.0).reshape(2, 2).T).tolist()
         [[0.0, 2.0], [1.0, 3.0]]
     """
+    if (a.ndim == b.ndim == 2 and a.shape[1] == 1 and b.shape[0] == 1 and a.size * b.size
+            >= _OUTER_MIN_WORK and np.result_type(a, b).kind == "f"
+            and (out is None or not (np.may_share_memory(out, a)
+                                     or np.may_share_memory(out, b)))):
+        # an outer product (k = 1, e.g. the gradient of a layer with one output): each
+        # entry is one product, so a broadcast multiply gives the same bits as the GEMM,
+        # 3x faster (OpenBLAS: 22 ms against 7.5 ms for [144500, 1] x [1, 128] float32)
+        return np.multiply(a, b, out=out)
     gemm = _state["gemm"] if _state["checked"] else _load()
     if gemm is not None and config.blas == "numpy":  # (MKL loaded before the option was set)
         gemm = None

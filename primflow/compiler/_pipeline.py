@@ -251,7 +251,7 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
             math.prod(v.aval.shape) for v in list(op.inputs) + [op.out]) >= min_size
 
     kernel_fn = recompute_broadcasts(fn.copy(), fusible=in_kernel)
-    kernel_groups = fuse(kernel_fn, min_size=1, exclude=TRANSCENDENTAL)
+    kernel_groups = fuse(kernel_fn, min_size=1, exclude=_kernel_exclusions(kernel_fn))
     numba_groups = {id(g): g for g in kernel_groups if numba_codegen.supports(g, min_size)}
     loops = numba_loops.loop_specs(kernel_fn)  # scan/while loops run whole in numba
     if not numba_groups and not loops:
@@ -276,6 +276,19 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
                            kernel_fn, kernel_groups, numba_groups, backend, emitter, loops)
     return _generate(kernel_fn, kernel_groups, numba_groups, backend, emitter,
                      whole_loops=bool(loops))
+
+
+def _kernel_exclusions(fn):
+    """The primitives that stay NumPy calls between numba kernels: the transcendental ones,
+    except erf when every erf of ``fn`` is float32 (kernels compute it as arithmetic, see
+    ``numba_codegen._ERF32_NUMERATOR``; a float64 one in the group would send the whole
+    group back to NumPy)."""
+    from . import numba_codegen
+
+    erfs = [op for op in fn.ops if op.prim == "erf"]
+    if erfs and all(numba_codegen.computes(op) for op in erfs):
+        return frozenset(TRANSCENDENTAL) - {"erf"}
+    return TRANSCENDENTAL
 
 
 def _generate_array_api(fn, emitter):

@@ -1,8 +1,9 @@
 """numba kernels for fused arithmetic groups (optional: used only when numba imports).
 
-A fusion group whose operations are arithmetic, comparisons, selects, casts, ``sqrt`` and
-at most one final reduction (no transcendental functions: without SVML numba calls scalar
-libm for those, slower than NumPy's vectorised ufuncs) becomes one loop nest: every
+A fusion group whose operations are arithmetic, comparisons, selects, casts, ``sqrt``,
+float32 ``erf`` (as a rational function, see ``_ERF32_NUMERATOR``) and at most one final
+reduction (no other transcendental functions: without SVML numba calls scalar libm for
+those, slower than NumPy's vectorised ufuncs) becomes one loop nest: every
 element is loaded once, the chain runs in registers, the values the rest of the program
 needs are stored, and the reduction accumulates as it goes.
 
@@ -55,6 +56,31 @@ _UNARY = {"neg": "-{0}", "abs": "abs({0})", "sqrt": "np.sqrt({0})",
 SUPPORTED = frozenset(_BINARY) | frozenset(_UNARY) | {"select", "integer_pow",
                                                        "convert_element_type", "reduce_sum",
                                                        "reduce_max", "reduce_min"}
+# ---- float32 erf (GELU) as arithmetic: a rational approximation that vectorises --------
+# NumPy has no erf; SciPy's is a scalar loop (11 ns an element, float32 or float64), 26% of
+# an FNO2D training step (GELU on [20, 85, 85, 128]). In float32 a kernel computes erf as
+# the odd/even rational function XLA and Eigen use for float32 (``generic_fast_erf_float``:
+# the input clamped to [-4, 4], erf(4) = 1 in float32), within 5.5 ulp and 3.4e-7 of the
+# exact erf on [-6, 6] (SciPy's float32: 0.5 ulp), 70x faster here. float64 erf stays
+# SciPy's (no rational form this short reaches float64 accuracy).
+_ERF32_NUMERATOR = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
+                    -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
+                    -1.60960333262415e-02)  # x^13, x^11, ..., x^1 (times x)
+_ERF32_DENOMINATOR = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
+                      -7.37332916720468e-03, -1.42647390514189e-02)  # x^8, ..., x^0
+SUPPORTED = SUPPORTED | {"erf"}
+_FLOAT32_ONLY = frozenset({"erf"})
+
+
+def _erf32(out, arg):
+    """The float32 erf of ``arg`` (see _ERF32_NUMERATOR): kernel lines computing the parts
+    in variables named after ``out``, and the expression that combines them."""
+    f = (lambda v: _literal(v, "float32"))
+    lines = [f"{out}c = min(max({arg}, {f(-4.0)}), {f(4.0)})", f"{out}q = {out}c * {out}c"]
+    for name, coeffs in (("p", _ERF32_NUMERATOR), ("d", _ERF32_DENOMINATOR)):
+        lines.append(f"{out}{name} = {out}q * {f(coeffs[0])} + {f(coeffs[1])}")
+        lines += [f"{out}{name} = {out}q * {out}{name} + {f(c)}" for c in coeffs[2:]]
+    return lines, f"{out}c * {out}p / {out}d"
 
 # the generated code computes the view primitives (fuse.VIEWS) as NumPy views; kernels read
 # a broadcast's source, and a reshape of a contiguous array is contiguous, so only these two
@@ -110,6 +136,8 @@ def computes(op) -> bool:
         >>> [computes(op) for op in fn.ops]
         [True, False]
     """
+    if op.prim in _FLOAT32_ONLY:
+        return all(v.aval.dtype.name == "float32" for v in list(op.inputs) + [op.out])
     return op.prim in SUPPORTED and all(
         v.aval.dtype.name in ("float32", "float64", "bool") for v in list(op.inputs) + [op.out])
 
@@ -211,6 +239,9 @@ def kernel_source(group):
                     expr = f"{_literal(1.0, dtype)} / ({expr})"
         elif op.prim == "convert_element_type":
             expr = f"np.{dtype.name}({args[0]})" if not dtype.is_bool else f"{args[0]} != 0"
+        elif op.prim == "erf":  # float32 only (computes)
+            lines_erf, expr = _erf32(tmp, args[0])
+            body += lines_erf
         else:  # pragma: no cover - filtered by supports()
             raise NotImplementedError(op.prim)
         if dtype.is_floating and op.prim in _BINARY and op.prim not in (

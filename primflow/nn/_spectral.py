@@ -153,14 +153,16 @@ class SpectralConv1D(Layer):
                              f"{self.modes} Fourier modes; use s >= {2 * self.modes} or fewer "
                              f"modes")
         dtype = dtypes.as_dtype(x.dtype)
-        C, S = _forward_real(s, self.modes, dtype)
-        xr = transpose(matmul(x, C), [2, 0, 1])  # [modes, N, in]
-        xi = transpose(-matmul(x, S), [2, 0, 1])
+        m = self.modes
+        C, S = _forward_real(s, m, dtype)
+        a = transpose(matmul(x, concat([C, -S], axis=1)), [2, 0, 1])  # [2 modes, N, in]
+        xr, xi = a[:m], a[m:]  # one product for both parts, as in SpectralConv2D
         wr = transpose(self.weight_real, [2, 0, 1])  # [modes, in, out]
         wi = transpose(self.weight_imag, [2, 0, 1])
         yr, yi = _mix(xr, xi, wr, wi)  # [modes, N, out]
-        IC, IS = _inverse_real(s, self.modes, dtype)
-        return matmul(transpose(yr, [1, 2, 0]), IC) + matmul(transpose(yi, [1, 2, 0]), IS)
+        IC, IS = _inverse_real(s, m, dtype)
+        y = transpose(concat([yr, yi], axis=0), [1, 2, 0])  # [N, out, 2 modes]
+        return matmul(y, concat([IC, IS], axis=0))
 
     def extra_repr(self):
         return (f"in_channels={self.in_channels}, out_channels={self.out_channels}, "
@@ -208,12 +210,17 @@ class SpectralConv2D(Layer):
                              f"{2 * self.modes1} and s2 >= {2 * self.modes2} or fewer modes")
         dtype = dtypes.as_dtype(x.dtype)
         m1, m2 = 2 * self.modes1, self.modes2
-        # real DFT along the last axis, then the kept frequencies along the first
+        # Each transform is one product over real and imaginary parts side by side (fewer,
+        # larger products than one per part, and no sums of their outputs on the grid).
+        # real DFT along the last axis: [ar | ai] = x @ [C2 | -S2]
         C2, S2 = _forward_real(s2, m2, dtype)
-        ar, ai = matmul(x, C2), -matmul(x, S2)  # [N, in, s1, m2]
+        a = matmul(x, concat([C2, -S2], axis=1))  # [N, in, s1, 2 m2]
+        # the kept frequencies along the first: [F1c; F1s] @ [ar | ai], then
+        # (cos - i sin)(ar + i ai) = (F1c ar + F1s ai) + i (F1c ai - F1s ar)
         F1c, F1s = _forward_full(s1, self.modes1, dtype)  # [2 modes1, s1]
-        xr = matmul(F1c, ar) + matmul(F1s, ai)  # (cos - i sin)(ar + i ai)
-        xi = matmul(F1c, ai) - matmul(F1s, ar)  # [N, in, m1, m2]
+        p = matmul(concat([F1c, F1s], axis=0), a)  # [N, in, 2 m1, 2 m2]
+        xr = p[:, :, :m1, :m2] + p[:, :, m1:, m2:]
+        xi = p[:, :, :m1, m2:] - p[:, :, m1:, :m2]  # [N, in, m1, m2]
         modes = m1 * m2
         xr = transpose(reshape(xr, [n, self.in_channels, modes]), [2, 0, 1])
         xi = transpose(reshape(xi, [n, self.in_channels, modes]), [2, 0, 1])
@@ -224,11 +231,14 @@ class SpectralConv2D(Layer):
         yr, yi = _mix(xr, xi, wr, wi)  # [modes, N, out]
         yr = reshape(transpose(yr, [1, 2, 0]), [n, self.out_channels, m1, m2])
         yi = reshape(transpose(yi, [1, 2, 0]), [n, self.out_channels, m1, m2])
+        # inverse along the first axis: (cos + i sin)(yr + i yi) / s1 as
+        # [zr | zi] = [G1c | G1s] @ [[yr, yi], [-yi, yr]]
         G1c, G1s = _inverse_full(s1, self.modes1, dtype)  # [s1, 2 modes1]
-        zr = matmul(G1c, yr) - matmul(G1s, yi)  # (cos + i sin)(yr + i yi) / s1
-        zi = matmul(G1c, yi) + matmul(G1s, yr)  # [N, out, s1, m2]
+        y = concat([concat([yr, yi], axis=3), concat([-yi, yr], axis=3)], axis=2)
+        z = matmul(concat([G1c, G1s], axis=1), y)  # [N, out, s1, 2 m2]
+        # inverse real DFT along the last axis: zr @ IC + zi @ IS
         IC, IS = _inverse_real(s2, m2, dtype)
-        return matmul(zr, IC) + matmul(zi, IS)
+        return matmul(z, concat([IC, IS], axis=0))
 
     def extra_repr(self):
         return (f"in_channels={self.in_channels}, out_channels={self.out_channels}, "

@@ -83,6 +83,40 @@ def test_models_are_resolution_independent():
         model(pf.ones([2, 3, 4]))
 
 
+def test_pointwise_channel_map_is_the_linear_layer_on_channels():
+    """FNO2D's 1x1 convolution runs channels-first (one product per sample, no transposed
+    copy); it must equal the Linear layer applied to the channels (an einsum here), and its
+    gradients (the jitted training step's) finite differences of the model's loss."""
+    from primflow.science.neural_operators.models import _channels_first_linear
+
+    pf.seed(3)
+    linear = _f64(pf.nn.Linear(3, 4))
+    x = pf.randn([2, 3, 5, 6]).astype("float64")
+    want = (np.einsum("ncij,co->noij", x.numpy(), linear.weight.numpy())
+            + linear.bias.numpy()[None, :, None, None])
+    np.testing.assert_allclose(_channels_first_linear(linear, x).numpy(), want, atol=1e-14)
+
+    model = _f64(FNO2D(modes1=2, modes2=2, width=3, padding=2, projection=4))
+    a = pf.randn([2, 7, 7]).astype("float64")
+    weight = model.pointwise[1].weight
+    loss = lambda: float((model(a) ** 2).sum())
+    _, grads = pf.jit(pf.value_and_grad(lambda v: (model(v) ** 2).sum(), None,
+                                        [weight]))(a)
+    grad = grads[0].numpy()
+    base = weight.numpy().copy()
+    eps = 1e-6
+    for index in [(0, 0), (1, 2), (2, 1)]:
+        bumped = base.copy()
+        bumped[index] += eps
+        weight.set_value(pf.to_tensor(bumped, dtype="float64"))
+        up = loss()
+        bumped[index] -= 2 * eps
+        weight.set_value(pf.to_tensor(bumped, dtype="float64"))
+        down = loss()
+        assert grad[index] == pytest.approx((up - down) / (2 * eps), rel=1e-6, abs=1e-9)
+    weight.set_value(pf.to_tensor(base, dtype="float64"))
+
+
 def test_relative_l2_loss():
     t = pf.to_tensor([[3.0, 4.0], [1.0, 0.0]], dtype="float64")
     p = pf.to_tensor([[3.0, 4.5], [1.0, 0.1]], dtype="float64")

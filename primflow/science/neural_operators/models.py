@@ -29,9 +29,19 @@ def _check_positive(name, value):
         raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
-def _channels_last_linear(layer, x, perm_in, perm_out):
-    """A pointwise linear map over the channels of a channels-first tensor."""
-    return pf.transpose(layer(pf.transpose(x, perm_in)), perm_out)
+def _channels_first_linear(layer, x):
+    """``layer`` (a ``pf.nn.Linear``) applied pointwise to the channels of a channels-first
+    tensor ``[N, C, *grid]``, computed where the data lie: ``W^T [out, C]`` times each
+    sample's ``[C, points]`` matrix (one product per sample: no transposed copies of ``x``
+    forward and backward, which applying the layer to channels-last views made; 7% of an
+    FNO2D training step at s = 85)."""
+    n, c = x.shape[0], x.shape[1]
+    grid = list(x.shape[2:])
+    flat = pf.reshape(x, [n, c, -1])
+    out = pf.matmul(pf.transpose(layer.weight, [1, 0]), flat)  # [N, out, points]
+    if layer.bias is not None:
+        out = out + pf.reshape(layer.bias, [1, -1, 1])
+    return pf.reshape(out, [n, out.shape[1]] + grid)
 
 
 class FNO1D(pf.nn.Layer):
@@ -66,7 +76,7 @@ class FNO1D(pf.nn.Layer):
         x = pf.concat([pf.reshape(a, [n, s, 1]), pf.expand(grid, [n, s, 1])], axis=2)
         x = pf.transpose(self.lift(x), [0, 2, 1])  # [N, width, s]
         for i, (conv, linear) in enumerate(zip(self.spectral, self.pointwise)):
-            x = conv(x) + _channels_last_linear(linear, x, [0, 2, 1], [0, 2, 1])
+            x = conv(x) + _channels_first_linear(linear, x)
             if i < self.n_layers - 1:
                 x = pf.nn.functional.gelu(x)
         x = pf.nn.functional.gelu(self.project1(pf.transpose(x, [0, 2, 1])))
@@ -121,7 +131,7 @@ class FNO2D(pf.nn.Layer):
             x = pf.concat([x, pf.zeros([n, self.width, p, s2], dtype=x.dtype)], axis=2)
             x = pf.concat([x, pf.zeros([n, self.width, s1 + p, p], dtype=x.dtype)], axis=3)
         for i, (conv, linear) in enumerate(zip(self.spectral, self.pointwise)):
-            x = conv(x) + _channels_last_linear(linear, x, [0, 2, 3, 1], [0, 3, 1, 2])
+            x = conv(x) + _channels_first_linear(linear, x)
             if i < self.n_layers - 1:
                 x = pf.nn.functional.gelu(x)
         if p:
