@@ -283,9 +283,9 @@ def _check_issue19_options(args):
 # the operator-learning demos' sizes: (quick, default, --full = the paper's). Measured on
 # the 2-core machine at load 5-7: fno-burgers default 4.3e-3 (data 21 s, training 51 s),
 # fno-darcy default 2.9e-2 (data 17 s, training 365 s)
-# fno-darcy after issue19d's FNO2D speed-ups (1.75x a step), load 2-4: default 2.86e-2
-# (training 72 s); --full --epochs 160: 1.18e-2 (data 105 s, training 3,320 s, 20.8 s an
-# epoch, so about 2.9 h for the paper's 500 epochs; the paper: 1.08e-2)
+# fno-darcy after the FNO2D speed-ups (float32 erf in kernels, 1.75x a step), load 2-4:
+# default 2.86e-2 (training 72 s); --full --epochs 160: 1.18e-2 (data 105 s, training
+# 3,320 s, 20.8 s an epoch, so about 2.9 h for the paper's 500 epochs; the paper: 1.08e-2)
 _OPERATOR_SIZES = {
     "fno-burgers": {
         "quick": dict(train=40, test=10, resolution=64, width=16, modes=8, epochs=5),

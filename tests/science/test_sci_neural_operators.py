@@ -18,6 +18,24 @@ def _f64(layer):
     return layer
 
 
+def _check_against_central_differences(weight, grad, loss, indices, eps=1e-6):
+    """``grad`` (of ``loss()`` to ``weight``) at ``indices`` against float64 central
+    differences; ``weight`` is restored afterwards."""
+    base = weight.numpy().copy()
+    try:
+        for index in indices:
+            bumped = base.copy()
+            bumped[index] += eps
+            weight.set_value(pf.to_tensor(bumped, dtype="float64"))
+            up = loss()
+            bumped[index] -= 2 * eps
+            weight.set_value(pf.to_tensor(bumped, dtype="float64"))
+            down = loss()
+            assert grad[index] == pytest.approx((up - down) / (2 * eps), rel=1e-6, abs=1e-9)
+    finally:
+        weight.set_value(pf.to_tensor(base, dtype="float64"))
+
+
 def test_spectral_conv_1d_matches_numpy_fft():
     pf.seed(0)
     conv = _f64(pf.nn.SpectralConv1D(3, 2, 5))
@@ -49,18 +67,8 @@ def test_spectral_conv_gradients_match_finite_differences():
     loss = lambda: float((conv(x) ** 2).sum())
     (conv(x) ** 2).sum().backward()
     grad = weight.grad.numpy()
-    base = weight.numpy().copy()
-    eps = 1e-6
-    for index in [(0, 1, 2, 1), (1, 0, 0, 0), (1, 1, 3, 1)]:
-        bumped = base.copy()
-        bumped[index] += eps
-        weight.set_value(pf.to_tensor(bumped, dtype="float64"))
-        up = loss()
-        bumped[index] -= 2 * eps
-        weight.set_value(pf.to_tensor(bumped, dtype="float64"))
-        down = loss()
-        assert grad[index] == pytest.approx((up - down) / (2 * eps), rel=1e-6, abs=1e-9)
-    weight.set_value(pf.to_tensor(base, dtype="float64"))
+    _check_against_central_differences(weight, grad, loss,
+                                       [(0, 1, 2, 1), (1, 0, 0, 0), (1, 1, 3, 1)])
 
 
 def test_spectral_conv_bad_input():
@@ -103,18 +111,7 @@ def test_pointwise_channel_map_is_the_linear_layer_on_channels():
     _, grads = pf.jit(pf.value_and_grad(lambda v: (model(v) ** 2).sum(), None,
                                         [weight]))(a)
     grad = grads[0].numpy()
-    base = weight.numpy().copy()
-    eps = 1e-6
-    for index in [(0, 0), (1, 2), (2, 1)]:
-        bumped = base.copy()
-        bumped[index] += eps
-        weight.set_value(pf.to_tensor(bumped, dtype="float64"))
-        up = loss()
-        bumped[index] -= 2 * eps
-        weight.set_value(pf.to_tensor(bumped, dtype="float64"))
-        down = loss()
-        assert grad[index] == pytest.approx((up - down) / (2 * eps), rel=1e-6, abs=1e-9)
-    weight.set_value(pf.to_tensor(base, dtype="float64"))
+    _check_against_central_differences(weight, grad, loss, [(0, 0), (1, 2), (2, 1)])
 
 
 def test_relative_l2_loss():
