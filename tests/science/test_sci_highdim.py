@@ -114,6 +114,15 @@ def test_short_training_reduces_the_error():
     assert result.error < 0.5 * net0.error
 
 
+def test_default_layer_rates_only_where_they_were_tuned():
+    """The per-layer Adam rates (and the decay to 1e-5) were tuned at d = 100 and hurt at
+    d = 1,000 (module docstring): above d = 100 the default is one rate, decayed to 1e-4."""
+    tuned, wide = HighDimPDE(dim=100, n_test=8).settings(), HighDimPDE(dim=101, n_test=8).settings()
+    assert (tuned.input_lr_scale, tuned.output_lr_scale, tuned.lr_final) == (3.0, 0.1, 1e-5)
+    assert (wide.input_lr_scale, wide.output_lr_scale, wide.lr_final) == (1.0, 1.0, 1e-4)
+    assert (wide.hidden, wide.adam_steps) == (tuned.hidden, tuned.adam_steps)
+
+
 def test_step_cost_is_positive():
     assert step_cost(3, "stochastic", samples=2, points=4, hidden=4, depth=1, repeats=1) > 0
     assert step_cost(3, "collapsed", points=4, hidden=4, depth=1, repeats=1) > 0
