@@ -130,6 +130,31 @@ def test_blas_runs_on_one_thread_inside_blocks_and_for_products_too_small_to_gai
     assert all(get() == 1 for get, _ in pools)
 
 
+def test_small_decompositions_run_on_one_blas_thread(monkeypatch, restore_threads):
+    """NumPy's LAPACK follows the OpenBLAS pool: an eigh, svd, solve, ... too small to gain
+    from two threads runs on one (on a busy machine two were 60-130x slower), a large one on
+    the pool's threads, and the pool is restored after."""
+    pools = blas.openblas_libraries()
+    if not pools:
+        pytest.skip("no OpenBLAS library in this process")
+    pf.set_num_threads(2)
+    seen = []
+    real = np.linalg.eigh
+
+    def spy(a):
+        seen.append((a.shape[-1], [get() for get, _ in pools]))
+        return real(a)
+
+    monkeypatch.setattr(np.linalg, "eigh", spy)
+    rng = np.random.default_rng(0)
+    for n in (8, 256):  # 2^9 and 2^24 multiply-adds
+        m = rng.standard_normal((n, n))
+        w, _ = pf.linalg.eigh(pf.to_tensor(m + m.T))
+        np.testing.assert_allclose(np.sort(w.numpy()), real(m + m.T)[0], atol=1e-10)
+    assert seen == [(8, [1] * len(pools)), (256, [2] * len(pools))]
+    assert all(get() == 2 for get, _ in pools)
+
+
 # ---- compiled training steps in row blocks ----------------------------------------------------
 
 def _training_step(boundary=False):

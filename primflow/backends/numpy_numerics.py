@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import blas
+
 try:  # scipy.fft keeps float32 in float32 and is pocketfft's C++ successor
     import scipy.fft as _fft_module
 except ImportError:  # pragma: no cover - exercised only without scipy
@@ -141,10 +143,21 @@ def _lu(a):
     return _each_matrix(_lu_one, a)
 
 
-KERNELS.update({
+def _lapack(kernel):
+    """``kernel`` (a decomposition of the matrices ``a[..., n, n]``, about ``n^3`` work each)
+    on the BLAS threads a product of that much work gets (``blas.threads_for_work``)."""
+    def run(a, *rest, **params):
+        with blas.threads_for_work(a.size * a.shape[-1]):
+            return kernel(a, *rest, **params)
+
+    run.__name__ = run.__qualname__ = kernel.__name__
+    return run
+
+
+KERNELS.update({name: _lapack(kernel) for name, kernel in {
     "solve": _solve, "triangular_solve": _triangular_solve, "cholesky": _cholesky,
     "slogdet": _slogdet, "eigh": _eigh, "lu": _lu,
-})
+}.items()})
 
 
 def _lu_pivots(perm):
@@ -188,5 +201,5 @@ def _svd(a):
     return np.concatenate([u, s[..., None, :], np.swapaxes(vh, -1, -2)], axis=-2)
 
 
-KERNELS.update({"lu_pivots": _lu_pivots, "lu_permutation": _lu_permutation, "qr": _qr,
-                "svd": _svd})
+KERNELS.update({"lu_pivots": _lu_pivots, "lu_permutation": _lu_permutation,
+                "qr": _lapack(_qr), "svd": _lapack(_svd)})
