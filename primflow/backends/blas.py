@@ -275,10 +275,16 @@ def serial_region():
                 _set_pools(_rest_threads())
 
 
+def _threads_for(work):
+    """The BLAS threads a call of ``work`` multiply-adds gets: one below
+    ``PARALLEL_MIN_WORK`` or inside a serial region, else ``max_threads()``."""
+    return 1 if work < PARALLEL_MIN_WORK or _state["serial"] else max_threads()
+
+
 @contextlib.contextmanager
 def threads_for_work(work):
     """Runs the block (a LAPACK call of about ``work`` multiply-adds: an eigh, svd, solve,
-    ...) on the BLAS threads a product of that size gets: one below ``PARALLEL_MIN_WORK``.
+    ...) on the BLAS threads a product of that much work gets (``_threads_for``).
     NumPy's LAPACK follows the OpenBLAS pool, and on a busy machine two threads made an
     eigh of a 256 x 256 matrix 60-130x slower than one (1.3 s against 10 ms).
 
@@ -286,7 +292,7 @@ def threads_for_work(work):
         >>> with threads_for_work(1000):
         ...     pass
     """
-    threads = 1 if work < PARALLEL_MIN_WORK or _state["serial"] else max_threads()
+    threads = _threads_for(work)
     if threads == _state["pool_threads"]:
         yield
         return
@@ -404,10 +410,10 @@ def matmul(a, b, out=None):
     work = a.size * b.shape[-1] if b.ndim > 1 else a.size
     if work < _OPENBLAS_SERIAL_WORK and gemm is None:
         return np.matmul(a, b, out=out)  # one thread whatever the pools say: the common case
-    threads = 1 if work < PARALLEL_MIN_WORK or _state["serial"] else max_threads()
+    threads = _threads_for(work)
     if threads > 1 and 2 <= a.ndim == b.ndim <= 3 and a.shape[0] >= 4 * threads:
         return _split_matmul(a, b, out, gemm, work, threads)
-    if threads == _state["pool_threads"]:
+    if threads == _state["pool_threads"]:  # (inline, not threads_for_work: a hot path)
         return _matmul(a, b, out, gemm, work)
     _set_pools(threads)
     try:
