@@ -349,3 +349,36 @@ def test_two_processes_saving_one_path_never_crash_and_leave_a_whole_file(tmp_pa
     values = np.unique(back["w"])
     assert values.tolist() in ([1.0], [2.0])  # one writer's file, never a mix
     assert _temporaries(tmp_path, path.name) == []
+
+
+def test_two_writers_generating_one_cached_data_set_do_not_collide(tmp_path):
+    """Both write the cache file at once (a fixed temporary name made one fail)."""
+    import threading
+
+    from primflow.science.neural_operators import data
+
+    meta = {"problem": "race", "n": 3}
+    shapes = {"x": (2_000_000,)}
+    barrier = threading.Barrier(2)
+    errors = []
+
+    def generate():
+        barrier.wait(timeout=60)  # both save at the same moment
+        return {"x": np.arange(2_000_000, dtype=np.float64)}
+
+    def run():
+        try:
+            data.load_or_generate(meta, generate, shapes, tmp_path, log=lambda line: None)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == []
+    again = data.load_or_generate(meta, lambda: pytest.fail("regenerated"), shapes, tmp_path,
+                                  log=lambda line: None)
+    assert np.array_equal(again["x"], np.arange(2_000_000, dtype=np.float64))
+    assert [p for p in os.listdir(tmp_path) if "tmp" in p] == []
