@@ -234,9 +234,11 @@ class _FolderLock:
         self.fd = None
 
     def acquire(self):
+        from primflow.compiler.kernel_cache import try_lock_file
+
         for _ in range(10):  # (again if the holder deleted the file as we opened it)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            if not _lock_file(fd):
+            if not try_lock_file(fd):
                 try:
                     holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
                 finally:
@@ -265,26 +267,6 @@ class _FolderLock:
             pass
         os.close(self.fd)  # releases the lock
         self.fd = None
-
-
-def _lock_file(fd):
-    """Takes an exclusive lock on the open file ``fd`` without waiting; False if another
-    process holds it."""
-    try:
-        import fcntl
-    except ImportError:  # Windows
-        import msvcrt
-
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError:
-            return False
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
 
 
 def _run_demo(args, out_dir, out, err):
