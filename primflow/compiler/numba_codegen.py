@@ -11,7 +11,8 @@ Settings follow the measurements in shared/notes/deps-measured.md:
 ``error_model="numpy"`` (inf/nan instead of ZeroDivisionError, and vectorised division),
 the "safe" fastmath flags (reassociation for reductions, NaN/Inf semantics kept),
 serial loops, and ``cache=True`` with each kernel written to ``k_<sha>.py`` in a cache
-directory and imported with importlib, so a new process loads it instead of compiling.
+directory and loaded from there, so a new process loads it instead of compiling (only what
+primflow wrote and signed: see ``kernel_cache``).
 """
 
 from __future__ import annotations
