@@ -382,3 +382,19 @@ def test_two_writers_generating_one_cached_data_set_do_not_collide(tmp_path):
                                   log=lambda line: None)
     assert np.array_equal(again["x"], np.arange(2_000_000, dtype=np.float64))
     assert [p for p in os.listdir(tmp_path) if "tmp" in p] == []
+
+
+def test_load_never_calls_the_unpickler(tmp_path, monkeypatch):
+    good = tmp_path / "good"
+    pf.save({"w": pf.ones([3]), "meta": {"step": 1, "name": "x"}, "a": np.arange(4)}, good)
+    pickled = tmp_path / "pickled.npz"
+    np.savez(pickled, w=np.array([{"x": 1}], dtype=object))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("pf.load unpickled")
+
+    for name in ("load", "loads", "Unpickler"):
+        monkeypatch.setattr(pickle, name, refuse)
+    assert pf.load(good)["meta"] == {"step": 1, "name": "x"}
+    with pytest.raises(CheckpointError, match="never"):
+        pf.load(pickled)
