@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
@@ -111,35 +110,6 @@ def test_a_lock_left_by_a_dead_run_is_taken_over(tmp_path, capsys):
     (tmp_path / LOCK).write_text(f"{dead.pid}\n")
     assert main(["demo", "beam", "--out", str(tmp_path)] + TINY) == 0
     assert not (tmp_path / LOCK).exists()  # released at the end
-
-
-_TRAIN = textwrap.dedent("""
-    import sys
-    import primflow as pf
-    from primflow import science
-    pf.set_default_dtype("float64")
-    problem = science.make_problem("beam")
-    settings = problem.settings(quick=True).replace(adam_steps=600, lbfgs_steps=0,
-                                                    n_interior=16, n_boundary=2)
-    trainer = science.Trainer(problem, settings, seed=int(sys.argv[2]), checkpoint=sys.argv[1],
-                              checkpoint_every=1, progress=False)
-    trainer.fit()
-    print("done")
-""")
-
-
-def test_two_trainers_checkpointing_to_one_path_do_not_crash(tmp_path):
-    """A fixed temporary name made the second writer's rename fail (FileNotFoundError)."""
-    path = tmp_path / "checkpoint.pdparams"
-    procs = [subprocess.Popen([sys.executable, "-c", _TRAIN, str(path), str(seed)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for seed in (1, 2)]
-    for proc in procs:
-        out, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err
-    state = pf.load(path)
-    assert state["seed"] in (1, 2) and state["step"] == 600
-    assert [p for p in os.listdir(tmp_path) if p.endswith(".tmp")] == []
 
 
 # ---- SIGINT leaves a consistent, resumable run -------------------------------------------------

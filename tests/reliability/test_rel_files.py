@@ -335,20 +335,51 @@ _SAVE_MANY = textwrap.dedent("""
 """)
 
 
+def _concurrently(script, *argvs, timeout=600):
+    """Runs ``script`` in one process per argument list, all at once; returns their
+    stdouts (each must succeed)."""
+    procs = [subprocess.Popen([sys.executable, "-c", script, *map(str, argv)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for argv in argvs]
+    outs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=timeout)
+        assert proc.returncode == 0, err
+        outs.append(out)
+    return outs
+
+
 def test_two_processes_saving_one_path_never_crash_and_leave_a_whole_file(tmp_path):
     path = tmp_path / "shared.pdparams"
-    procs = [subprocess.Popen([sys.executable, "-c", _SAVE_MANY, str(path), str(v)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for v in (1.0, 2.0)]
-    for proc in procs:
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
-        assert out.strip() == "done"
+    assert _concurrently(_SAVE_MANY, (path, 1.0), (path, 2.0)) == ["done\n"] * 2
     back = pf.load(path)
     assert back["step"] == 59
     values = np.unique(back["w"])
     assert values.tolist() in ([1.0], [2.0])  # one writer's file, never a mix
     assert _temporaries(tmp_path, path.name) == []
+
+
+_TRAIN = textwrap.dedent("""
+    import sys
+    import primflow as pf
+    from primflow import science
+    pf.set_default_dtype("float64")
+    problem = science.make_problem("beam")
+    settings = problem.settings(quick=True).replace(adam_steps=600, lbfgs_steps=0,
+                                                    n_interior=16, n_boundary=2)
+    trainer = science.Trainer(problem, settings, seed=int(sys.argv[2]), checkpoint=sys.argv[1],
+                              checkpoint_every=1, progress=False)
+    trainer.fit()
+""")
+
+
+def test_two_trainers_checkpointing_to_one_path_do_not_crash(tmp_path):
+    """A fixed temporary name made the second writer's rename fail (FileNotFoundError)."""
+    path = tmp_path / "checkpoint.pdparams"
+    _concurrently(_TRAIN, (path, 1), (path, 2))
+    state = pf.load(path)
+    assert state["seed"] in (1, 2) and state["step"] == 600
+    assert [p for p in os.listdir(tmp_path) if p.endswith(".tmp")] == []
 
 
 def test_two_writers_generating_one_cached_data_set_do_not_collide(tmp_path):
