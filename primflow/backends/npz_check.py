@@ -12,6 +12,7 @@ together hold no more than the file, no name repeats and no dtype holds Python o
 from __future__ import annotations
 
 import math
+import os
 import zipfile
 
 from numpy.lib import format as npy_format
@@ -29,7 +30,7 @@ _READ_HEADER = {(1, 0): npy_format.read_array_header_1_0,
 
 
 def check_archive(file):
-    """Raises ``ValueError`` unless the open binary ``file`` is a zip of ``.npy`` members
+    """Raises ``ValueError`` unless ``file`` (an open binary file or a path) is a zip of ``.npy`` members
     whose declared sizes fit the file (see the module docstring); leaves ``file`` at 0.
 
     Example:
@@ -39,6 +40,10 @@ def check_archive(file):
         >>> np.savez(buf, a=np.arange(3.0))
         >>> check_archive(buf)
     """
+    if isinstance(file, (str, os.PathLike)):
+        with open(file, "rb") as f:
+            check_archive(f)
+        return
     file.seek(0, 2)
     size = file.tell()
     file.seek(0)
