@@ -7,7 +7,7 @@ Usage::
     primflow demo {plate,beam,poisson,burgers,heat} [--quick] [--steps N] [--lbfgs-steps N]
                   [--points N] [--seed S] [--out DIR] [--config {unit,paddlescience}]
                   [--lr LR] [--sampling {uniform,lhs,sobol}] [--threads N] [--no-plots]
-                  [--no-progress] [--resume]
+                  [--no-progress] [--resume | --overwrite]
 
     primflow demo {poisson-hd,allen-cahn-hd} [--dim D] [--samples K] [--exact]
                   [--cost-dims D1,D2,...] [common options]
@@ -28,7 +28,10 @@ L-BFGS), prints the relative L2 error against the exact or independently compute
 reference, and writes into ``--out`` (default ``./primflow-demo-NAME``): ``summary.json``
 (error, timings, settings), ``history.json``, a checkpoint (``checkpoint.pdparams``, used by
 ``--resume``) and, when matplotlib is installed, ``prediction.png``, ``reference.png``,
-``error.png`` and ``loss.png``.
+``error.png`` and ``loss.png``. A folder that holds a previous run is never overwritten
+silently: ``--resume`` continues that run, ``--overwrite`` replaces it (its checkpoint stays
+until the new run writes its first one). One run at a time writes a folder: a second run
+given the same ``--out`` stops, naming the process that holds it.
 
 Example:
     >>> from primflow.cli import main
@@ -43,6 +46,7 @@ import argparse
 import importlib.metadata
 import importlib.util
 import json
+import math
 import os
 import sys
 
@@ -94,11 +98,12 @@ def cmd_info(args, out=None):
     return 0
 
 
-def _check_out_dir(path):
+def _check_out_dir(path, flag="--out"):
     """Creates ``path`` if needed and checks that files can be written there."""
-    path = os.path.abspath(path)
+    path = os.path.abspath(os.path.expanduser(path))
     if os.path.exists(path) and not os.path.isdir(path):
-        raise CLIError(f"output folder {path} exists and is not a folder; pass another --out")
+        raise CLIError(f"{'output' if flag == '--out' else flag} folder {path} exists and is "
+                       f"not a folder; pass another {flag}")
     try:
         os.makedirs(path, exist_ok=True)
         # (one name per process: the ranks of a distributed run probe the same folder)
@@ -107,8 +112,8 @@ def _check_out_dir(path):
             fh.write("ok")
         os.remove(probe)
     except OSError as exc:
-        raise CLIError(f"cannot write to output folder {path}: {exc.strerror or exc}; pass a "
-                       f"writable --out") from exc
+        raise CLIError(f"cannot write to {'output' if flag == '--out' else flag} folder "
+                       f"{path}: {exc.strerror or exc}; pass a writable {flag}") from exc
     return path
 
 
@@ -117,10 +122,60 @@ def cmd_demo(args, out=None, err=None):
 
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
+    lead = True
     if args.distributed:  # joined first: an error on one rank below then ends every rank
         import primflow.distributed as dist
 
         dist.init_parallel_env()
+        lead = dist.get_rank() == 0
+    _check_demo_options(args)
+    _check_issue19_options(args)
+    out_dir = _check_out_dir(f"primflow-demo-{args.name}" if args.out is None else args.out)
+    if args.data_dir is not None:
+        _check_out_dir(args.data_dir, "--data-dir")
+
+    lock = _FolderLock(out_dir) if lead else None  # only rank 0 writes the folder
+    if lock is not None:
+        lock.acquire()
+    previous = pf.get_default_dtype()
+    pf.set_default_dtype("float64")
+    try:
+        if lead:
+            _check_previous_run(args, out_dir)
+        return _run_demo(args, out_dir, out, err)
+    except Exception as exc:
+        memory = _memory_error(exc)
+        if memory is None:
+            raise
+        sizes = " ".join(f"--{flag.replace('_', '-')} {getattr(args, flag)}" for flag in
+                         _SIZE_FLAGS if getattr(args, flag, None) is not None)
+        raise CLIError(f"out of memory: this run needs more memory than the machine has "
+                       f"({sizes or 'the default sizes'}); pass smaller sizes"
+                       + (f" ({memory})" if str(memory) else "")) from None
+    finally:
+        pf.set_default_dtype(previous)
+        if lock is not None:
+            lock.release()
+
+
+def _memory_error(exc):
+    """The MemoryError that caused ``exc`` (itself, or one it was raised from), or None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, MemoryError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+# the options that size a run's arrays (named when it runs out of memory)
+_SIZE_FLAGS = ("points", "dim", "samples", "measurements", "train", "test", "resolution",
+               "width", "modes")
+
+
+def _check_demo_options(args):
+    """Clear errors for the values of the common demo options that cannot work."""
     if args.config is not None and args.name not in ("plate", "plate-inverse"):
         raise CLIError(f"--config applies to the plate demo only (got it for {args.name!r})")
     for flag in ("steps", "lbfgs_steps", "points"):
@@ -128,19 +183,90 @@ def cmd_demo(args, out=None, err=None):
         if value is not None and value < (1 if flag == "points" else 0):
             raise CLIError(f"--{flag.replace('_', '-')} must be "
                            f"{'positive' if flag == 'points' else 'non-negative'}, got {value}")
+    if args.seed < 0:
+        raise CLIError(f"--seed must be a non-negative integer, got {args.seed}")
     if args.threads < 1:
         raise CLIError(f"--threads must be at least 1, got {args.threads}")
-    if args.lr is not None and not args.lr > 0:
-        raise CLIError(f"--lr must be positive, got {args.lr}")
-    _check_issue19_options(args)
-    out_dir = _check_out_dir(args.out or f"primflow-demo-{args.name}")
+    if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):
+        raise CLIError(f"--lr must be positive and finite, got {args.lr}")
+    if args.out is not None and not args.out.strip():
+        raise CLIError("--out must name a folder, got an empty string")
+    if args.resume and args.overwrite:
+        raise CLIError("--resume and --overwrite exclude each other: --resume continues the "
+                       "run in --out, --overwrite replaces it")
+    if args.sampling == "sobol" and importlib.util.find_spec("scipy") is None:
+        raise CLIError("--sampling sobol needs SciPy (pip install scipy); or use --sampling "
+                       "lhs or uniform")
 
-    previous = pf.get_default_dtype()
-    pf.set_default_dtype("float64")
-    try:
-        return _run_demo(args, out_dir, out, err)
-    finally:
-        pf.set_default_dtype(previous)
+
+# the files of a finished or interrupted run that a new run would replace
+_RUN_FILES = ("checkpoint.pdparams", "summary.json")
+
+
+def _check_previous_run(args, out_dir):
+    """Refuses to start a fresh run over a previous one unless told (``--overwrite``), and
+    ``--resume`` without a checkpoint to resume from."""
+    checkpoint = os.path.join(out_dir, "checkpoint.pdparams")
+    if args.resume:
+        if not os.path.exists(checkpoint):
+            raise CLIError(f"--resume: there is no checkpoint to continue in {out_dir} "
+                           f"(checkpoint.pdparams); run without --resume to start a new run")
+        return
+    if args.overwrite or (args.name in HIGH_DIM_DEMOS and args.cost_dims):
+        return  # (timing a step writes cost.json only)
+    found = [name for name in _RUN_FILES if os.path.exists(os.path.join(out_dir, name))]
+    if found:
+        how = ("pass --overwrite to replace it or another --out" if args.name in OPERATOR_DEMOS
+               else "pass --resume to continue it, --overwrite to replace it, or another --out")
+        raise CLIError(f"{out_dir} holds a previous run ({', '.join(found)}); {how}")
+
+
+class _FolderLock:
+    """One run at a time per output folder: an exclusive lock on ``.primflow-demo.lock`` in
+    it, which names the holder's process id. The operating system releases the lock when
+    its process ends however it ends, so the file a killed run leaves behind is simply
+    locked again by the next run (a dead holder is never waited for)."""
+
+    NAME = ".primflow-demo.lock"
+
+    def __init__(self, folder):
+        self.path = os.path.join(folder, self.NAME)
+        self.fd = None
+
+    def acquire(self):
+        from primflow.compiler.kernel_cache import try_lock_file
+
+        for _ in range(10):  # (again if the holder deleted the file as we opened it)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            if not try_lock_file(fd):
+                try:
+                    holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+                finally:
+                    os.close(fd)
+                raise CLIError(f"output folder {os.path.dirname(self.path)} is in use by "
+                               f"another primflow run (process {holder}); wait for it to end "
+                               f"or pass another --out")
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except OSError:
+                same = False
+            if same:
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode("ascii"))
+                self.fd = fd
+                return
+            os.close(fd)
+        raise CLIError(f"cannot lock the output folder {os.path.dirname(self.path)}")
+
+    def release(self):
+        if self.fd is None:
+            return
+        try:
+            os.unlink(self.path)  # while still holding it: the next run creates a new one
+        except OSError:
+            pass
+        os.close(self.fd)  # releases the lock
+        self.fd = None
 
 
 def _run_demo(args, out_dir, out, err):
@@ -183,9 +309,9 @@ def _run_demo(args, out_dir, out, err):
           f"{settings.n_interior} collocation points ({settings.sampling}), "
           f"{settings.adam_steps} Adam steps, {settings.lbfgs_steps} L-BFGS iterations, "
           f"seed {args.seed}, float64; output in {out_dir}", file=out, flush=True)
+    # a fresh run over a previous one (--overwrite) keeps its checkpoint until the first
+    # save replaces it: diverging or interrupted early loses nothing
     checkpoint = os.path.join(out_dir, "checkpoint.pdparams")
-    if not args.resume and os.path.exists(checkpoint) and lead:
-        os.remove(checkpoint)
     if not lead:
         checkpoint = None
     trainer = science.Trainer(problem, settings, seed=args.seed, checkpoint=checkpoint,
@@ -263,8 +389,8 @@ def _check_issue19_options(args):
                        f"coordinates), got {args.dim}")
     if args.samples is not None and args.samples < 1:
         raise CLIError(f"--samples must be positive, got {args.samples}")
-    if args.noise is not None and not args.noise >= 0:
-        raise CLIError(f"--noise must be non-negative, got {args.noise}")
+    if args.noise is not None and not (args.noise >= 0 and math.isfinite(args.noise)):
+        raise CLIError(f"--noise must be non-negative and finite, got {args.noise}")
     if args.measurements is not None and args.measurements < 1:
         raise CLIError(f"--measurements must be positive, got {args.measurements}")
     if args.cost_dims is not None:
@@ -472,9 +598,11 @@ def build_parser():
     demo.add_argument("--steps", type=int, help="Adam steps (default: the problem's)")
     demo.add_argument("--lbfgs-steps", type=int, help="L-BFGS iterations")
     demo.add_argument("--points", type=int, help="interior collocation points")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    demo.add_argument("--out", metavar="DIR", help="output folder (default "
-                                                   "./primflow-demo-NAME)")
+    demo.add_argument("--seed", type=int, default=0,
+                      help="random seed, a non-negative integer (default 0)")
+    demo.add_argument("--out", metavar="DIR",
+                      help="output folder (default ./primflow-demo-NAME); one that holds a "
+                           "previous run needs --resume or --overwrite")
     demo.add_argument("--config", choices=("unit", "paddlescience"),
                       help="plate only: the unit square (default) or PaddleScience's "
                            "a=2, b=3 steel plate")
@@ -490,7 +618,11 @@ def build_parser():
     demo.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
     demo.add_argument("--resume", action="store_true",
-                      help="continue from the checkpoint in --out")
+                      help="continue the run whose checkpoint is in --out")
+    demo.add_argument("--overwrite", action="store_true",
+                      help="start a new run in an --out that holds a previous one (without "
+                           "--resume or --overwrite such a folder is refused); the old "
+                           "checkpoint stays until the new run writes its first one")
     # high-dimensional PDEs and inverse problems (issue 19)
     demo.add_argument("--dim", type=int,
                       help="poisson-hd / allen-cahn-hd: the dimension (default 100)")

@@ -8,18 +8,30 @@ and, for each array, whether it was a tensor, its dtype and its shape. Loading c
 header against the arrays, so a truncated, corrupt or foreign file fails with an error
 that names the file and what is wrong.
 
-Writes are atomic: the archive goes to a temporary file in the same folder, is flushed and
-fsynced, then renamed over the target with ``os.replace``; a crash mid-write leaves any
-previous file intact.
+Writes are atomic: the archive goes to a temporary file in the same folder
+(``.NAME.<pid>-<host>.<random>.tmp``: one per writer, so concurrent saves of one path never
+share it), is flushed and fsynced, then renamed over the target with ``os.replace``; a
+crash mid-write leaves any previous file intact, and the next save of the same path
+deletes the temporary files of writers that are no longer alive.
+
+Loading trusts nothing in the file: the nesting of the header is limited
+(``MAX_DEPTH``), and every array's declared size is checked against the bytes the file
+holds before anything is allocated, so a small crafted file cannot exhaust the stack or
+the memory.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
+import socket
+import time
+import zlib
 
 from .backends import get_backend
+from .backends.npz_check import ObjectArrayError
 from .core.trace import Tracer
 from .core.tensor import Tensor
 
@@ -29,6 +41,9 @@ FORMAT = "primflow.checkpoint"
 VERSION = 1
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 _NPY_MAGIC = b"\x93NUMPY"
+# how deeply containers may nest (a state dict nests a few levels; a crafted header nested
+# thousands deep would otherwise exhaust the stack while decoding)
+MAX_DEPTH = 100
 
 
 class CheckpointError(ValueError):
@@ -80,7 +95,11 @@ class _Encoder:
         self.arrays[key] = native
         return key
 
-    def encode(self, obj, where):
+    def encode(self, obj, where, depth=0):
+        if depth > MAX_DEPTH:
+            raise ValueError(f"pf.save: {where} is nested more than {MAX_DEPTH} containers deep "
+                             f"(a container that holds itself?); checkpoints nest at most "
+                             f"{MAX_DEPTH} dicts/lists/tuples")
         if obj is None:
             return {"t": "none"}
         if isinstance(obj, bool):
@@ -102,14 +121,21 @@ class _Encoder:
                 node["name"] = obj.name
             return node
         if isinstance(obj, dict):
-            items = [[_encode_key(k, where), self.encode(v, f"{where}[{k!r}]")]
+            items = [[_encode_key(k, where), self.encode(v, f"{where}[{k!r}]", depth + 1)]
                      for k, v in obj.items()]
             return {"t": "dict", "items": items}
         if isinstance(obj, (list, tuple)):
             kind = "list" if isinstance(obj, list) else "tuple"
-            return {"t": kind, "items": [self.encode(v, f"{where}[{i}]")
+            return {"t": kind, "items": [self.encode(v, f"{where}[{i}]", depth + 1)
                                          for i, v in enumerate(obj)]}
         if _is_array(obj):
+            dtype = getattr(obj, "dtype", None)
+            if getattr(dtype, "hasobject", False):
+                raise TypeError(f"pf.save cannot store {where}, an array of dtype {dtype} "
+                                f"(Python objects, which only pickle can write, and primflow "
+                                f"never pickles): checkpoints hold arrays of bool, integer, "
+                                f"float, complex or string dtype; convert it (e.g. "
+                                f"np.asarray(value, dtype=float)) or store its items as a list")
             native = get_backend().asarray(obj)
             return {"t": "ndarray", "k": self._store(native), "dtype": str(native.dtype),
                     "shape": list(native.shape)}
@@ -137,6 +163,8 @@ class _Decoder:
         if key not in self.arrays:
             self.fail(f"the header refers to array {key!r} for {where}, which the archive "
                       f"does not contain")
+        if key in self.used:  # two entries sharing one array would alias each other
+            self.fail(f"the header refers to array {key!r} twice (again for {where})")
         value = self.arrays[key]
         self.used.add(key)
         if list(value.shape) != list(node.get("shape", [])):
@@ -144,9 +172,11 @@ class _Decoder:
                       f"{node.get('shape')}")
         return value
 
-    def decode(self, node, where="obj"):
+    def decode(self, node, where="obj", depth=0):
         if not isinstance(node, dict) or "t" not in node:
             self.fail(f"malformed header entry at {where}")
+        if depth > MAX_DEPTH:
+            self.fail(f"the header nests containers more than {MAX_DEPTH} deep (at {where})")
         kind = node["t"]
         try:
             if kind == "none":
@@ -159,10 +189,13 @@ class _Decoder:
                 out = {}
                 for enc_key, child in node["items"]:
                     key = _decode_key(enc_key)
-                    out[key] = self.decode(child, f"{where}[{key!r}]")
+                    if key in out:
+                        self.fail(f"the dict at {where} holds the key {key!r} twice")
+                    out[key] = self.decode(child, f"{where}[{key!r}]", depth + 1)
                 return out
             if kind in ("list", "tuple"):
-                items = [self.decode(c, f"{where}[{i}]") for i, c in enumerate(node["items"])]
+                items = [self.decode(c, f"{where}[{i}]", depth + 1)
+                         for i, c in enumerate(node["items"])]
                 return items if kind == "list" else tuple(items)
         except (KeyError, TypeError, ValueError) as e:
             if isinstance(e, CheckpointError):
@@ -226,7 +259,9 @@ def save(obj, path, protocol=None, **configs):
                         separators=(",", ":"))
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
+    name = os.path.basename(path)
+    _remove_stale_temporaries(folder, name)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}-{_HOST}.{secrets.token_hex(6)}.tmp")
     # O_EXCL: never clobber another writer's temp file; 0o666 so the umask applies as usual
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
@@ -242,6 +277,53 @@ def save(obj, path, protocol=None, **configs):
             pass
         raise
     _fsync_folder(folder)
+
+
+# the writer of a temporary file: its process id and a tag of its host (a folder on a shared
+# file system is written from several machines, whose process ids say nothing here)
+_HOST = format(zlib.crc32(socket.gethostname().encode("utf-8", "replace")), "08x")
+_TEMPORARY = re.compile(r"(?:(?P<pid>[0-9]+)-(?P<host>[0-9a-f]{8})\.)?[0-9a-f]{12}")
+# a temporary file nobody has written to for this long belongs to no live save (used where
+# the writer cannot be asked: another host, Windows, names from older primflow versions)
+STALE_TEMPORARY_S = 3600
+
+
+def _remove_stale_temporaries(folder, name):
+    """Deletes the temporary files that saves of ``name`` killed mid-write left in ``folder``
+    (each as large as the checkpoint): those of dead processes on this host, and those
+    untouched for ``STALE_TEMPORARY_S``. A live writer's file is never touched."""
+    prefix, suffix = f".{name}.", ".tmp"
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    now = time.time()
+    for entry in entries:
+        if not (entry.name.startswith(prefix) and entry.name.endswith(suffix)):
+            continue
+        match = _TEMPORARY.fullmatch(entry.name[len(prefix):-len(suffix)])
+        if match is None:
+            continue
+        try:
+            if match["pid"] is not None and match["host"] == _HOST and os.name != "nt":
+                stale = not _process_alive(int(match["pid"]))
+            else:
+                stale = now - entry.stat(follow_symlinks=False).st_mtime > STALE_TEMPORARY_S
+            if stale:
+                os.unlink(entry.path)
+        except OSError:  # gone meanwhile, or not ours to delete: leave it
+            pass
+
+
+def _process_alive(pid):
+    """Whether process ``pid`` exists on this (POSIX) host."""
+    try:
+        os.kill(pid, 0)  # signal 0: only checks that the process exists
+    except (ProcessLookupError, OverflowError):  # (no process has an id that large)
+        return False
+    except OSError:  # exists but belongs to another user, or cannot tell: assume alive
+        return True
+    return True
 
 
 def _fsync_folder(folder):
@@ -293,7 +375,7 @@ def load(path, return_numpy=False, **configs):
         try:
             header, arrays = get_backend().load_arrays(f)
         except Exception as e:  # noqa: BLE001 - every failure here means a damaged file
-            if "allow_pickle" in str(e):
+            if isinstance(e, ObjectArrayError) or "allow_pickle" in str(e):
                 raise CheckpointError(f"{path}: not a primflow checkpoint: the archive holds "
                                       f"pickled object arrays, which primflow never loads "
                                       f"(unpickling can run arbitrary code)") from e
@@ -305,6 +387,9 @@ def load(path, return_numpy=False, **configs):
                               f"pf.save?); read it with numpy.load(path, allow_pickle=False)")
     try:
         meta = json.loads(header)
+    except RecursionError as e:
+        raise CheckpointError(f"{path}: corrupt primflow checkpoint: the header nests "
+                              f"containers deeper than JSON can be read") from e
     except ValueError as e:
         raise CheckpointError(f"{path}: corrupt primflow checkpoint: the header is not valid "
                               f"JSON ({e})") from e

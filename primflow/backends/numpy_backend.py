@@ -21,6 +21,7 @@ import numpy as np
 from ..core import dtypes
 from . import blas
 from .base import Backend
+from .npz_check import check_archive
 from .numpy_fused import FUSED
 from .numpy_numerics import KERNELS as _NUMERICS_KERNELS
 from .communicator import KERNELS as _COLLECTIVE_KERNELS  # distributed (issue 15)
@@ -431,6 +432,7 @@ class NumpyBackend(Backend):
         np.savez(file, **payload)
 
     def load_arrays(self, file):
+        check_archive(file)  # declared sizes against the file's, before anything is allocated
         arrays = {}
         header = None
         bfloat16 = ()

@@ -264,12 +264,16 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
                 numba_codegen.write_source(g)
             for spec in loops:
                 numba_loops.write_source(spec)
-        except OSError as e:  # the kernel cache is not writable: stay with NumPy code
+        except OSError as e:  # the kernel cache is unusable: stay with NumPy code
             import warnings
 
-            warnings.warn(f"pf.jit: cannot write numba kernels to {numba_codegen.cache_dir()} "
-                          f"({e}); running generated NumPy code. Set pf.config.cache_dir to a "
-                          f"writable folder", RuntimeWarning, stacklevel=2)
+            from .kernel_cache import KernelCacheError
+
+            why = (f"{e}" if isinstance(e, KernelCacheError) else
+                   f"cannot write numba kernels to {numba_codegen.cache_dir()} ({e}). Set "
+                   f"pf.config.cache_dir to a writable folder")
+            warnings.warn(f"pf.jit: {why}; running generated NumPy code", RuntimeWarning,
+                          stacklevel=2)
             return _generate(fn, groups, {}, backend, emitter)
         if tiered:
             return _tiered(_generate(fn, groups, {}, backend, emitter),

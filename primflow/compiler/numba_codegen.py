@@ -11,7 +11,8 @@ Settings follow the measurements in shared/notes/deps-measured.md:
 ``error_model="numpy"`` (inf/nan instead of ZeroDivisionError, and vectorised division),
 the "safe" fastmath flags (reassociation for reductions, NaN/Inf semantics kept),
 serial loops, and ``cache=True`` with each kernel written to ``k_<sha>.py`` in a cache
-directory and imported with importlib, so a new process loads it instead of compiling.
+directory and loaded from there, so a new process loads it instead of compiling (only what
+primflow wrote and signed: see ``kernel_cache``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core.config import config
+from . import kernel_cache
 from .numba_worker import load_kernel, mark_ready, numba_types, ready_marker  # noqa: F401
 from ..backends import get_backend
 from ..core.backend import on_install
@@ -373,26 +375,13 @@ def kernel_spec(group) -> KernelSpec:
 
 
 def write_source(group, spec=None):
-    """Writes the kernel's source to the cache directory (unless the file there already
-    holds exactly it); returns ``(sha, path)``."""
+    """Writes the kernel's source to the cache directory, signed (unless the file there
+    already holds exactly it; see ``kernel_cache.write_source``); returns ``(sha, path)``.
+    Raises ``kernel_cache.UnsafeCacheError`` (an OSError) for a cache folder others could
+    write."""
     spec = spec or kernel_spec(group)
-    if not _holds(spec.path, spec.source):  # missing, or not what we generated: (re)write
-        os.makedirs(os.path.dirname(spec.path), exist_ok=True)
-        tmp = f"{spec.path}.{os.getpid()}.{threading.get_ident()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(spec.source)
-        os.replace(tmp, spec.path)
+    kernel_cache.write_source(spec.path, spec.source)
     return spec.sha, spec.path
-
-
-def _holds(path, source):
-    """Whether the file at ``path`` has exactly ``source`` (the cache is imported as code:
-    a file that was changed is written again rather than run)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read() == source
-    except OSError:
-        return False
 
 
 def is_loaded(group) -> bool:
@@ -482,10 +471,11 @@ def _serve():
         if jobs:
             try:
                 proc = subprocess.Popen([sys.executable, _WORKER], stdin=subprocess.PIPE,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True)
                 _background["process"] = proc
-                _, err = proc.communicate(json.dumps(jobs), timeout=WORKER_TIMEOUT_S)
+                out, err = proc.communicate(json.dumps(jobs), timeout=WORKER_TIMEOUT_S)
+                _warn_notices(out)
                 if proc.returncode != 0:
                     error = (f"the numba compile worker exited with code {proc.returncode}: "
                              f"{(err or '').strip()[-2000:]}")
@@ -501,6 +491,19 @@ def _serve():
             done(error)
         except Exception:  # noqa: BLE001,S110 - the callback reports its own errors
             pass
+
+
+def _warn_notices(out):
+    """Warns the worker's notices (cache files it deleted; a JSON list on its stdout)."""
+    import json
+    import warnings
+
+    try:
+        notices = json.loads(out or "[]")
+    except ValueError:
+        return
+    for notice in notices if isinstance(notices, list) else ():
+        warnings.warn(str(notice), RuntimeWarning, stacklevel=2)
 
 
 def _stop_worker():

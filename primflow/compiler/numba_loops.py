@@ -991,17 +991,10 @@ class LoopLauncher:
 
 
 def write_source(spec):
-    """Writes a loop kernel's source to the cache directory (see ``numba_codegen``)."""
-    from .numba_codegen import _holds
+    """Writes a loop kernel's source to the cache directory, signed (see ``kernel_cache``)."""
+    from .kernel_cache import write_source as write_signed
 
-    if not _holds(spec.path, spec.source):
-        import threading
-
-        os.makedirs(os.path.dirname(spec.path), exist_ok=True)
-        tmp = f"{spec.path}.{os.getpid()}.{threading.get_ident()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(spec.source)
-        os.replace(tmp, spec.path)
+    write_signed(spec.path, spec.source)
 
 
 def is_loaded(spec) -> bool:

@@ -42,9 +42,20 @@ def _block_bytes(value):
 
 
 def _cache_dir(value):
-    if not isinstance(value, (str, os.PathLike)):
-        raise TypeError(f"pf.config.cache_dir must be a path, got {type(value).__name__}")
-    return os.fspath(value)
+    if not isinstance(value, (str, os.PathLike)) or not isinstance(os.fspath(value), str):
+        raise TypeError(f"pf.config.cache_dir must be a path (str or os.PathLike of str), got "
+                        f"{type(value).__name__}")
+    path = os.path.expanduser(os.fspath(value))
+    # pf.jit keeps compiled kernels (code it runs) there: an empty or relative path would
+    # put them in whatever folder the program happens to run in
+    if not path.strip():
+        raise ValueError("pf.config.cache_dir must name a folder, got an empty path; e.g. "
+                         "os.path.expanduser('~/.cache/primflow')")
+    if not os.path.isabs(path):
+        raise ValueError(f"pf.config.cache_dir must be an absolute path (pf.jit runs the "
+                         f"kernels kept there, so the folder must not depend on the current "
+                         f"directory), got {value!r}; e.g. os.path.abspath({path!r})")
+    return os.path.normpath(path)
 
 
 # name -> (default, validator, description)
@@ -63,7 +74,8 @@ _OPTIONS = {
                         "the largest value of a row-blocked program in bytes (None: the "
                         "compiler's BLOCK_BYTES, 1 MiB)"),
     "cache_dir": (os.path.join(os.path.expanduser("~"), ".cache", "primflow"), _cache_dir,
-                  "where pf.jit keeps numba kernels between processes"),
+                  "where pf.jit keeps numba kernels between processes: an absolute path "
+                  "('~' expanded) to a folder only you can write (created mode 700)"),
     "blas": ("auto", _choice("blas", ("auto", "numpy")),
              "matrix products: 'auto' (Intel MKL when the mkl package is installed, else "
              "NumPy's BLAS) or 'numpy' (always NumPy's BLAS)"),

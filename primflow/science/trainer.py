@@ -399,11 +399,9 @@ class Trainer:
                                     self.problem.pde_parameters().items()}}
         if self.distributed:  # replicated parameters and states: each rank has the values
             state = _gathered(state)
-        folder = os.path.dirname(os.path.abspath(self.checkpoint))
-        os.makedirs(folder, exist_ok=True)
-        tmp = self.checkpoint + ".tmp"
-        pf.save(state, tmp)
-        os.replace(tmp, self.checkpoint)
+        # pf.save is atomic, through a temporary file of its own per writer (a fixed
+        # temporary name made two runs sharing a folder crash on each other's file)
+        pf.save(state, self.checkpoint)
         self._saved_step = (phase, step)
 
     def _load(self):

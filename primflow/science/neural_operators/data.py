@@ -39,6 +39,7 @@ import json
 import math
 import os
 import sys
+import threading
 
 import numpy as np
 
@@ -468,9 +469,15 @@ def load_or_generate(meta, generate, shapes, cache_dir=None, log=None):
     log(f"generating the {meta['problem']} data set ({meta}); it is cached in {path}")
     data = generate()
     os.makedirs(folder, exist_ok=True)
-    tmp = path + ".tmp.npz"
-    np.savez(tmp, meta=np.array(stored_meta), **data)
-    os.replace(tmp, path)
+    # one temporary per writer: two runs generating the same set must not share one
+    tmp = f"{path}.{os.getpid()}-{threading.get_ident()}.tmp.npz"
+    try:
+        np.savez(tmp, meta=np.array(stored_meta), **data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
     return data
 
 
