@@ -189,7 +189,6 @@ class HighDimPDE(Problem):
         self.n_test = int(n_test)
         # O(1) coordinates for the network (uniform points in the d-ball have |x_i| ~ 1/sqrt(d))
         self.input_scale = (math.sqrt(dim) if input_scale is None else float(input_scale))
-        self.input_names = tuple(f"x{i}" for i in range(dim))
         self.coefficients = prims.random_normal(shape=(dim - 1,), dtype=self.dtype,
                                                 key=_mix(int(coefficient_seed), 4099))
         self._geometry = Ball(dim=dim)
@@ -208,6 +207,12 @@ class HighDimPDE(Problem):
     @property
     def geometry(self):
         return self._geometry
+
+    @property
+    def input_names(self):
+        """``("x0", ..., "x{d-1}")``, made when asked for: kept as a tuple it would take
+        gigabytes at a very large d before the first array is allocated."""
+        return tuple(f"x{i}" for i in range(self.dim))
 
     def settings(self, quick=False):
         if quick:
