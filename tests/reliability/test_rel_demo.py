@@ -169,7 +169,7 @@ def test_bad_option_values_give_one_line_and_exit_status_2(argv, message, tmp_pa
 
 @pytest.mark.parametrize("name, argv, message", [
     ("plate-inverse", ["--noise", "inf"], "--noise must be non-negative and finite"),
-    ("poisson-hd", ["--dim", "100000000", "--steps", "1"], "out of memory"),
+    ("poisson-hd", ["--dim", "10000000", "--steps", "1"], "out of memory"),
     ("fno-burgers", ["--train", "0"], "--train must be positive"),
 ])
 def test_bad_values_of_the_other_demos_options(name, argv, message, tmp_path, capsys):
