@@ -134,6 +134,12 @@ class OpInfo:
                 return xf
         return None
 
+    def runs_here(self):
+        """Whether this install has the extras the op needs (``extras``)."""
+        from .extras import has_extra
+
+        return all(has_extra(extra) for extra in self.extras)
+
     def tolerance(self, key):
         from .check_grads import DEFAULT_TOL
 
@@ -283,7 +289,8 @@ def _np_softmax(x, axis=-1):
 
 
 def _np_log_softmax(x, axis=-1):
-    return x - _np_logsumexp(x, axis=axis, keepdims=True)
+    shifted = x - np.max(x, axis=axis, keepdims=True)  # exact: no cancellation near |x| >> 1
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
 
 def _np_gelu(x, approximate=False):
