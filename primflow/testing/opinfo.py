@@ -1,6 +1,6 @@
 """The OpInfo table: one entry per primitive and per public op, driving the generic tests.
 
-Each ``OpInfo`` says how to call an op, what NumPy/SciPy computes for it (float64), which
+Each ``OpInfo`` says how to call an op, what NumPy computes for it (float64), which
 sample inputs to use (shapes with scalars, broadcasting pairs, several reduction axes,
 params), where inputs must stay (``domain``; ``singularities`` are points samples are
 pushed away from: kinks, ties, jumps, poles), how far to differentiate (``max_order``),
