@@ -18,10 +18,11 @@ import pytest
 
 import primflow as pf
 from primflow.testing import check_grads as cg
+from primflow.testing.extras import import_extra
 from primflow.testing.opinfo import OP_DB
 
-array_api_strict = pytest.importorskip("array_api_strict")
-pytest.importorskip("array_api_compat")
+array_api_strict = import_extra("test", "array_api_strict")
+import_extra("array-api", "array_api_compat")
 
 # entry name -> why it cannot run on a namespace that only has the standard's functions
 EXPECTED = {}
@@ -454,7 +455,7 @@ def test_numba_kernels_ready_while_another_backend_is_active(tmp_path):
     """A NumPy-backend program whose numba kernels finish compiling while the array-API
     backend is installed switches to them at its next call under NumPy (its generated code
     uses the NumPy backend's kernels), without a warning."""
-    pytest.importorskip("numba")
+    import_extra("jit", "numba")
     import warnings  # noqa: PLC0415
 
     with pf.config.override(cache_dir=str(tmp_path)), warnings.catch_warnings():

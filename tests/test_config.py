@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import primflow as pf
+from primflow.testing.extras import requires_extra
 from primflow.core.config import Config
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -103,11 +104,10 @@ def test_jit_backend_from_the_config():
     assert exe.backend == "numpy"
 
 
+@requires_extra("jit")
 def test_jit_tiered_false_compiles_numba_kernels_in_the_first_call(tmp_path, monkeypatch):
     from primflow.compiler import numba_codegen
 
-    if not numba_codegen.available():
-        pytest.skip("numba is not installed")
     monkeypatch.setattr(pf.config, "cache_dir", str(tmp_path))  # nothing cached yet
     monkeypatch.setattr(numba_codegen, "AUTO_MIN_ELEMENTS", 1)
 

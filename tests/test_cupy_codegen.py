@@ -14,8 +14,9 @@ from primflow.backends import get_backend
 from primflow.compiler import cupy_codegen
 from primflow.ir import parse
 from primflow.ir.passes import fuse
+from primflow.testing.extras import import_extra
 
-pytest.importorskip("array_api_compat")
+import_extra("array-api", "array_api_compat")
 
 
 def _group(text):

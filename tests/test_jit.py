@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import primflow as pf
+from primflow.testing.extras import requires_extra
 from primflow.transforms.jit import TracerConversionError
 
 
@@ -369,13 +370,7 @@ def test_escaped_tracers_and_bad_arguments():
 
 # ---- the optional numba backend --------------------------------------------------------------
 
-def _has_numba():
-    from primflow.compiler import numba_codegen
-
-    return numba_codegen.available()
-
-
-@pytest.mark.skipif(not _has_numba(), reason="numba is not installed")
+@requires_extra("jit")
 def test_numba_kernels_match_numpy(tmp_path, monkeypatch):
     monkeypatch.setattr(pf.config, "cache_dir", str(tmp_path))
 

@@ -14,17 +14,12 @@ import numpy as np
 import pytest
 
 import primflow as pf
+from primflow.testing.extras import requires_extra
 from primflow.ir import evaluate, parse
 from primflow.ir.passes import fuse, plan_memory
 
 
-def _has_numba():
-    from primflow.compiler import numba_codegen
-
-    return numba_codegen.available()
-
-
-needs_numba = pytest.mark.skipif(not _has_numba(), reason="numba is not installed")
+needs_numba = requires_extra("jit")
 
 
 @pytest.fixture(autouse=True)

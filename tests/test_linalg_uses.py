@@ -7,9 +7,9 @@ import warnings
 
 import numpy as np
 import pytest
-from scipy import optimize
 
 import primflow as pf
+from primflow.testing.extras import import_extra
 
 _EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "gaussian_process.py"
 
@@ -45,6 +45,7 @@ def test_gaussian_process_fit():
                 + 0.5 * len(xs) * np.log(2 * np.pi))
 
     assert abs(nll(params.numpy()) - fitted) < 1e-10
+    optimize = import_extra("test", "scipy.optimize")
     best = optimize.minimize(nll, [0.3, -0.2, -1.0], method="Nelder-Mead",
                              options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 4000})
     assert fitted < best.fun + 1e-6

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 import primflow as pf
+from primflow.testing.extras import requires_extra
 from primflow.compiler import numba_codegen, numba_loops
 from primflow.ir.regions import all_ops, simplify_loops
 
 # loops become kernels, compiled in the first call; small elementwise groups stay NumPy
 NUMBA = {"backend": "auto", "tiered": False}
-needs_numba = pytest.mark.skipif(not numba_codegen.available(), reason="numba is not installed")
+needs_numba = requires_extra("jit")
 
 
 @pytest.fixture(autouse=True)

@@ -423,7 +423,7 @@ def test_jet_exercises_every_taylor_rule(monkeypatch):
         prim = get_primitive(name)
         monkeypatch.setattr(prim, "taylor", spy(name, prim.taylor))
     for info in OP_DB:
-        if info.kind not in ("diff", "nondiff", "nograd"):
+        if info.kind not in ("diff", "nondiff", "nograd") or not info.runs_here():
             continue
         for sample in info.samples()[:2]:
             fn, primals = sample.bind(info.op)
@@ -432,7 +432,10 @@ def test_jet_exercises_every_taylor_rule(monkeypatch):
             x0 = tuple(cg.leaves(primals, False))
             with contextlib.suppress(pf.NonDifferentiableError):
                 pf.jet(fn, x0, tuple([pf.ones_like(x)] * 2 for x in x0))
-    missing = sorted(set(pf.primitives()) - _CONSTANT_PRIMS - called)
+    # primitives only ops that need an absent extra use (LU without SciPy) cannot be reached
+    absent = ({p for info in OP_DB if not info.runs_here() for p in info.prims}
+              - {p for info in OP_DB if info.runs_here() for p in info.prims})
+    missing = sorted(set(pf.primitives()) - _CONSTANT_PRIMS - absent - called)
     assert not missing, f"Taylor rules no OpInfo entry reaches under pf.jet: {missing}"
 
 

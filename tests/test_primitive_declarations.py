@@ -22,6 +22,7 @@ from primflow.core import primitive as primitive_module
 from primflow.core.primitive import Family, Primitive, get_primitive
 from primflow.ir.passes.fuse import ELEMENTWISE, TRANSCENDENTAL, fuse
 from primflow.testing import check_grads as cg
+from primflow.testing.extras import import_extra
 
 PRIMS_DIR = pathlib.Path(prims.__file__).parent
 
@@ -163,6 +164,7 @@ ENTRY = OpInfo("erfc_probe", erfc_probe, special.erfc, unary((2, 3), ()),
 def new_primitive(tmp_path, monkeypatch):
     """Imports NEW_PRIMITIVE from a temporary module; the registry and the kernel table
     are restored afterwards."""
+    import_extra("test", "scipy")  # (NEW_PRIMITIVE's reference is SciPy's erfc)
     monkeypatch.setattr(primitive_module, "_registry", dict(primitive_module._registry))
     monkeypatch.setattr(get_backend(), "kernels", dict(get_backend().kernels))
     path = tmp_path / "erfc_probe_family.py"
@@ -184,7 +186,7 @@ def on_backend(request, new_primitive, monkeypatch):
     if request.param == "numpy":
         yield get_backend()
         return
-    import array_api_strict as strict  # (the test extra installs it and array_api_compat)
+    strict = import_extra("test", "array_api_strict")
     chosen = backends.make_backend("array_api", namespace=strict)
     monkeypatch.setattr(chosen, "kernels", dict(chosen.kernels))
     monkeypatch.setattr(chosen, "host_fallbacks", chosen.host_fallbacks)
@@ -243,7 +245,7 @@ def test_jit_fuses_a_new_primitive_with_its_neighbours(new_primitive, on_backend
 def test_a_backend_without_the_kernel_runs_the_reference_on_the_host(new_primitive):
     """The round trip is reported: a one-time warning and ``host_fallbacks``; the contract
     page needs no regeneration for a primitive declared with ``reference=``."""
-    import array_api_strict as strict  # (the test extra installs it and array_api_compat)
+    strict = import_extra("test", "array_api_strict")
     from scipy import special
 
     assert get_backend().kernels["erfc_probe"] is special.erfc  # NumPy's kernel: as it is

@@ -404,6 +404,8 @@ def matmul(a, b, out=None):
         # entry is one product, so a broadcast multiply gives the same bits as the GEMM,
         # 3x faster (OpenBLAS: 22 ms against 7.5 ms for [144500, 1] x [1, 128] float32)
         return np.multiply(a, b, out=out)
+    if a.dtype.char == "e" and b.dtype.char == "e":
+        return _float16_matmul(a, b, out)
     gemm = _state["gemm"] if _state["checked"] else _load()
     if gemm is not None and config.blas == "numpy":  # (MKL loaded before the option was set)
         gemm = None
@@ -420,6 +422,17 @@ def matmul(a, b, out=None):
         return _matmul(a, b, out, gemm, work)
     finally:
         _set_pools(_rest_threads())
+
+
+def _float16_matmul(a, b, out):
+    """A float16 product computed in float32 and rounded once (as GPUs' tensor cores do):
+    NumPy's own float16 loop has no BLAS (5.3 ms against 55 us for [600, 32] x [32, 32])
+    and is no more accurate (it accumulates in float32 too, in another order)."""
+    wide = matmul(a.astype(np.float32), b.astype(np.float32))
+    if out is None:
+        return wide.astype(np.float16)
+    np.copyto(out, wide, casting="same_kind")
+    return out
 
 
 def _split_matmul(a, b, out, gemm, work, threads):

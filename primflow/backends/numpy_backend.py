@@ -108,7 +108,8 @@ def _rsqrt(x):
 
 
 def _erf(x):  # used without SciPy only
-    return _math_erf(x).astype(x.dtype)
+    # (asarray: frompyfunc returns a Python float, not an array, for a 0-d input)
+    return np.asarray(_math_erf(x)).astype(x.dtype)
 
 
 def _logistic(x):

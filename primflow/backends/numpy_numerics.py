@@ -131,7 +131,8 @@ def _eigh(a):
 
 def _lu_one(m):
     if _scipy_linalg is None:  # pragma: no cover
-        raise ImportError("pf.linalg.lu needs SciPy (pip install scipy)")
+        raise ImportError("pf.linalg.lu needs SciPy's LAPACK getrf (NumPy has no LU): "
+                          "pip install 'primflow[fast]' (or pip install scipy)")
     factors, pivots = _scipy_linalg.lu_factor(m, check_finite=False)
     perm = np.arange(m.shape[-1])
     for i, p in enumerate(pivots):  # LAPACK's row swaps, applied in order

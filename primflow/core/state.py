@@ -14,6 +14,9 @@ class _State(threading.local):
         self.grad_enabled = True  # tape records ops whose inputs require grad
         self.trace_stack = []  # active transform traces, innermost last (see core/trace.py)
         self.decompose = False  # no fused composite / Taylor kernels (pf.decompose)
+        # pf.amp.auto_cast while on: (low-precision dtype, white list, black list); pf.jit
+        # keys its cache on it, since the casts it inserts are traced into the program
+        self.amp = None
 
 
 state = _State()

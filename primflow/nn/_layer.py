@@ -266,7 +266,7 @@ class Layer:
             result = hook(self, inputs)
             if result is not None:
                 inputs = result if isinstance(result, tuple) else (result,)
-        if _amp._state.dtype is not None:  # pf.amp.auto_cast: black-list layers in float32
+        if _amp.is_auto_cast_enabled():  # pf.amp.auto_cast: black-list layers in float32
             inputs = _amp_inputs(type(self).__name__, inputs)
         outputs = self.forward(*inputs, **kwargs)
         for hook in list(d["_forward_post_hooks"].values()):

@@ -433,7 +433,8 @@ def _pair_rows(a, b, name):
 def lu(x, pivot=True, get_infos=False, name=None):
     """LU factorisation with partial pivoting: ``(LU, pivots)`` as Paddle/LAPACK give them
     (``L`` unit lower and ``U`` packed in one matrix; ``pivots`` 1-based int32 row swaps),
-    plus ``infos`` (zeros) when ``get_infos``. ``lu_unpack`` gives ``P, L, U``.
+    plus ``infos`` (zeros) when ``get_infos``. ``lu_unpack`` gives ``P, L, U``. On the
+    NumPy backend it needs the ``fast`` extra (SciPy's LAPACK ``getrf``; NumPy has no LU).
 
     Example:
         >>> import primflow as pf
@@ -471,7 +472,8 @@ def _permutation_matrix(perm, like):
 
 
 def lu_unpack(x, y, unpack_ludata=True, unpack_pivots=True, name=None):
-    """``P, L, U`` with ``A = P @ L @ U`` from ``lu``'s packed factors and pivots.
+    """``P, L, U`` with ``A = P @ L @ U`` from ``lu``'s packed factors and pivots (the
+    example's ``lu`` needs the ``fast`` extra on the NumPy backend).
 
     Example:
         >>> import primflow as pf
@@ -500,7 +502,8 @@ def _tril(a, k):
 
 
 def lu_solve(b, lu, pivots, trans="N", name=None) -> Tensor:  # noqa: A002
-    """Solves ``A @ out = b`` (``A^T @ out = b`` for trans='T') from ``lu(A)``.
+    """Solves ``A @ out = b`` (``A^T @ out = b`` for trans='T') from ``lu(A)`` (the
+    example's ``lu`` needs the ``fast`` extra on the NumPy backend).
 
     Example:
         >>> import primflow as pf

@@ -7,6 +7,10 @@ the loss history and the timings.
 * **Phases**: Adam with an exponentially decaying learning rate (``lr`` -> ``lr_final``),
   optionally resampling the collocation points, then L-BFGS (strong-Wolfe line search)
   on a fixed set, in chunks of ``lbfgs_chunk`` iterations.
+* **Mixed precision** (``settings.amp``): the Adam phase under ``pf.amp.auto_cast``, with
+  a ``pf.amp.GradScaler`` for float16 (a step whose gradients overflow is skipped); L-BFGS
+  stays in the network's dtype (its line search compares losses more finely than 16-bit
+  values resolve; PyTorch's GradScaler does not support closure optimizers either).
 * **Loss**: the weighted sum of the problem's terms (``settings.weights``), plus a
   ``"data"`` term when the problem has ``measurements`` (see ``problems.Measurements``).
 * **Inverse problems**: the problem's ``pde_parameters()`` (trainable PDE coefficients)
@@ -38,6 +42,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -261,6 +266,7 @@ class Trainer:
             self.jit = False
         self._mesh = None
         self._step_fn = None
+        self._scaled_step_fn = None  # (float16 mixed precision: the loss times the scale)
         self._check_settings()
 
     def _check_settings(self):
@@ -284,6 +290,9 @@ class Trainer:
         if not (s.lr > 0 and s.lr_final > 0):
             raise ValueError(f"learning rates must be positive, got lr={s.lr}, "
                              f"lr_final={s.lr_final}")
+        if s.amp not in (None, "float16", "bfloat16"):
+            raise ValueError(f"settings.amp must be None, 'float16' or 'bfloat16', got "
+                             f"{s.amp!r}")
 
     # ---- pieces ----------------------------------------------------------------------------
     def build_net(self):
@@ -318,27 +327,46 @@ class Trainer:
             terms = dict(terms, data=problem.measurements.loss(model))
         return terms
 
-    def loss_and_grads(self, net, params, batch):
+    def loss_and_grads(self, net, params, batch, amp=None, loss_scale=None):
         """``(loss, terms)`` at ``batch`` with the parameters' gradients stored in ``.grad``.
 
         With ``jit`` the whole step (the PDE operators' Taylor passes, the loss and its
         gradient) is traced once per batch shape and runs as one compiled program;
-        otherwise it runs eagerly on the tape.
+        otherwise it runs eagerly on the tape. ``amp``: compute under
+        ``pf.amp.auto_cast(dtype=amp)``; ``loss_scale``: the gradients are those of
+        ``loss * loss_scale`` (a ``GradScaler``'s scale; ``loss`` is returned unscaled).
         """
+        mixed = pf.amp.auto_cast(dtype=amp) if amp else contextlib.nullcontext()
         if not self.jit:
-            terms = self.loss_terms(net, batch)
-            loss = self.total_loss(terms)
-            loss.backward()
+            with mixed:
+                terms = self.loss_terms(net, batch)
+                loss = self.total_loss(terms)
+            (loss if loss_scale is None else loss * loss_scale).backward()
             if self.distributed:
                 dist.reduce_gradients(params)  # the gradients' sums over ranks, bucketed
             return loss, terms
-        if self._step_fn is None:
-            def objective(b):
-                terms = self.loss_terms(net, b)
-                return self.total_loss(terms), terms
+        if loss_scale is not None:
+            if self._scaled_step_fn is None:
+                def scaled_objective(b, scale):
+                    terms = self.loss_terms(net, b)
+                    loss = self.total_loss(terms)
+                    return loss * scale, (loss, terms)
 
-            self._step_fn = pf.jit(pf.value_and_grad(objective, None, params, has_aux=True))
-        (loss, terms), grads = self._step_fn(batch)
+                self._scaled_step_fn = pf.jit(pf.value_and_grad(
+                    scaled_objective, None, params, has_aux=True))
+            with mixed:  # (pf.jit keys its programs on the auto_cast state)
+                (_, (loss, terms)), grads = self._scaled_step_fn(
+                    batch, pf.to_tensor(loss_scale, dtype="float32"))
+        else:
+            if self._step_fn is None:
+                def objective(b):
+                    terms = self.loss_terms(net, b)
+                    return self.total_loss(terms), terms
+
+                self._step_fn = pf.jit(pf.value_and_grad(objective, None, params,
+                                                         has_aux=True))
+            with mixed:
+                (loss, terms), grads = self._step_fn(batch)
         for p, g in zip(params, grads):
             p.grad = g if p.grad is None else p.grad + g
         return loss, terms
@@ -464,6 +492,8 @@ class Trainer:
             opt = networks.adam(self._adam_groups(net, params), s.lr)
             if state is not None and state["phase"] == "adam":
                 opt.set_state_dict(state["optimizer"])
+            scaler = pf.amp.GradScaler() if s.amp == "float16" else None
+            skipped = 0  # steps the scaler skipped (their float16 gradients overflowed)
             history["phase_start"].setdefault("adam", 0)
             t0 = time.perf_counter()
             bar = self._bar("adam", s.adam_steps)
@@ -476,7 +506,9 @@ class Trainer:
                 if r != round_index:
                     batch, round_index = self.batch(r), r
                 opt.set_lr(self.lr_at(step))
-                loss, terms = self.loss_and_grads(net, params, batch)
+                loss, terms = self.loss_and_grads(
+                    net, params, batch, amp=s.amp,
+                    loss_scale=None if scaler is None else scaler.get_loss_scaling())
                 value = float(loss)
                 if not _is_finite(value):
                     status, message = "nan", self._nan_message("adam", step, value)
@@ -484,7 +516,12 @@ class Trainer:
                     opt.clear_grad()
                     break
                 good = _snapshot(params)
-                opt.step()
+                if scaler is None:
+                    opt.step()
+                else:
+                    scale = scaler.get_loss_scaling()
+                    scaler.minimize(opt)
+                    skipped += scaler.get_loss_scaling() < scale
                 opt.clear_grad()
                 self._record(history, step, value, terms)
                 done = step + 1
@@ -506,6 +543,9 @@ class Trainer:
             adam_done = step if status != "ok" else s.adam_steps
             if bar:
                 bar.close()
+            if skipped:
+                self.log(f"mixed precision: {skipped} Adam steps skipped (float16 gradients "
+                         f"overflowed); loss scale now {scaler.get_loss_scaling():g}")
             times["adam"] = time.perf_counter() - t0
         if status == "ok" and phase == "adam":
             phase, start_step, state = "lbfgs", 0, None

@@ -1,5 +1,6 @@
-"""Test support: the OpInfo table (``opinfo``) and numerical derivative checkers
-(``check_grads``). Imported only by tests; the references need SciPy.
+"""Test support: the OpInfo table (``opinfo``), numerical derivative checkers
+(``check_grads``) and the optional extras tests skip without (``extras``). Imported only
+by tests; NumPy is all it needs (the references included).
 
 Example:
     >>> import numpy as np, primflow as pf
@@ -7,6 +8,6 @@ Example:
     >>> check_grads(pf.tanh, [np.array([0.1, -0.4])], order=2)
 """
 
-from . import check_grads, opinfo
+from . import check_grads, extras, opinfo
 
-__all__ = ["check_grads", "opinfo"]
+__all__ = ["check_grads", "extras", "opinfo"]

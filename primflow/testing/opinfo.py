@@ -1,6 +1,6 @@
 """The OpInfo table: one entry per primitive and per public op, driving the generic tests.
 
-Each ``OpInfo`` says how to call an op, what NumPy/SciPy computes for it (float64), which
+Each ``OpInfo`` says how to call an op, what NumPy computes for it (float64), which
 sample inputs to use (shapes with scalars, broadcasting pairs, several reduction axes,
 params), where inputs must stay (``domain``; ``singularities`` are points samples are
 pushed away from: kinks, ties, jumps, poles), how far to differentiate (``max_order``),
@@ -32,7 +32,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import special
 
 import primflow as pf
 from primflow import prims
@@ -116,6 +115,7 @@ class OpInfo:
     stats: Callable | None = None  # kind == "random": (out, **kwargs) -> None or raise
     notes: str = ""
     jet_order: int | None = None  # caps the Taylor tests' orders (costly: decompositions)
+    extras: tuple = ()  # optional extras the op itself needs (its tests skip without them)
 
     def samples(self, rng=None):
         rng = np.random.default_rng(_seed_of(self.name)) if rng is None else rng
@@ -133,6 +133,12 @@ class OpInfo:
             if xf.test == test and (not xf.orders or order in xf.orders):
                 return xf
         return None
+
+    def runs_here(self):
+        """Whether this install has the extras the op needs (``extras``)."""
+        from .extras import has_extra
+
+        return all(has_extra(extra) for extra in self.extras)
 
     def tolerance(self, key):
         from .check_grads import DEFAULT_TOL
@@ -259,10 +265,38 @@ def _np_norm(x, p=2, axis=None, keepdim=False):
     return out
 
 
+# The references use NumPy and the standard library only, so the table runs on a bare install
+# (NumPy is primflow's one hard dependency); tests/test_opinfo.py checks them against SciPy
+# where it is installed.
+_np_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _np_expit(x):
+    e = np.exp(-np.abs(x))  # never overflows
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _np_logsumexp(x, axis=None, keepdims=False):
+    top = np.max(x, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    out = np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True)) + top
+    return out if keepdims else np.squeeze(out, axis=axis)
+
+
+def _np_softmax(x, axis=-1):
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _np_log_softmax(x, axis=-1):
+    shifted = x - np.max(x, axis=axis, keepdims=True)  # exact: no cancellation near |x| >> 1
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
 def _np_gelu(x, approximate=False):
     if approximate:
         return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
-    return 0.5 * x * (1 + special.erf(x / np.sqrt(2)))
+    return 0.5 * x * (1 + _np_erf(x / np.sqrt(2)))
 
 
 def _np_softplus(x, beta=1.0):
@@ -297,7 +331,7 @@ def _reduce(loss, reduction):
 
 def _np_cross_entropy(logits, label, weight=None, ignore_index=-100, reduction="mean",
                       soft_label=False, axis=-1, label_smoothing=0.0):
-    logp = special.log_softmax(logits, axis=axis)
+    logp = _np_log_softmax(logits, axis=axis)
     if soft_label:
         return _reduce(-np.sum(label * logp, axis=axis), reduction)
     axis = axis % logits.ndim
@@ -446,8 +480,8 @@ OP_DB: list = [
     _unary_entry("sqrt", pf.sqrt, np.sqrt, "sqrt", domain=(0.3, 3.0)),
     _unary_entry("rsqrt", pf.rsqrt, lambda x: 1 / np.sqrt(x), "rsqrt", domain=(0.3, 3.0)),
     _unary_entry("abs", pf.abs, np.abs, "abs", singularities=(0.0,)),
-    _unary_entry("erf", pf.erf, special.erf, "erf"),
-    _unary_entry("logistic", pf.sigmoid, special.expit, "logistic",
+    _unary_entry("erf", pf.erf, _np_erf, "erf"),
+    _unary_entry("logistic", pf.sigmoid, _np_expit, "logistic",
                  covers=("sigmoid",), domain=(-4.0, 4.0),
                  sample_inputs=lambda info, rng: unary()(info, rng) + [SampleInput(
                      (np.array([-800.0, -30.0, 30.0, 800.0]),), desc="saturated")]),
@@ -953,7 +987,7 @@ OP_DB += [
                         ((3, 4), {"axis": 0, "keepdim": True})]),
            prims=("sqrt",), covers=("std",)),
     OpInfo("logsumexp", lambda x, **kw: pf.logsumexp(x, **kw),
-           lambda x, axis=None, keepdim=False: special.logsumexp(
+           lambda x, axis=None, keepdim=False: _np_logsumexp(
                x, axis=_axes(axis, x.ndim), keepdims=keepdim),
            fixed(*[_s(lambda i, r, s=s: (distinct(r, s, -3.0, 3.0),), kw, desc=f"{s} {kw}")
                    for s, kw in [((2, 3), {"axis": 1}), ((2, 3, 2), {"axis": (0, 2)}),
@@ -1002,7 +1036,7 @@ OP_DB += [
                     desc="saturated, exp would overflow")),
            domain=(-4.0, 4.0), singularities=(0.0,), prims=("log1p",), covers=("softplus",),
            notes="max(z, 0) + log1p(exp(-|z|)) is smooth but built from kinks at 0"),
-    _unary_entry("silu", F.silu, lambda x: x * special.expit(x), "logistic",
+    _unary_entry("silu", F.silu, lambda x: x * _np_expit(x), "logistic",
                  covers=("silu", "swish")),
     OpInfo("gelu", lambda x, **kw: F.gelu(x, **kw), _np_gelu,
            with_params([((2, 3), {}), ((2, 3), {"approximate": True}), ((), {}),
@@ -1014,14 +1048,14 @@ OP_DB += [
                  singularities=(0.0,)),
     _unary_entry("tanhshrink", F.tanhshrink, lambda x: x - np.tanh(x), "tanh"),
     OpInfo("softmax", lambda x, **kw: F.softmax(x, **kw),
-           lambda x, axis=-1: special.softmax(x, axis=axis),
+           lambda x, axis=-1: _np_softmax(x, axis=axis),
            fixed(*[_s(lambda i, r, s=s: (distinct(r, s, -3.0, 3.0),), kw, desc=f"{s} {kw}")
                    for s, kw in [((2, 3), {}), ((2, 3, 2), {"axis": 1}), ((4,), {"axis": 0}),
                                  ((2, 3), {"axis": 0})]],
                  _s(lambda i, r: (1000.0 + distinct(r, (2, 3)),), {}, desc="near 1000")),
            prims=("reduce_max", "exp", "reduce_sum", "div"), covers=("softmax",)),
     OpInfo("log_softmax", lambda x, **kw: F.log_softmax(x, **kw),
-           lambda x, axis=-1: special.log_softmax(x, axis=axis),
+           lambda x, axis=-1: _np_log_softmax(x, axis=axis),
            fixed(*[_s(lambda i, r, s=s: (distinct(r, s, -3.0, 3.0),), kw, desc=f"{s} {kw}")
                    for s, kw in [((2, 3), {}), ((2, 3, 2), {"axis": 1}), ((4,), {"axis": 0})]],
                  _s(lambda i, r: (-1000.0 + distinct(r, (2, 3)),), {}, desc="near -1000")),
@@ -1087,7 +1121,7 @@ OP_DB += [
                     desc="int labels, mean"),
                  _s(lambda i, r: (distinct(r, (3, 4)), np.array([[1], [3], [0]])),
                     {"reduction": "sum"}, desc="labels [N, 1], sum"),
-                 _s(lambda i, r: (distinct(r, (3, 4)), special.softmax(r.normal(size=(3, 4)),
+                 _s(lambda i, r: (distinct(r, (3, 4)), _np_softmax(r.normal(size=(3, 4)),
                                                                        axis=1)),
                     {"soft_label": True}, desc="soft labels"),
                  _s(lambda i, r: (distinct(r, (4, 3)), np.array([0, 2, 1, 1]),
@@ -1383,8 +1417,6 @@ OP_DB.extend(_SCIENCE_DB)
 # differences move along symmetric directions; general matrices get + 3 I (well
 # conditioned). Outputs that are unique only up to signs (SVD of wide matrices) are checked
 # through sign-free combinations.
-from scipy import linalg as _scipy_linalg  # noqa: E402
-
 LA = pf.linalg
 
 
@@ -1429,9 +1461,50 @@ def _np_tri(a, b, upper=True, transpose=False, unitriangular=False):
     return np.linalg.solve(a.T if transpose else a, b)
 
 
+def _np_lu_factor(a):
+    """LAPACK getrf in NumPy: the packed factors (unit-lower L below the diagonal, U on and
+    above it) and the 0-based row swapped with row i at step i (partial pivoting)."""
+    lu = np.array(a, dtype=np.float64)
+    n = lu.shape[-1]
+    piv = np.zeros(n, dtype=np.int64)
+    for k in range(n):
+        p = k + int(np.argmax(np.abs(lu[k:, k])))
+        piv[k] = p
+        lu[[k, p]] = lu[[p, k]]
+        lu[k + 1:, k] /= lu[k, k]
+        lu[k + 1:, k + 1:] -= np.outer(lu[k + 1:, k], lu[k, k + 1:])
+    return lu, piv
+
+
 def _np_lu(a):
-    factors, piv = _scipy_linalg.lu_factor(a)
+    factors, piv = _np_lu_factor(a)
     return factors, (piv + 1).astype(np.int32)
+
+
+def _np_lu_unpack(a):
+    """``(P, L, U)`` with ``a = P @ L @ U`` (scipy.linalg.lu's convention)."""
+    factors, piv = _np_lu_factor(a)
+    rows = np.arange(a.shape[-1])
+    for k, p in enumerate(piv):
+        rows[[k, p]] = rows[[p, k]]
+    perm = np.eye(a.shape[-1])[rows].T  # row k of P^T a is row rows[k] of a
+    return perm, np.tril(factors, -1) + np.eye(a.shape[-1]), np.triu(factors)
+
+
+def _np_expm(a):
+    """exp(a) for each matrix of a stack: the Taylor series of a / 2^s, squared s times."""
+    out = []
+    for m in a.reshape(-1, *a.shape[-2:]):
+        s = max(0, int(np.ceil(np.log2(max(np.linalg.norm(m, 1), 1e-300)))) + 1)
+        m = m / 2.0 ** s
+        term, total = np.eye(m.shape[-1]), np.eye(m.shape[-1])
+        for k in range(1, 30):  # ||m|| <= 1/2: the 30th term is below 1e-40
+            term = term @ m / k
+            total = total + term
+        for _ in range(s):
+            total = total @ total
+        out.append(total)
+    return np.stack(out).reshape(a.shape)
 
 
 def _np_lstsq(a, b):
@@ -1458,6 +1531,7 @@ def _np_svd_sign_free(a):
 _LA_CORE = dict(order_samples=1, max_order=4, jet_order=3)
 _LA_MID = dict(order_samples=1, max_order=3, jet_order=2)
 _LA_ORDER = dict(order_samples=1, max_order=2, jet_order=1)
+_NEEDS_LU = ("fast",)  # pf.linalg.lu factors with SciPy's getrf (NumPy has no LU)
 
 _LINALG_DB = [
     OpInfo("linalg.solve", lambda a, b, **kw: LA.solve(_pf_shift(a), b, **kw),
@@ -1502,15 +1576,17 @@ _LINALG_DB = [
            _mats_kw((((3, 3),), {}), (((3, 3),), {"UPLO": "U"})), prims=("eigh",),
            **_LA_ORDER),
     OpInfo("linalg.lu", lambda a: LA.lu(_pf_shift(a)), lambda a: _np_lu(_np_shift(a)),
-           _mats(((2, 2),), ((4, 4),)), prims=("lu", "lu_pivots"), **_LA_MID),
+           _mats(((2, 2),), ((4, 4),)), prims=("lu", "lu_pivots"), extras=_NEEDS_LU,
+           **_LA_MID),
     OpInfo("linalg.lu_unpack", lambda a: LA.lu_unpack(*LA.lu(a)),
-           lambda a: _scipy_linalg.lu(a), _mats(((3, 3),)),
-           prims=("lu", "lu_pivots", "lu_permutation"), **_LA_ORDER),
+           _np_lu_unpack, _mats(((3, 3),)),
+           prims=("lu", "lu_pivots", "lu_permutation"), extras=_NEEDS_LU, **_LA_ORDER),
     OpInfo("linalg.lu_solve", lambda a, b, **kw: LA.lu_solve(b, *LA.lu(_pf_shift(a)), **kw),
            lambda a, b, trans="N": np.linalg.solve(
                _np_shift(a) if trans == "N" else _np_shift(a).T, b),
            _mats_kw((((3, 3), (3, 2)), {}), (((3, 3), (3, 1)), {"trans": "T"})),
-           prims=("lu", "lu_permutation", "triangular_solve"), **_LA_ORDER),
+           prims=("lu", "lu_permutation", "triangular_solve"), extras=_NEEDS_LU,
+           **_LA_ORDER),
     OpInfo("linalg.qr", lambda a, **kw: LA.qr(a, **kw),
            lambda a, mode="reduced": np.linalg.qr(a, mode=mode),
            _mats_kw((((3, 2),), {}), (((2, 3, 3),), {}), (((2, 4),), {}),
@@ -1531,8 +1607,7 @@ _LINALG_DB = [
            _mats_kw((((3, 3),), {"n": 3}), (((2, 2, 2),), {"n": -2}), (((2, 2),), {"n": 0})),
            prims=("dot_general",), **_LA_ORDER),
     OpInfo("linalg.matrix_exp", lambda a: LA.matrix_exp(a),
-           lambda a: np.stack([_scipy_linalg.expm(m) for m in a.reshape(-1, *a.shape[-2:])]
-                              ).reshape(a.shape),
+           _np_expm,
            fixed(_s(lambda i, r: (r.uniform(-1, 1, (3, 3)),)),
                  _s(lambda i, r: (r.uniform(-3, 3, (2, 2, 2)),), desc="squarings")),
            prims=("solve",), **_LA_ORDER),

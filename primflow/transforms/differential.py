@@ -123,7 +123,10 @@ class CollapsedTaylorTrace(TaylorTrace):
         top = None
         for k, r in zip(pattern, results):
             if k == K:  # the weighted sum over directions, done once
-                top = prims.dot_general(self.weights, r, contracting=((0,), (0,)),
+                weights = self.weights
+                if weights.dtype != r.dtype:  # (a float16 layer under pf.amp.auto_cast)
+                    weights = prims.convert_element_type(weights, dtype=r.dtype)
+                top = prims.dot_general(weights, r, contracting=((0,), (0,)),
                                         batch=((), ()))
             else:
                 out_lower[k - 1] = r

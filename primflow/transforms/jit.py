@@ -414,7 +414,7 @@ class Jitted:
             else:
                 parts.append((type(leaf), leaf))
         key = (treedef, tuple(parts), static, _layer_key(treedef), state.grad_enabled,
-               state.decompose, dtypes.default_float(), get_backend())  # issue 17: per backend
+               state.decompose, dtypes.default_float(), get_backend(), state.amp)
         if self._extra_key is not None:
             key += (self._extra_key(),)
         try:
@@ -487,9 +487,10 @@ class Jitted:
             items[self._static_label(k)] = ("static", _type_name(v), _short_repr(v))
         env = {"grad mode (pf.no_grad / pf.enable_grad)": key[4],
                "pf.decompose mode": key[5], "default float dtype": key[6],
-               "identity or train/eval mode of a Layer argument": key[3]}
+               "identity or train/eval mode of a Layer argument": key[3],
+               "backend": key[7], "pf.amp.auto_cast": key[8]}
         if self._extra_key is not None:
-            env["extra cache key"] = key[7]
+            env["extra cache key"] = key[9]
         return {"structure": treedef, "items": items, "env": env}
 
     def _check_retraces(self, signature):
@@ -590,8 +591,9 @@ class Jitted:
                 v = a._value
                 sig.append((v.shape, v.dtype, a.stop_gradient))
             else:
+                # (a program is compiled for one backend, and pf.amp's casts are traced in)
                 key = (tuple(sig), state.grad_enabled, state.decompose, dtypes.default_float(),
-                       get_backend())  # issue 17: a program is compiled for one backend
+                       get_backend(), state.amp)
                 if self._extra_key is not None:
                     key += (self._extra_key(),)
                 entry = self._fast.get(key)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pathlib
 import subprocess
 
 import pytest
+
+from primflow.testing.extras import has_extra, skip_reason
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 WORKERS = pathlib.Path(__file__).resolve().parent / "workers"
@@ -15,8 +16,8 @@ WORKERS = pathlib.Path(__file__).resolve().parent / "workers"
 
 def mpi_command(n, program):
     """The launch command, or a skip when mpi4py or mpiexec is missing."""
-    if importlib.util.find_spec("mpi4py") is None:
-        pytest.skip("mpi4py is not installed (pip install 'primflow[mpi]')")
+    if not has_extra("mpi"):
+        pytest.skip(skip_reason("mpi"))
     from primflow.distributed.launch import LaunchError, launch_command
 
     try:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import primflow as pf
+from primflow.testing.extras import import_extra
 from primflow.optimizer._lbfgs import _cubic_minimizer
 
 
@@ -228,7 +229,7 @@ def test_every_step_call_moves_until_the_gradient_is_zero():
 
 
 def test_lbfgs_rosenbrock_matches_scipy():
-    scipy_optimize = pytest.importorskip("scipy.optimize")
+    scipy_optimize = import_extra("test", "scipy.optimize")
     x0 = np.array([-1.2, 1.0])
     x, opt = _run_lbfgs(_rosenbrock, x0, steps=10, max_iter=100)
     reference = scipy_optimize.minimize(scipy_optimize.rosen, x0, jac=scipy_optimize.rosen_der,

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import primflow as pf
+from primflow.testing.extras import import_extra
 from primflow.cli import main
 from primflow.science import plotting
 
@@ -90,7 +91,7 @@ def test_plate_paddlescience_config(tmp_path, capsys):
 
 
 def test_plots_are_written(tmp_path, capsys):
-    pytest.importorskip("matplotlib")
+    import_extra("plot", "matplotlib")
     assert main(["demo", "heat", "--out", str(tmp_path)] + TINY) == 0
     for name in ("prediction", "reference", "error", "loss"):
         assert (tmp_path / f"{name}.png").stat().st_size > 1000

@@ -7,16 +7,11 @@ import sys
 import pytest
 
 import primflow as pf
+from primflow.testing.extras import requires_extra
 from primflow.science import Box, Disk, Interval, Polygon, Rectangle, unit_samples
 
 F64 = "float64"
-HAVE_SCIPY = True
-try:
-    import scipy.stats  # noqa: F401
-except ImportError:  # pragma: no cover
-    HAVE_SCIPY = False
-
-METHODS = ["uniform", "lhs"] + (["sobol"] if HAVE_SCIPY else [])
+METHODS = ["uniform", "lhs", pytest.param("sobol", marks=requires_extra("sobol"))]
 L_SHAPE = [(0, 0), (2, 0), (2, 1), (1, 1), (1, 2), (0, 2)]  # non-convex
 GEOMETRIES = {
     "interval": lambda: Interval(-1.0, 2.0),

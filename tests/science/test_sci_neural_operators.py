@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import primflow as pf
+from primflow.testing.extras import import_extra
 from primflow.cli import main
 from primflow.science.neural_operators import (FNO1D, FNO2D, OperatorSettings, data,
                                                relative_l2_loss, train_operator)
@@ -167,7 +168,7 @@ def test_darcy_solver_converges_at_second_order():
 
 
 def test_darcy_solvers_agree_and_data_is_thresholded():
-    pytest.importorskip("scipy")
+    import_extra("fast", "scipy")
     a = np.where(data.grf_2d(1, 17, seed=3)[0] >= 0, 12.0, 3.0)
     np.testing.assert_allclose(data.darcy_solve(a, solver="sparse"),
                                data.darcy_solve(a, solver="cg"), atol=1e-11)

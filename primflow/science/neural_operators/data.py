@@ -328,8 +328,12 @@ def _cg(op, f, tol=1e-10, max_iter=20000):
 
 
 def _sparse_solve(op, f):
-    import scipy.sparse as sp
-    import scipy.sparse.linalg as spla
+    try:
+        import scipy.sparse as sp
+        import scipy.sparse.linalg as spla
+    except ImportError as exc:
+        raise ImportError("darcy_solve(solver='sparse') needs SciPy: pip install "
+                          "'primflow[fast]' (or pip install scipy), or use solver='cg'") from exc
 
     diag, w, e, s_, nth = op
     m = diag.shape[0]

@@ -57,6 +57,9 @@ class Settings:
         validate_every: Adam steps between validation errors.
         weights: loss-term weights (missing terms weigh 1).
         target: the relative L2 error this configuration is tuned to reach (documentation).
+        amp: ``"float16"`` or ``"bfloat16"``: the Adam phase runs under
+            ``pf.amp.auto_cast(dtype=amp)`` (float16 with a ``pf.amp.GradScaler``); the
+            L-BFGS phase stays in the network's dtype. None (default): no mixed precision.
     """
 
     hidden: int = 32
@@ -80,6 +83,7 @@ class Settings:
     validate_every: int = 100
     weights: dict = dataclasses.field(default_factory=dict)
     target: float | None = None
+    amp: str | None = None
 
     def replace(self, **changes):
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
