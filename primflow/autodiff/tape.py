@@ -17,7 +17,7 @@ import copy
 import warnings
 import weakref
 
-from ..core.primitive import Node, NonDifferentiableError
+from ..core.primitive import Node, NonDifferentiableError, record_custom
 from ..core.state import set_grad_mode, state
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
@@ -272,6 +272,10 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
         needed = _nodes_leading_to_targets(order, wanted_leaves, target_nodes, blocked)
         wanted = needed | set(target_nodes) | wanted_leaves
 
+    # Paddle's gradient nodes (see _tied) for first-order gradients: a graph that already
+    # holds gradient nodes is a gradient being differentiated again, left as it is (as
+    # PaddlePaddle 3.3.1's triple grad of matmul leaves x.grad None)
+    tie = create_graph and not any(node.prim.name == _GRADIENT_NODE for node in order)
     prev = set_grad_mode(create_graph)
     prev_mode = _backward_mode[0]
     _backward_mode[0] = targets is None
@@ -288,7 +292,7 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
                 _accumulate(results, id(target_nodes[node]), g)
             if needed is not None and node not in needed:
                 continue
-            apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves)
+            apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves, tie)
             if not retain_graph:
                 node.free()
         if targets is None:  # backward(): the leaves' .grad accumulate this pass's gradient
@@ -336,10 +340,12 @@ def _nodes_leading_to_targets(order, wanted_leaves, target_nodes, blocked):
     return needed
 
 
-def apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves=None):
+def apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves=None, tie=False):
     """Runs one node's vjp rules and routes the cotangents along its edges. ``wanted`` holds
     the nodes and leaf ids worth sending gradients to (None: everything, backward mode,
-    which also records the leaves reached in ``leaves``)."""
+    which also records the leaves reached in ``leaves``). ``tie`` (``paddle.grad`` with
+    ``create_graph=True``): record several cotangents of the node as one gradient node's
+    outputs (see ``_tied``)."""
     prim = node.prim
     if node.freed:
         raise RuntimeError(
@@ -367,6 +373,7 @@ def apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves=None
     out = saved_output(node, create_graph) if prim.saves_out else None
     params = node.params
     bars = rules(g, out, *inputs, **params) if callable(rules) else None
+    routed = []  # (edge, cotangent) pairs of this node
     for i, e in enumerate(node.edges):
         if e is None:
             continue
@@ -381,15 +388,47 @@ def apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves=None
                 raise NonDifferentiableError(
                     f"primitive '{prim.name}' has no derivative with respect to input {i}")
             x_bar = rule(g, out, *inputs, **params)
-        if x_bar is None:  # a custom rule with no cotangent for this input
-            continue
-        if is_node:
+        if x_bar is not None:  # None: a custom rule with no cotangent for this input
+            routed.append((e, x_bar))
+    if tie and len(routed) > 1:
+        routed = _tied(routed)
+    for e, x_bar in routed:
+        if e.__class__ is Node:
             old = node_grads.get(e)
             node_grads[e] = x_bar if old is None else ew.add(old, x_bar)
         else:
             _accumulate(leaf_grads, id(e), x_bar)
             if leaves is not None:
                 leaves[id(e)] = e
+
+
+_GRADIENT_NODE = "gradient_node"  # the custom rule _tied records
+
+
+def _tied(routed):
+    """The cotangents of one node, recorded as the outputs of one gradient node (Paddle's
+    model): each also depends on the node's leaf inputs that receive a cotangent, with a
+    zero derivative, so a later backward() from any of them gives those leaves a zero
+    gradient (not None) where nothing else reaches them. Values are unchanged."""
+    tied_leaves = {}
+    for e, _ in routed:
+        if e.__class__ is not Node:
+            tied_leaves[id(e)] = e
+    if not tied_leaves or any(isinstance(x, Tracer) for x in tied_leaves.values()) or any(
+            isinstance(x_bar, Tracer) for _, x_bar in routed):
+        return routed
+    tied_leaves = tuple(tied_leaves.values())
+
+    def zero_for_leaves(g, out, x_bar, *leaf_inputs):
+        return (g, *(creation.full(shape=tuple(x._shape), value=0, dtype=x.dtype)
+                     for x in leaf_inputs))
+
+    out = []
+    for e, x_bar in routed:
+        handle = Tensor._wrap(x_bar._value)
+        out.append((e, record_custom(handle, (x_bar, *tied_leaves), _GRADIENT_NODE,
+                                     zero_for_leaves)))
+    return out
 
 
 def saved_output(node, create_graph):
