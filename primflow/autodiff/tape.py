@@ -272,10 +272,6 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
         needed = _nodes_leading_to_targets(order, wanted_leaves, target_nodes, blocked)
         wanted = needed | set(target_nodes) | wanted_leaves
 
-    # Paddle's gradient nodes (see _tied) for first-order gradients: a graph that already
-    # holds gradient nodes is a gradient being differentiated again, left as it is (as
-    # PaddlePaddle 3.3.1's triple grad of matmul leaves x.grad None)
-    tie = create_graph and not any(node.prim.name == _GRADIENT_NODE for node in order)
     prev = set_grad_mode(create_graph)
     prev_mode = _backward_mode[0]
     _backward_mode[0] = targets is None
@@ -292,7 +288,7 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
                 _accumulate(results, id(target_nodes[node]), g)
             if needed is not None and node not in needed:
                 continue
-            apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves, tie)
+            apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves)
             if not retain_graph:
                 node.free()
         if targets is None:  # backward(): the leaves' .grad accumulate this pass's gradient
@@ -308,7 +304,8 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
     for t in targets:
         if t._node is None and id(t) in leaf_grads:
             results[id(t)] = _leaf_gradient(t, leaf_grads[id(t)])
-    return [results.get(id(t)) for t in targets]
+    results = [results.get(id(t)) for t in targets]
+    return _tied(targets, results, order) if create_graph else results
 
 
 def _leaf_gradient(t, g):
@@ -340,12 +337,10 @@ def _nodes_leading_to_targets(order, wanted_leaves, target_nodes, blocked):
     return needed
 
 
-def apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves=None, tie=False):
+def apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves=None):
     """Runs one node's vjp rules and routes the cotangents along its edges. ``wanted`` holds
     the nodes and leaf ids worth sending gradients to (None: everything, backward mode,
-    which also records the leaves reached in ``leaves``). ``tie`` (``paddle.grad`` with
-    ``create_graph=True``): record several cotangents of the node as one gradient node's
-    outputs (see ``_tied``)."""
+    which also records the leaves reached in ``leaves``)."""
     prim = node.prim
     if node.freed:
         raise RuntimeError(
@@ -373,7 +368,6 @@ def apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves=None
     out = saved_output(node, create_graph) if prim.saves_out else None
     params = node.params
     bars = rules(g, out, *inputs, **params) if callable(rules) else None
-    routed = []  # (edge, cotangent) pairs of this node
     for i, e in enumerate(node.edges):
         if e is None:
             continue
@@ -388,12 +382,9 @@ def apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves=None
                 raise NonDifferentiableError(
                     f"primitive '{prim.name}' has no derivative with respect to input {i}")
             x_bar = rule(g, out, *inputs, **params)
-        if x_bar is not None:  # None: a custom rule with no cotangent for this input
-            routed.append((e, x_bar))
-    if tie and len(routed) > 1:
-        routed = _tied(routed)
-    for e, x_bar in routed:
-        if e.__class__ is Node:
+        if x_bar is None:  # a custom rule with no cotangent for this input
+            continue
+        if is_node:
             old = node_grads.get(e)
             node_grads[e] = x_bar if old is None else ew.add(old, x_bar)
         else:
@@ -405,29 +396,31 @@ def apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves=None
 _GRADIENT_NODE = "gradient_node"  # the custom rule _tied records
 
 
-def _tied(routed):
-    """The cotangents of one node, recorded as the outputs of one gradient node (Paddle's
-    model): each also depends on the node's leaf inputs that receive a cotangent, with a
-    zero derivative, so a later backward() from any of them gives those leaves a zero
-    gradient (not None) where nothing else reaches them. Values are unchanged."""
-    tied_leaves = {}
-    for e, _ in routed:
-        if e.__class__ is not Node:
-            tied_leaves[id(e)] = e
-    if not tied_leaves or any(isinstance(x, Tracer) for x in tied_leaves.values()) or any(
-            isinstance(x_bar, Tracer) for _, x_bar in routed):
-        return routed
+def _tied(targets, results, order):
+    """``paddle.grad(..., create_graph=True)``'s results as the outputs of one gradient node
+    (Paddle's model): each differentiable result also depends, with a zero derivative, on
+    every leaf among ``targets`` that got a gradient, so a later ``backward()`` from one of
+    them gives the other leaves zeros (not None), as Paddle does. Values are unchanged.
+    Only for first-order gradients of plain tensors: a graph that already holds gradient
+    nodes (a gradient differentiated again) is left as it is, as PaddlePaddle 3.3.1's
+    triple grad of matmul leaves ``x.grad`` None."""
+    tied_leaves = {id(t): t for t, r in zip(targets, results)
+                   if r is not None and t._node is None and not isinstance(t, Tracer)}
+    if len(tied_leaves) < 2 or any(node.prim.name == _GRADIENT_NODE for node in order):
+        return results
     tied_leaves = tuple(tied_leaves.values())
 
-    def zero_for_leaves(g, out, x_bar, *leaf_inputs):
+    def zero_for_leaves(g, out, result, *leaf_inputs):
         return (g, *(creation.full(shape=tuple(x._shape), value=0, dtype=x.dtype)
                      for x in leaf_inputs))
 
     out = []
-    for e, x_bar in routed:
-        handle = Tensor._wrap(x_bar._value)
-        out.append((e, record_custom(handle, (x_bar, *tied_leaves), _GRADIENT_NODE,
-                                     zero_for_leaves)))
+    for r in results:
+        if r is None or r.stop_gradient or isinstance(r, Tracer):
+            out.append(r)
+        else:
+            out.append(record_custom(Tensor._wrap(r._value), (r, *tied_leaves), _GRADIENT_NODE,
+                                     zero_for_leaves))
     return out
 
 

@@ -173,9 +173,9 @@ def test_create_graph_false_gradient_cannot_be_differentiated_again():
 
 
 # ---- which inputs a later backward() reaches --------------------------------------------------
-# paddle.grad(create_graph=True) records the gradients one node gives to several inputs as
-# the outputs of one gradient node that has all those inputs (Paddle's grad nodes); so a
-# backward() from one of them reaches the other inputs too, and an input with no real
+# paddle.grad(create_graph=True) returns the gradients of several leaves as the outputs of
+# one gradient node that has all those leaves as inputs (Paddle's grad nodes); so a
+# backward() from one of them reaches the other leaves too, and a leaf with no real
 # contribution gets zeros, not None (PaddlePaddle 3.3.1 does the same in these cases).
 
 def test_backward_from_one_gradient_of_a_node_gives_its_other_inputs_zeros():
@@ -195,8 +195,8 @@ def test_backward_from_one_gradient_of_a_node_gives_its_other_inputs_zeros():
 
 
 def test_backward_from_a_single_gradient_leaves_unreached_inputs_none():
-    # one cotangent per node (only x asked for): x does not enter dy/dx = W^T, so x.grad
-    # and b.grad stay None, as in PaddlePaddle 3.3.1
+    # only x asked for: x does not enter dy/dx = W^T, so x.grad and b.grad stay None, as in
+    # PaddlePaddle 3.3.1
     wa = np.random.rand(2, 2)
     x, w, b = leaf(np.random.rand(1, 2)), leaf(wa), leaf(np.random.rand(2))
     (gx,) = paddle.grad(paddle.matmul(x, w) + b, x, create_graph=True)
