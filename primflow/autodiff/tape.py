@@ -401,11 +401,11 @@ def _tied(targets, results, order):
     (Paddle's model): each differentiable result also depends, with a zero derivative, on
     every leaf among ``targets`` that got a gradient, so a later ``backward()`` from one of
     them gives the other leaves zeros (not None), as Paddle does. Values are unchanged.
-    Only for first-order gradients of plain tensors: a graph that already holds gradient
-    nodes (a gradient differentiated again) is left as it is, as PaddlePaddle 3.3.1's
-    triple grad of matmul leaves ``x.grad`` None."""
+    Only for first-order gradients: a graph that already holds gradient nodes (a gradient
+    differentiated again) is left as it is, as PaddlePaddle 3.3.1's triple grad of matmul
+    leaves ``x.grad`` None."""
     tied_leaves = {id(t): t for t, r in zip(targets, results)
-                   if r is not None and t._node is None and not isinstance(t, Tracer)}
+                   if r is not None and t._node is None}
     if len(tied_leaves) < 2 or any(node.prim.name == _GRADIENT_NODE for node in order):
         return results
     tied_leaves = tuple(tied_leaves.values())
@@ -416,11 +416,15 @@ def _tied(targets, results, order):
 
     out = []
     for r in results:
-        if r is None or r.stop_gradient or isinstance(r, Tracer):
+        if r is None or r.stop_gradient:
             out.append(r)
+            continue
+        if isinstance(r, Tracer):  # under a transform: a second tracer on the same value
+            handle = copy.copy(r)
+            handle._node = None
         else:
-            out.append(record_custom(Tensor._wrap(r._value), (r, *tied_leaves), _GRADIENT_NODE,
-                                     zero_for_leaves))
+            handle = Tensor._wrap(r._value)
+        out.append(record_custom(handle, (r, *tied_leaves), _GRADIENT_NODE, zero_for_leaves))
     return out
 
 
