@@ -34,14 +34,21 @@ def transpose(input, input_perm):  # noqa: A002 - MindSpore's names
     return _pf.transpose(input, list(input_perm))
 
 
+def _axes(axis):
+    """MindSpore's reduction axis (an int, a tuple, or () for all) as primflow's."""
+    if isinstance(axis, int):
+        return [axis]
+    return list(axis) or None
+
+
 def reduce_sum(input, axis=(), keep_dims=False):  # noqa: A002
     """``ops.ReduceSum`` as a function: the sum over ``axis`` (all axes when empty)."""
-    return _pf.sum(input, axis=list(axis) if axis != () else None, keepdim=keep_dims)
+    return _pf.sum(input, axis=_axes(axis), keepdim=keep_dims)
 
 
 def reduce_mean(input, axis=(), keep_dims=False):  # noqa: A002
     """``ops.ReduceMean`` as a function: the mean over ``axis`` (all axes when empty)."""
-    return _pf.mean(input, axis=list(axis) if axis != () else None, keepdim=keep_dims)
+    return _pf.mean(input, axis=_axes(axis), keepdim=keep_dims)
 
 
 # ---- transforms (MindSpore's signatures) ---------------------------------------------------
