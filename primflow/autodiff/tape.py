@@ -406,7 +406,8 @@ def _tied(targets, results, order):
     leaves ``x.grad`` None."""
     tied_leaves = {id(t): t for t, r in zip(targets, results)
                    if r is not None and t._node is None}
-    if len(tied_leaves) < 2 or any(node.prim.name == _GRADIENT_NODE for node in order):
+    if (len(tied_leaves) < 2 or not state.grad_enabled
+            or any(node.prim.name == _GRADIENT_NODE for node in order)):
         return results
     tied_leaves = tuple(tied_leaves.values())
 

@@ -220,3 +220,14 @@ def test_triple_grad_reaches_only_what_the_third_derivative_reads():
     assert x.grad is None and y.grad is None and u.grad is None
     assert_close(seed.grad, np.tile(va.sum(axis=0), (3, 1)))
     assert_close(v.grad, np.tile(sa.sum(axis=0), (3, 1)))
+
+
+def test_create_graph_gradients_of_several_leaves_keep_their_graph_under_no_grad():
+    xa, ya = np.random.rand(2), np.random.rand(2)
+    x, y = leaf(xa), leaf(ya)
+    loss = (x * x * y).sum()
+    with paddle.no_grad():  # create_graph records the backward pass all the same
+        gx, gy = paddle.grad(loss, [x, y], create_graph=True)
+    assert not gx.stop_gradient
+    (hxx,) = paddle.grad(gx.sum(), [x])
+    assert_close(hxx, 2 * ya)
