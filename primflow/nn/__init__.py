@@ -24,7 +24,7 @@ __all__ = ["BCEWithLogitsLoss", "ClipGradByGlobalNorm", "ClipGradByNorm", "ClipG
            "Layer", "LayerDict", "LayerList", "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax",
            "MLP", "MSELoss", "Mish", "NLLLoss", "ParamAttr", "Parameter", "ParameterList",
            "RMSNorm", "ReLU", "ReLU6", "Sequential", "SiLU", "Sigmoid", "Sin", "SmoothL1Loss",
-           "Softmax", "Softplus", "Softsign", "Swish", "Tanh", "Tanhshrink", "create_parameter", "functional",
-           "functional_call", "initializer", "utils",
+           "Softmax", "Softplus", "Softsign", "Swish", "Tanh", "Tanhshrink", "create_parameter",
+           "functional", "functional_call", "initializer", "utils",
            # Fourier layers of neural operators (issue 19)
            "SpectralConv1D", "SpectralConv2D"]

@@ -3,7 +3,7 @@
 Imports::
 
     import mindspore                         ->  import primflow.compat.mindspore as mindspore
-    from mindspore import nn, ops, Parameter ->  from primflow.compat.mindspore import nn, ops, Parameter
+    from mindspore import nn, Parameter      ->  from primflow.compat.mindspore import nn, Parameter
     import mindspore.nn as nn                ->  import primflow.compat.mindspore.nn as nn
     import mindspore.ops as ops              ->  import primflow.compat.mindspore.ops as ops
     import mindspore.numpy as mnp            ->  import primflow.compat.mindspore.numpy as mnp
