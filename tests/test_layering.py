@@ -17,7 +17,7 @@ LAYERS = {
     "core": 0, "backends": 1, "prims": 2, "ops": 3, "autodiff": 4, "ir": 5, "compiler": 6,
     "transforms": 7, "autograd": 8, "static": 8, "serialization": 8, "distributed": 8,
     "amp": 8, "device": 8, "incubate": 8,
-    "nn": 9, "io": 9, "optimizer": 10, "science": 11, "testing": 11, "cli": 12,
+    "nn": 9, "io": 9, "optimizer": 10, "science": 11, "testing": 11, "compat": 11, "cli": 12,
     "__main__": 13,
 }
 TOP = max(LAYERS.values()) + 1

@@ -1,6 +1,6 @@
-"""The README's migration table (MindSpore -> primflow), one test per row, and DESIGN.md
-section 4's API examples run as written (Paddle-style code with only the import changed).
-Expected values are closed forms."""
+"""MindSpore call shapes on primflow's own functions (the rows of primflow.compat.mindspore's
+table that are primflow functions), and DESIGN.md section 4's API examples run as written
+(Paddle-style code with only the import changed). Expected values are closed forms."""
 
 import numpy as np
 import pytest

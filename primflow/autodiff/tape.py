@@ -17,7 +17,7 @@ import copy
 import warnings
 import weakref
 
-from ..core.primitive import Node, NonDifferentiableError
+from ..core.primitive import Node, NonDifferentiableError, record_custom
 from ..core.state import set_grad_mode, state
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
@@ -304,7 +304,8 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
     for t in targets:
         if t._node is None and id(t) in leaf_grads:
             results[id(t)] = _leaf_gradient(t, leaf_grads[id(t)])
-    return [results.get(id(t)) for t in targets]
+    results = [results.get(id(t)) for t in targets]
+    return _tied(targets, results, order) if create_graph else results
 
 
 def _leaf_gradient(t, g):
@@ -390,6 +391,42 @@ def apply_vjp(node, g, node_grads, leaf_grads, wanted, create_graph, leaves=None
             _accumulate(leaf_grads, id(e), x_bar)
             if leaves is not None:
                 leaves[id(e)] = e
+
+
+_GRADIENT_NODE = "gradient_node"  # the custom rule _tied records
+
+
+def _tied(targets, results, order):
+    """``paddle.grad(..., create_graph=True)``'s results as the outputs of one gradient node
+    (Paddle's model): each differentiable result also depends, with a zero derivative, on
+    every leaf among ``targets`` that got a gradient, so a later ``backward()`` from one of
+    them gives the other leaves zeros (not None), as Paddle does. Values are unchanged.
+    Only for first-order gradients: a graph that already holds gradient nodes (a gradient
+    differentiated again) is left as it is, as PaddlePaddle 3.3.1's triple grad of matmul
+    leaves ``x.grad`` None."""
+    tied_leaves = {id(t): t for t, r in zip(targets, results)
+                   if r is not None and t._node is None}
+    if (len(tied_leaves) < 2 or not state.grad_enabled
+            or any(node.prim.name == _GRADIENT_NODE for node in order)):
+        return results
+    tied_leaves = tuple(tied_leaves.values())
+
+    def zero_for_leaves(g, out, result, *leaf_inputs):
+        return (g, *(creation.full(shape=tuple(x._shape), value=0, dtype=x.dtype)
+                     for x in leaf_inputs))
+
+    out = []
+    for r in results:
+        if r is None or r.stop_gradient:
+            out.append(r)
+            continue
+        if isinstance(r, Tracer):  # under a transform: a second tracer on the same value
+            handle = copy.copy(r)
+            handle._node = None
+        else:
+            handle = Tensor._wrap(r._value)
+        out.append(record_custom(handle, (r, *tied_leaves), _GRADIENT_NODE, zero_for_leaves))
+    return out
 
 
 def saved_output(node, create_graph):

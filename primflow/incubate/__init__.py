@@ -1,5 +1,5 @@
 """``pf.incubate``: Paddle's ``paddle.incubate`` names that primflow implements."""
 
-from . import autograd
+from . import autograd, nn
 
-__all__ = ["autograd"]
+__all__ = ["autograd", "nn"]

@@ -158,20 +158,43 @@ class DistributedBatchSampler(BatchSampler):
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
 
+def _python_number_dtype(values):
+    """The dtype NumPy gives an array of these Python numbers (as Paddle's collate does):
+    float64 if any is a float, else int64 if any is an int, else bool."""
+    kinds = {type(v) for v in values}
+    if float in kinds:
+        return "float64"
+    return "int64" if int in kinds else "bool"
+
+
 def default_collate_fn(samples):
-    """Stacks a list of samples field by field into tensors.
+    """Stacks a list of samples field by field into tensors, as Paddle's collate does:
+    arrays and tensors stack along a new first axis (keeping their dtype), Python numbers
+    become an int64, float64 or bool vector (NumPy's dtypes), strings and bytes stay a list,
+    and tuples, lists and dicts are collated field by field.
 
     Example:
         >>> from primflow.io import default_collate_fn
-        >>> default_collate_fn([(1.0, 2), (3.0, 4)])[1].numpy()
-        array([2, 4])
+        >>> a, b = default_collate_fn([(1.0, 2), (3.0, 4)])
+        >>> a.dtype.name, b.numpy()
+        ('float64', array([2, 4]))
     """
     first = samples[0]
-    if isinstance(first, (tuple, list)):
-        return [default_collate_fn([s[i] for s in samples]) for i in range(len(first))]
+    if isinstance(first, Tensor):
+        return stack(samples)
+    if isinstance(first, (str, bytes)):
+        return list(samples)
     if isinstance(first, dict):
         return {k: default_collate_fn([s[k] for s in samples]) for k in first}
-    return stack([s if isinstance(s, Tensor) else to_tensor(s) for s in samples])
+    if isinstance(first, (tuple, list)):
+        if any(len(s) != len(first) for s in samples):
+            raise ValueError(f"DataLoader: samples in one batch have different numbers of "
+                             f"fields ({sorted({len(s) for s in samples})}); every sample "
+                             f"must return the same fields")
+        return [default_collate_fn([s[i] for s in samples]) for i in range(len(first))]
+    if type(first) in (bool, int, float):
+        return to_tensor(list(samples), dtype=_python_number_dtype(samples))
+    return stack([to_tensor(s) for s in samples])  # arrays and NumPy scalars keep their dtype
 
 
 class DataLoader:
@@ -193,14 +216,31 @@ class DataLoader:
                  collate_fn=None, num_workers=0, use_buffer_reader=True, prefetch_factor=2,
                  use_shared_memory=True, timeout=0, worker_init_fn=None):
         self.dataset = dataset
-        if batch_sampler is None:
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or drop_last:
+                # Paddle asserts the same: the sampler already decides all three
+                raise ValueError(
+                    f"DataLoader: batch_sampler is given, so batch_size, shuffle and "
+                    f"drop_last must keep their defaults (got batch_size={batch_size!r}, "
+                    f"shuffle={shuffle!r}, drop_last={drop_last!r}); set them on the "
+                    f"sampler instead")
+        elif batch_size is not None:
             batch_sampler = BatchSampler(dataset=dataset, shuffle=shuffle,
                                          batch_size=batch_size, drop_last=drop_last)
+        elif shuffle or drop_last:
+            raise ValueError("DataLoader: batch_size=None yields one sample at a time, so "
+                             "shuffle and drop_last do not apply; leave them False")
         self.batch_sampler = batch_sampler
         self.batch_size = getattr(batch_sampler, "batch_size", batch_size)
-        self.collate_fn = collate_fn or default_collate_fn
+        # batch_size=None: each sample on its own, converted to tensors (Paddle)
+        self.collate_fn = collate_fn or (default_collate_fn if batch_sampler is not None
+                                         else _as_tensors)
 
     def __iter__(self):
+        if self.batch_sampler is None:
+            for i in range(len(self.dataset)):
+                yield self.collate_fn(self.dataset[i])
+            return
         for indices in self.batch_sampler:
             yield self.collate_fn([self.dataset[i] for i in indices])
 
@@ -208,7 +248,20 @@ class DataLoader:
         return iter(self)
 
     def __len__(self):
-        return len(self.batch_sampler)
+        return len(self.dataset if self.batch_sampler is None else self.batch_sampler)
+
+
+def _as_tensors(sample):
+    """One sample with its arrays and numbers as tensors (strings stay)."""
+    if isinstance(sample, (Tensor, str, bytes)):
+        return sample
+    if isinstance(sample, dict):
+        return {k: _as_tensors(v) for k, v in sample.items()}
+    if isinstance(sample, (tuple, list)):
+        return [_as_tensors(v) for v in sample]
+    if type(sample) in (bool, int, float):
+        return to_tensor(sample, dtype=_python_number_dtype([sample]))
+    return to_tensor(sample)
 
 
 __all__ = ["Dataset", "TensorDataset", "BatchSampler", "DistributedBatchSampler",

@@ -14,17 +14,17 @@ from ._container import MLP, LayerDict, LayerList, ParameterList, Sequential
 from ._layer import Layer, ParamAttr, Parameter, create_parameter, functional_call
 from ._layers import (ELU, GELU, BCEWithLogitsLoss, CrossEntropyLoss, Dropout, Flatten,
                       Identity, L1Loss, LayerNorm, LeakyReLU, Linear, LogSoftmax, Mish,
-                      MSELoss, ReLU, ReLU6, RMSNorm, Sigmoid, SiLU, Sin, Softmax, Softplus,
-                      Softsign, Swish, Tanh, Tanhshrink)
+                      MSELoss, NLLLoss, ReLU, ReLU6, RMSNorm, Sigmoid, SiLU, Sin,
+                      SmoothL1Loss, Softmax, Softplus, Softsign, Swish, Tanh, Tanhshrink)
 # Fourier layers of neural operators (issue 19)
 from ._spectral import SpectralConv1D, SpectralConv2D
 
 __all__ = ["BCEWithLogitsLoss", "ClipGradByGlobalNorm", "ClipGradByNorm", "ClipGradByValue",
            "CrossEntropyLoss", "Dropout", "ELU", "Flatten", "GELU", "Identity", "L1Loss",
            "Layer", "LayerDict", "LayerList", "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax",
-           "MLP", "MSELoss", "Mish", "ParamAttr", "Parameter", "ParameterList", "RMSNorm",
-           "ReLU", "ReLU6", "Sequential", "SiLU", "Sigmoid", "Sin", "Softmax", "Softplus",
-           "Softsign", "Swish", "Tanh", "Tanhshrink", "create_parameter", "functional",
-           "functional_call", "initializer", "utils",
+           "MLP", "MSELoss", "Mish", "NLLLoss", "ParamAttr", "Parameter", "ParameterList",
+           "RMSNorm", "ReLU", "ReLU6", "Sequential", "SiLU", "Sigmoid", "Sin", "SmoothL1Loss",
+           "Softmax", "Softplus", "Softsign", "Swish", "Tanh", "Tanhshrink", "create_parameter",
+           "functional", "functional_call", "initializer", "utils",
            # Fourier layers of neural operators (issue 19)
            "SpectralConv1D", "SpectralConv2D"]

@@ -8,6 +8,7 @@ shape and the one it got.
 from __future__ import annotations
 
 from ..ops import activation as F
+from ..ops import losses as _losses
 from ..ops import math as _math
 from .. import amp as _amp
 from ..ops.helpers import as_tensor, cast
@@ -468,7 +469,7 @@ class MSELoss(_Loss):
     """
 
     def forward(self, input, label):  # noqa: A002
-        return F.mse_loss(input, label, reduction=self.reduction)
+        return _losses.mse_loss(input, label, reduction=self.reduction)
 
 
 class L1Loss(_Loss):
@@ -481,7 +482,46 @@ class L1Loss(_Loss):
     """
 
     def forward(self, input, label):  # noqa: A002
-        return F.l1_loss(input, label, reduction=self.reduction)
+        return _losses.l1_loss(input, label, reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """Paddle's smooth L1 (Huber) loss: ``0.5 d^2`` where ``|d| < delta``, else
+    ``delta (|d| - 0.5 delta)``, for ``d = input - label``.
+
+    Example:
+        >>> import primflow as pf
+        >>> float(pf.nn.SmoothL1Loss()(pf.to_tensor([0.5, 3.0]), pf.zeros([2])))
+        1.3125
+    """
+
+    def __init__(self, reduction="mean", delta=1.0, name=None):
+        super().__init__(reduction, name)
+        self.delta = delta
+
+    def forward(self, input, label):  # noqa: A002
+        return _losses.smooth_l1_loss(input, label, reduction=self.reduction,
+                                      delta=self.delta)
+
+
+class NLLLoss(_Loss):
+    """Negative log-likelihood of log-probabilities at integer class labels.
+
+    Example:
+        >>> import primflow as pf
+        >>> logp = pf.to_tensor([[-0.5, -1.0], [-2.0, -0.1]])
+        >>> round(float(pf.nn.NLLLoss()(logp, pf.to_tensor([0, 1]))), 4)
+        0.3
+    """
+
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean", name=None):
+        super().__init__(reduction, name)
+        self.weight_ = weight
+        self.ignore_index = ignore_index
+
+    def forward(self, input, label):  # noqa: A002
+        return _losses.nll_loss(input, label, weight=self.weight_,
+                                ignore_index=self.ignore_index, reduction=self.reduction)
 
 
 class BCEWithLogitsLoss(_Loss):
@@ -494,7 +534,8 @@ class BCEWithLogitsLoss(_Loss):
     """
 
     def forward(self, logit, label):
-        return F.binary_cross_entropy_with_logits(logit, label, reduction=self.reduction)
+        return _losses.binary_cross_entropy_with_logits(logit, label,
+                                                        reduction=self.reduction)
 
 
 class CrossEntropyLoss(_Loss):
@@ -514,5 +555,6 @@ class CrossEntropyLoss(_Loss):
         self.kwargs = kwargs
 
     def forward(self, input, label):  # noqa: A002
-        return F.cross_entropy(input, label, weight=self.weight_, ignore_index=self.ignore_index,
-                               reduction=self.reduction, **self.kwargs)
+        return _losses.cross_entropy(input, label, weight=self.weight_,
+                                     ignore_index=self.ignore_index, reduction=self.reduction,
+                                     **self.kwargs)

@@ -4,10 +4,11 @@ Ops broadcast, promote dtypes and take defaults; then they bind primitives. Comp
 (softmax, layer_norm, ...) never carry derivative rules of their own.
 """
 
-from .activation import (binary_cross_entropy_with_logits, cross_entropy, dropout, elu,
-                         gelu, l1_loss, layer_norm, leaky_relu, log_softmax, mish, mse_loss,
+from .activation import (dropout, elu, gelu, layer_norm, leaky_relu, log_softmax, mish,
                          normalize, relu, relu6, rms_norm, sigmoid, silu, softmax, softplus,
                          softsign, tanhshrink)
+from .losses import (binary_cross_entropy_with_logits, cross_entropy, l1_loss, mse_loss,
+                     nll_loss, smooth_l1_loss)
 from .creation import (arange, empty, eye, full, full_like, linspace, normal, ones, ones_like,
                        rand, randint, randn, randperm, to_tensor, uniform, zeros,
                        zeros_like)

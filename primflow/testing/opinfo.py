@@ -28,6 +28,7 @@ constant tensors; anything else (keys for indexing, axis lists...) goes through 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -349,6 +350,37 @@ def _np_cross_entropy(logits, label, weight=None, ignore_index=-100, reduction="
     if reduction == "mean":
         return loss.sum() / w.sum()
     return _reduce(loss, reduction)
+
+
+def _np_nll_loss(logp, label, weight=None, ignore_index=-100, reduction="mean"):
+    lp = np.moveaxis(logp, 1, -1)  # classes last
+    valid = label != ignore_index
+    safe = np.where(valid, label, 0)
+    w = valid.astype(np.float64) * (1.0 if weight is None else weight[safe])
+    loss = -np.take_along_axis(lp, safe[..., None], axis=-1)[..., 0] * w
+    return loss.sum() / w.sum() if reduction == "mean" else _reduce(loss, reduction)
+
+
+def _np_smooth_l1(x, y, reduction="mean", delta=1.0):
+    d = np.abs(x - y)
+    return _reduce(np.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
+
+
+def _without_warnings(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` with its warnings silenced (an entry that tests a case the
+    op warns about on purpose)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
+
+
+def _off_the_kinks(info, rng, shape, delta=1.0):
+    """x and y whose differences stay away from the smooth L1 loss's kinks (0 and +-delta
+    for the second derivative): half of them inside (-delta, delta), half outside."""
+    x = info.make(rng, shape)
+    size = rng.uniform(0.1, 0.7, size=shape) * delta
+    size = np.where(rng.random(shape) < 0.5, size, size + 0.6 * delta + 0.3)
+    return x, x + rng.choice([-1.0, 1.0], size=shape) * size
 
 
 def _np_dot_general(x, y, contracting, batch):
@@ -1102,6 +1134,16 @@ OP_DB += [
                    for s, kw in [((2, 3), {}), ((4,), {"reduction": "sum"}),
                                  ((2, 2), {"reduction": "none"})]]),
            prims=("abs",), covers=("l1_loss",)),
+    OpInfo("mse_loss broadcast", lambda x, y, **kw: _without_warnings(F.mse_loss, x, y, **kw),
+           lambda x, y, reduction="mean": _reduce((x - y) ** 2, reduction),
+           fixed(_s(lambda i, r: (i.make(r, (3, 1)), i.make(r, (4,))), {"reduction": "none"}),
+                 _s(lambda i, r: (i.make(r, (1,)), i.make(r, (1, 1))), {"reduction": "sum"})),
+           prims=("integer_pow", "broadcast_in_dim"), covers=("mse_loss",)),
+    OpInfo("smooth_l1_loss", lambda x, y, **kw: F.smooth_l1_loss(x, y, **kw), _np_smooth_l1,
+           fixed(*[_s(lambda i, r, s=s: _off_the_kinks(i, r, s), kw)
+                   for s, kw in [((2, 3), {}), ((4,), {"reduction": "sum"}),
+                                 ((2, 2), {"reduction": "none", "delta": 0.5})]]),
+           prims=("abs", "select"), covers=("smooth_l1_loss",)),
     OpInfo("binary_cross_entropy_with_logits",
            lambda x, y, **kw: F.binary_cross_entropy_with_logits(x, y, **kw),
            lambda x, y, reduction="mean": _reduce(np.logaddexp(0, x) - y * x, reduction),
@@ -1136,6 +1178,17 @@ OP_DB += [
                     desc="logits near 1000")),
            prims=("reduce_max", "exp", "log", "select", "iota"),
            covers=("cross_entropy",)),
+    OpInfo("nll_loss", lambda x, *rest, **kw: F.nll_loss(x, *rest, **kw), _np_nll_loss,
+           fixed(_s(lambda i, r: (i.make(r, (4, 3)), np.array([0, 2, 1, 2])), {}, diff=(0,),
+                    desc="mean"),
+                 _s(lambda i, r: (i.make(r, (4, 3)), np.array([0, 2, -100, 1]),
+                                  r.uniform(0.5, 2.0, (3,))), {}, diff=(0, 2),
+                    desc="class weights, ignore_index"),
+                 _s(lambda i, r: (i.make(r, (2, 3, 2)), np.array([[0, 2], [1, 1]])),
+                    {"reduction": "none"}, diff=(0,), desc="[N, C, d]"),
+                 _s(lambda i, r: (i.make(r, (3, 4)), np.array([1, 3, 0])),
+                    {"reduction": "sum", "ignore_index": 3}, diff=(0,), desc="sum")),
+           prims=("select", "iota"), covers=("nll_loss",)),
 ]
 
 # Paddle compatibility (issue 20): copies and casts that always give a new tensor

@@ -170,3 +170,64 @@ def test_create_graph_false_gradient_cannot_be_differentiated_again():
     assert g.stop_gradient
     with pytest.raises(RuntimeError):
         paddle.grad(g.sum(), x)
+
+
+# ---- which inputs a later backward() reaches --------------------------------------------------
+# paddle.grad(create_graph=True) returns the gradients of several leaves as the outputs of
+# one gradient node that has all those leaves as inputs (Paddle's grad nodes); so a
+# backward() from one of them reaches the other leaves too, and a leaf with no real
+# contribution gets zeros, not None (PaddlePaddle 3.3.1 does the same in these cases).
+
+def test_backward_from_one_gradient_of_a_node_gives_its_other_inputs_zeros():
+    xa, ya, seed_a = np.random.rand(3, 3), np.random.rand(3, 3), np.random.rand(3, 3)
+    x, y, seed = leaf(xa, "float32"), leaf(ya, "float32"), leaf(seed_a, "float32")
+    out = paddle.matmul(x, y)
+    gx, gy = paddle.grad([out], [x, y], [seed], retain_graph=True, create_graph=True)
+    assert_close(gx, seed_a @ ya.T)
+    assert_close(gy, xa.T @ seed_a)
+    (zero,) = paddle.grad([gx], [x], retain_graph=True)  # no ValueError: x is reached
+    assert_close(zero, np.zeros((3, 3)), rtol=0, atol=0)
+    gx.backward()  # d sum(seed y^T) / d (x, y, seed)
+    assert x.grad is not None and x.grad.dtype == paddle.float32
+    assert_close(x.grad, np.zeros((3, 3)), rtol=0, atol=0)
+    assert_close(y.grad, np.tile(seed_a.sum(axis=0), (3, 1)))
+    assert_close(seed.grad, np.tile(ya.sum(axis=0), (3, 1)))
+
+
+def test_backward_from_a_single_gradient_leaves_unreached_inputs_none():
+    # only x asked for: x does not enter dy/dx = W^T, so x.grad and b.grad stay None, as in
+    # PaddlePaddle 3.3.1
+    wa = np.random.rand(2, 2)
+    x, w, b = leaf(np.random.rand(1, 2)), leaf(wa), leaf(np.random.rand(2))
+    (gx,) = paddle.grad(paddle.matmul(x, w) + b, x, create_graph=True)
+    gx.sum().backward()
+    assert x.grad is None and b.grad is None
+    assert_close(w.grad, np.ones((2, 2)))
+
+
+def test_triple_grad_reaches_only_what_the_third_derivative_reads():
+    # d/dx of <gx, u> + <gy, v> is seed v^T: its backward reaches the seed and v only
+    xa, ya = np.random.rand(3, 3), np.random.rand(3, 3)
+    sa, ua, va = np.random.rand(3, 3), np.random.rand(3, 3), np.random.rand(3, 3)
+    x, y = leaf(xa, "float32"), leaf(ya, "float32")
+    seed, u, v = leaf(sa, "float32"), leaf(ua, "float32"), leaf(va, "float32")
+    gx, gy = paddle.grad([paddle.matmul(x, y)], [x, y], [seed], create_graph=True)
+    ddx, ddy, dseed = paddle.grad([gx, gy], [x, y, seed], [u, v], create_graph=True)
+    assert_close(ddx, sa @ va.T)
+    assert_close(ddy, ua.T @ sa)
+    assert_close(dseed, ua @ ya + xa @ va)
+    ddx.backward()
+    assert x.grad is None and y.grad is None and u.grad is None
+    assert_close(seed.grad, np.tile(va.sum(axis=0), (3, 1)))
+    assert_close(v.grad, np.tile(sa.sum(axis=0), (3, 1)))
+
+
+def test_create_graph_gradients_of_several_leaves_keep_their_graph_under_no_grad():
+    xa, ya = np.random.rand(2), np.random.rand(2)
+    x, y = leaf(xa), leaf(ya)
+    loss = (x * x * y).sum()
+    with paddle.no_grad():  # create_graph records the backward pass all the same
+        gx, gy = paddle.grad(loss, [x, y], create_graph=True)
+    assert not gx.stop_gradient
+    (hxx,) = paddle.grad(gx.sum(), [x])
+    assert_close(hxx, 2 * ya)

@@ -13,7 +13,7 @@ import primflow
 globals().update({name: getattr(primflow, name) for name in dir(primflow)
                   if not name.startswith("_")})
 
-for _name in ("autograd", "device", "incubate", "incubate.autograd", "nn", "nn.functional",
-              "optimizer"):
+for _name in ("autograd", "device", "incubate", "incubate.autograd", "io", "nn",
+              "nn.functional", "optimizer"):
     sys.modules[f"{__name__}.{_name}"] = sys.modules[f"primflow.{_name}"]
 __version__ = primflow.__version__
