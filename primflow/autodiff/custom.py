@@ -18,7 +18,7 @@ from ..core.primitive import CustomRule, Node, record_custom
 from ..core.pytree import replace_at, tree_flatten, tree_unflatten
 from ..core.state import enable_grad, no_grad, state
 from ..core.tensor import Tensor
-from ..core.trace import Tracer
+from ..core.trace import Tracer, mark_transform
 from ..ops.helpers import alias, as_tensor, cast
 from ..ops.creation import full, zeros_like
 from .forward import JVPTrace, JVPTracer, split_tangents
@@ -149,6 +149,13 @@ class custom_vjp:
         self.fwd, self.bwd = fwd, bwd
         return self
 
+    @property
+    def __pf_transform__(self):  # core.trace.TRANSFORM_ATTR: pf.jit converts f and the rules
+        def rebuild(fun, fwd, bwd):
+            return custom_vjp(fun, self.nondiff_argnums).defvjp(fwd, bwd)
+
+        return (self.fun, self.fwd, self.bwd), rebuild
+
     def __call__(self, *args):
         if self.fwd is None:
             raise TypeError(f"custom_vjp function {self.__name__!r} has no rule yet: call "
@@ -219,6 +226,15 @@ class custom_jvp:
         """Sets the jvp rule; returns it (so it works as a decorator)."""
         self.jvp_rule = rule
         return rule
+
+    @property
+    def __pf_transform__(self):  # core.trace.TRANSFORM_ATTR: pf.jit converts f and the rule
+        def rebuild(fun, rule):
+            new = custom_jvp(fun, self.nondiff_argnums)
+            new.defjvp(rule)
+            return new
+
+        return (self.fun, self.jvp_rule), rebuild
 
     def __call__(self, *args):
         if self.jvp_rule is None:
@@ -515,7 +531,7 @@ def checkpoint(f):
         results = _attach(outs, originals, name, pullback)
         return tree_unflatten(out_tree, results)
 
-    return wrapped
+    return mark_transform(wrapped, (f,), checkpoint)
 
 
 __all__ = ["PyLayer", "PyLayerContext", "checkpoint", "custom_jvp", "custom_vjp", "recompute",

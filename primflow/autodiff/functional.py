@@ -17,6 +17,7 @@ from .. import prims
 from ..core.pytree import replace_at, tree_flatten, tree_unflatten
 from ..core.state import enable_grad, state
 from ..core.tensor import Tensor
+from ..core.trace import mark_transform
 from ..ops.helpers import as_tensor
 from ..ops.creation import ones_like, zeros_like
 from .tape import _run_backward, fresh_leaf
@@ -225,7 +226,8 @@ def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position
             grads = (arg_grads, weight_grads)
         return ((value, aux), grads) if has_aux else (value, grads)
 
-    return wrapped
+    return mark_transform(wrapped, (fun,), lambda new: value_and_grad(
+        new, argnums=argnums, weights=weights, has_aux=has_aux))
 
 
 def grad(fun, argnums=0, has_aux=False, weights=None, *, grad_position=_UNSET):
@@ -252,4 +254,5 @@ def grad(fun, argnums=0, has_aux=False, weights=None, *, grad_position=_UNSET):
             return grads, aux
         return value_and_grad_fn(*args, **kwargs)[1]
 
-    return wrapped
+    return mark_transform(wrapped, (fun,), lambda new: grad(
+        new, argnums=argnums, has_aux=has_aux, weights=weights))

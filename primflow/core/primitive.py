@@ -63,7 +63,8 @@ from __future__ import annotations
 from .backend import on_install
 from .state import departures, state
 from .tensor import Tensor
-from .trace import Tracer, staging_trace
+from .trace import (EscapedTracerError, Tracer, escaped_tracer_error, is_active,
+                    staging_trace)
 
 _backend = None  # the installed backend (set through core/backend.py's on_install)
 _registry: dict = {}
@@ -258,12 +259,17 @@ class Primitive:
                 # (with no trace pushed only an ambient one (level 0) may process a call:
                 # a tracer escaped from a finished transform fails as before)
                 if trace is not None and (state.trace_stack or not trace.level):
+                    if not is_active(trace):  # a tracer kept from a transform that ended
+                        raise escaped_tracer_error(next(
+                            a for a in args if isinstance(a, Tracer) and a._trace is trace))
                     return self._bind_traced(trace, args, params)
             recording = state.grad_enabled
         else:
             recording = True
         try:
             out_value = self.impl(*[a._value for a in args], **params)
+        except EscapedTracerError:  # a tracer kept from a finished transform: it says so
+            raise
         except Exception as e:  # a raw backend traceback helps nobody: say what was called
             raise PrimitiveError(
                 f"primitive {self.name!r} failed on inputs "

@@ -30,6 +30,7 @@ import textwrap
 
 from ..core.pytree import replace_at
 from ..core.tensor import Tensor
+from ..core.trace import TRANSFORM_ATTR
 from ..ops.math import logical_and, logical_not, logical_or
 
 _counter = itertools.count()
@@ -161,6 +162,11 @@ _callees = {}  # id(function) -> (function, its converted version or itself)
 def _converted_callee(fn):
     import types
 
+    spec = getattr(fn, TRANSFORM_ATTR, None) if callable(fn) else None
+    if spec is not None:  # pf.grad(helper) called from converted code: convert the helper
+        inner, rebuild = spec
+        new = [_converted_callee(g) for g in inner]
+        return fn if all(a is b for a, b in zip(new, inner)) else rebuild(*new)
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
     if not isinstance(target, types.FunctionType):
         return fn
@@ -654,8 +660,8 @@ class _CallsConverted(ast.NodeTransformer):
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and (
                 func.value.id == RUNTIME):
             return node
-        if not isinstance(func, (ast.Name, ast.Attribute)):
-            return node
+        if not isinstance(func, (ast.Name, ast.Attribute, ast.Call)):
+            return node  # (a Call: `pf.grad(helper)(x)` converts the helper)
         node.func = ast.copy_location(_call(_rt("call"), func), func)
         self.wrapped += 1
         return node
@@ -680,8 +686,14 @@ def function_ast(fn):
         raise Unconvertible("a generator or coroutine")
     if "__class__" in code.co_freevars:
         raise Unconvertible("it uses super() or __class__")
+    if getattr(fn, TRANSFORM_ATTR, None) is not None:
+        raise Unconvertible("it is a primflow transform's wrapper (its own source is "
+                            "primflow's; the function it transforms is converted instead)")
     try:
-        lines, first = inspect.getsourcelines(fn)
+        # the source of fn's own code object: inspect.getsourcelines(fn) would follow
+        # __wrapped__ (functools.wraps) to the function a wrapper wraps, and recompiling
+        # that source in the wrapper's place would compute the wrapped function instead
+        lines, first = inspect.getsourcelines(code)
     except (OSError, TypeError) as e:
         raise Unconvertible(f"its source is not available ({e})") from None
     source = textwrap.dedent("".join(lines))
@@ -690,7 +702,7 @@ def function_ast(fn):
     except SyntaxError as e:
         raise Unconvertible(f"its source does not parse on its own ({e})") from None
     node = tree.body[0] if tree.body else None
-    if not isinstance(node, ast.FunctionDef):
+    if not isinstance(node, ast.FunctionDef) or node.name != code.co_name:
         raise Unconvertible("its source is not a plain `def`")
     ast.increment_lineno(tree, first - 1)
     return node, code.co_filename, first
@@ -748,6 +760,22 @@ def convert(fn):
         >>> pf.jit(fixed, full_graph=True)(pf.to_tensor([-1.0, -2.0])).numpy()
         array([1., 2.], dtype=float32)
     """
+    spec = getattr(fn, TRANSFORM_ATTR, None)
+    if spec is not None:  # pf.grad(f), pf.vmap(f), ...: convert f, make the transform again
+        inner, rebuild = spec
+        results, first_error = [], None
+        for g in inner:
+            try:
+                results.append(convert(g))
+            except Unconvertible as e:
+                first_error = first_error or e
+                results.append((g, 0))
+        count = sum(n for _, n in results)
+        if not count:
+            if first_error is not None:
+                raise first_error
+            return fn, 0
+        return rebuild(*[g for g, _ in results]), count
     node, filename, _ = function_ast(fn)
     converted = convert_ast(node)
     return build(fn, node, filename), converted

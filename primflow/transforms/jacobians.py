@@ -10,6 +10,7 @@ import functools
 from ..autodiff.forward import jvp
 from ..autodiff.functional import check_argnums, vjp
 from ..core.pytree import replace_at, tree_flatten, tree_unflatten
+from ..core.trace import mark_transform
 from ..ops.helpers import as_tensor, exact_reshape
 from ..ops.creation import eye, zeros_like
 from .second_order import hessian_by_adjoints
@@ -67,7 +68,7 @@ def jacrev(f, argnums=0, has_aux=False):
         result = _assemble(blocks_per_out, out_tree, in_tree, argnums)
         return (result, aux[0]) if has_aux else result
 
-    return wrapped
+    return mark_transform(wrapped, (f,), lambda new: jacrev(new, argnums, has_aux))
 
 
 def jacfwd(f, argnums=0, has_aux=False):
@@ -114,7 +115,7 @@ def jacfwd(f, argnums=0, has_aux=False):
             return result, aux_box[-1] if aux_box else None
         return result
 
-    return wrapped
+    return mark_transform(wrapped, (f,), lambda new: jacfwd(new, argnums, has_aux))
 
 
 def hessian(f, argnums=0, has_aux=False):
@@ -147,4 +148,4 @@ def hessian(f, argnums=0, has_aux=False):
         result = hessian_by_adjoints(f, args, argnums, has_aux)
         return forward_over_reverse(*args) if result is None else result
 
-    return wrapped
+    return mark_transform(wrapped, (f,), lambda new: hessian(new, argnums, has_aux))

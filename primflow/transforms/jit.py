@@ -68,7 +68,8 @@ from ..core.primitive import Aval, PrimitiveError, record_custom
 from ..core.pytree import replace_at, tree_flatten, tree_unflatten
 from ..core.state import state
 from ..core.tensor import Tensor
-from ..core.trace import Trace, Tracer, new_trace, outside_update_error
+from ..core.trace import (Trace, Tracer, TracerConversionError, new_trace,
+                          outside_update_error)
 from ..ir import IMPURE, Builder, evaluate_bound, normalize_params
 from ..ir.regions import all_ops
 
@@ -78,23 +79,6 @@ __all__ = ["RETRACE_WARNING_THRESHOLD", "JitTrace", "JitTracer", "Jitted", "Lowe
 # after this many traces of one jitted function, warn (once) that its signature keeps
 # changing; read at each trace, so it can be changed at run time
 RETRACE_WARNING_THRESHOLD = 8
-
-
-class TracerConversionError(TypeError):
-    """A concrete value was asked of a traced value inside ``pf.jit`` (with
-    ``full_graph=True``; otherwise the graph breaks there, see ``jit``).
-
-    Example:
-        >>> import primflow as pf
-        >>> @pf.jit(full_graph=True)
-        ... def f(x):
-        ...     return x * 2 if float(x.sum()) > 0 else x
-        >>> try:
-        ...     f(pf.ones([2]))
-        ... except pf.TracerConversionError as e:
-        ...     print(type(e).__name__)
-        TracerConversionError
-    """
 
 
 class RetraceWarning(UserWarning):
