@@ -167,10 +167,57 @@ def check_argnums(argnums, n_args):
     return tuple(a % n_args for a in nums)
 
 
+def check_input_dtypes(transform, values, holomorphic, complex_allowed=True):
+    """Refuses inputs a transform cannot differentiate as asked (JAX's rules): with
+    ``holomorphic`` every input must be complex; without it complex inputs are refused
+    unless ``complex_allowed`` (grad takes them: the gradient of a real function of complex
+    inputs is defined, PyTorch's convention)."""
+    for i, v in enumerate(tree_flatten(values)[0]):
+        dtype = as_tensor(v).dtype
+        if holomorphic and not dtype.is_complex:
+            raise TypeError(f"{transform}(holomorphic=True) requires complex inputs, got "
+                            f"{dtype.name} for differentiated input {i}; cast it "
+                            f"(x.astype('complex64')) or drop holomorphic=True")
+        if not holomorphic and not complex_allowed and dtype.is_complex:
+            raise TypeError(f"{transform} requires real-valued inputs, got {dtype.name} for "
+                            f"differentiated input {i}. For a holomorphic function pass "
+                            f"holomorphic=True; for a non-holomorphic function of complex "
+                            f"inputs use pf.vjp / pf.jvp directly")
+
+
+def check_output_dtypes(transform, values, holomorphic, complex_allowed=False):
+    """Refuses outputs a transform cannot differentiate as asked (JAX's rules): with
+    ``holomorphic`` every output must be complex; without it a complex output is refused
+    (its derivative is ambiguous: which real part of it?) unless ``complex_allowed``."""
+    for i, v in enumerate(tree_flatten(values)[0]):
+        dtype = as_tensor(v).dtype
+        if holomorphic and not dtype.is_complex:
+            raise TypeError(f"{transform}(holomorphic=True) requires a complex output, got "
+                            f"{dtype.name} for output {i}")
+        if not holomorphic and not complex_allowed and dtype.is_complex:
+            raise TypeError(f"{transform} requires a real-valued output, got {dtype.name} for "
+                            f"output {i}: the derivative of a complex output is ambiguous. For "
+                            f"a holomorphic function pass holomorphic=True (the complex "
+                            f"derivative f'(z)); otherwise differentiate a real function of "
+                            f"it (pf.real(y), pf.abs(y) ** 2) or use pf.vjp with the "
+                            f"cotangent you mean")
+
+
+def holomorphic_result(tree):
+    """The complex derivative from what the tape returns for a holomorphic function: the
+    tape's reverse mode gives ``conj(f'(z))`` (PyTorch's convention, the gradient of the
+    real part), so this conjugates each leaf."""
+    from ..ops.complex_ops import conj
+
+    leaves, treedef = tree_flatten(tree)
+    return tree_unflatten(treedef, [conj(g) for g in leaves])
+
+
 _UNSET = object()
 
 
-def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position=_UNSET):
+def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position=_UNSET,
+                   holomorphic=False):
     """Returns a function computing ``(fun(*args), gradient)`` (JAX / MindSpore semantics;
     MindSpore's keyword ``grad_position`` is accepted for ``argnums``).
 
@@ -180,6 +227,12 @@ def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position
     gradients (MindSpore's ``value_and_grad(fn, None, weights)``), both give
     ``(grads_of_args, grads_of_weights)``. With ``has_aux`` the function returns
     ``(value, aux)`` and the result is ``((value, aux), grads)``.
+
+    Complex numbers (JAX's rules): the output must be real; the gradient with respect to a
+    complex input of a real function is PyTorch's (the direction of steepest ascent, usable
+    in gradient descent as it is). ``holomorphic=True`` takes complex inputs and a complex
+    output and gives the complex derivative ``f'(z)`` (only meaningful where ``f`` is
+    holomorphic).
 
     Example:
         >>> import primflow as pf
@@ -208,12 +261,16 @@ def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position
                                 f"pf.jacrev")
             if not main.dtype.is_floating:
                 raise TypeError(f"grad requires a floating-point output, got {main.dtype}")
+            check_output_dtypes("grad", main, holomorphic)
             return (main, out[1]) if has_aux else main
 
         diff_args = tuple(args[i] for i in nums or ())
+        check_input_dtypes("grad", diff_args, holomorphic)
         weight_list = list(weights) if weights is not None else []
         value, pullback, aux = _vjp_with_weights(restricted, diff_args, weight_list, has_aux)
         arg_grads, weight_grads = pullback(ones_like(value))
+        if holomorphic:
+            arg_grads, weight_grads = holomorphic_result((arg_grads, weight_grads))
         if isinstance(argnums, int):
             arg_grads = arg_grads[0]
         if isinstance(weights, tuple):
@@ -227,14 +284,17 @@ def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position
         return ((value, aux), grads) if has_aux else (value, grads)
 
     return mark_transform(wrapped, (fun,), lambda new: value_and_grad(
-        new, argnums=argnums, weights=weights, has_aux=has_aux))
+        new, argnums=argnums, weights=weights, has_aux=has_aux, holomorphic=holomorphic))
 
 
-def grad(fun, argnums=0, has_aux=False, weights=None, *, grad_position=_UNSET):
+def grad(fun, argnums=0, has_aux=False, weights=None, *, grad_position=_UNSET,
+         holomorphic=False):
     """Returns a function computing the gradient of scalar-valued ``fun`` (JAX semantics;
     ``has_aux`` gives ``(grads, aux)``). MindSpore's ``ops.grad(fn, grad_position,
     weights)`` becomes ``pf.grad(fn, grad_position=..., weights=...)`` (keywords: the third
-    positional argument is JAX's ``has_aux``).
+    positional argument is JAX's ``has_aux``). The output must be real unless
+    ``holomorphic=True`` (complex inputs and output: the complex derivative ``f'(z)``; see
+    ``value_and_grad``).
 
     Example:
         >>> import primflow as pf
@@ -245,7 +305,8 @@ def grad(fun, argnums=0, has_aux=False, weights=None, *, grad_position=_UNSET):
     """
     if grad_position is not _UNSET:
         argnums = grad_position
-    value_and_grad_fn = value_and_grad(fun, argnums=argnums, weights=weights, has_aux=has_aux)
+    value_and_grad_fn = value_and_grad(fun, argnums=argnums, weights=weights, has_aux=has_aux,
+                                       holomorphic=holomorphic)
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
@@ -255,4 +316,4 @@ def grad(fun, argnums=0, has_aux=False, weights=None, *, grad_position=_UNSET):
         return value_and_grad_fn(*args, **kwargs)[1]
 
     return mark_transform(wrapped, (fun,), lambda new: grad(
-        new, argnums=argnums, has_aux=has_aux, weights=weights))
+        new, argnums=argnums, has_aux=has_aux, weights=weights, holomorphic=holomorphic))

@@ -179,6 +179,14 @@ def _seed_gradients(outputs, grad_outputs, skip_constant=False):
                 f"inputs before computing it (integer results such as argmax, comparisons and "
                 f"casts to int also cut the graph)")
         if g is None:  # Paddle: a missing starting gradient means ones, of any shape
+            if out.dtype.is_complex:  # PyTorch's rule: which real part would ones pick?
+                raise RuntimeError(
+                    f"output {i} is complex ({out.dtype.name}, shape {out.shape}): a starting "
+                    f"gradient can be created implicitly only for real outputs. Differentiate "
+                    f"a real function of it (y.real().sum(), (y.abs() ** 2).sum()), or pass "
+                    f"the cotangent explicitly (grad_outputs= / y.backward(grad)); for the "
+                    f"complex derivative of a holomorphic function use "
+                    f"pf.grad(f, holomorphic=True)")
             g = _ones_like(out)
         elif tuple(g._shape) != tuple(out._shape):
             if g.size != out.size:

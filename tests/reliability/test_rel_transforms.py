@@ -252,3 +252,88 @@ def test_python_control_flow_on_a_vmapped_value_names_the_fix():
     with pytest.raises(pf.TracerConversionError, match=r"traced by pf\.vmap .* one value per "
                                                         r"lane.*pf\.where.*pf\.jit"):
         pf.vmap(f)(pf.ones([2, 3]))
+
+
+# ---- complex outputs: refused unless holomorphic=True ------------------------------------
+
+Z = np.array([1.0 + 1.0j, 2.0 - 0.5j, -0.3 + 2.0j])
+
+
+def _cubic_sum(z):
+    return (z * z * z).sum()
+
+
+def _cubic(z):
+    return z * z * z
+
+
+@pytest.mark.parametrize("transform, x", [
+    (lambda: pf.grad(_cubic_sum), Z), (lambda: pf.value_and_grad(_cubic_sum), Z),
+    (lambda: pf.grad(lambda x: (x.astype("complex128") * (1 + 2j)).sum()), Z.real),
+    (lambda: pf.jacrev(lambda x: x.astype("complex128") * (1 + 2j)), Z.real)])
+def test_complex_output_without_holomorphic_raises(transform, x):
+    """pf.grad of a complex output silently returned conj(f'(z))."""
+    with pytest.raises(TypeError, match=r"real-valued output.*complex128.*holomorphic=True"):
+        transform()(pf.to_tensor(x))
+
+
+@pytest.mark.parametrize("transform", [pf.jacrev, pf.jacfwd, pf.hessian])
+def test_complex_input_to_jacobians_without_holomorphic_raises(transform):
+    with pytest.raises(TypeError, match=r"real-valued inputs.*complex128.*holomorphic=True"):
+        transform(lambda z: (z * z).real().sum() if transform is pf.hessian else z.real())(
+            pf.to_tensor(Z))
+
+
+def test_holomorphic_derivatives_match_the_closed_form():
+    """f(z) = z^3: f' = 3 z^2, f'' = 6 z (complex derivatives, not their conjugates)."""
+    z = pf.to_tensor(Z)
+    np.testing.assert_allclose(pf.grad(_cubic_sum, holomorphic=True)(z).numpy(), 3 * Z ** 2)
+    value, g = pf.value_and_grad(_cubic_sum, holomorphic=True)(z)
+    np.testing.assert_allclose(value.numpy(), (Z ** 3).sum())
+    np.testing.assert_allclose(g.numpy(), 3 * Z ** 2)
+    for jac in (pf.jacrev, pf.jacfwd):
+        np.testing.assert_allclose(jac(_cubic, holomorphic=True)(z).numpy(), np.diag(3 * Z ** 2))
+    np.testing.assert_allclose(pf.hessian(_cubic_sum, holomorphic=True)(z).numpy(),
+                               np.diag(6 * Z), atol=1e-12)
+    # exp(sin z): f' = cos z exp(sin z), through transcendental primitives
+    g = pf.grad(lambda v: pf.exp(pf.sin(v)).sum(), holomorphic=True)(z)
+    np.testing.assert_allclose(g.numpy(), np.cos(Z) * np.exp(np.sin(Z)), rtol=1e-12)
+
+
+def test_holomorphic_needs_complex_inputs_and_outputs():
+    with pytest.raises(TypeError, match=r"holomorphic=True\) requires complex inputs.*float64"):
+        pf.grad(lambda x: (x * x).sum(), holomorphic=True)(pf.ones([2]))
+    with pytest.raises(TypeError, match=r"holomorphic=True\) requires a complex output"):
+        pf.grad(lambda z: (z * z).real().sum(), holomorphic=True)(pf.to_tensor(Z))
+
+
+def test_gradient_of_a_real_function_of_complex_inputs_is_pytorchs():
+    """A real output of complex inputs stays allowed: the gradient is dL/dx + i dL/dy (the
+    steepest-ascent direction, PyTorch's convention), checked by finite differences."""
+    def loss(z):
+        return (pf.abs(z * z + 1.0) ** 2).sum() + (z.real() * z.imag()).sum()
+
+    def loss_np(v):
+        return (np.abs(v * v + 1.0) ** 2).sum() + (v.real * v.imag).sum()
+
+    g = pf.grad(loss)(pf.to_tensor(Z)).numpy()
+    h = 1e-6
+    for k in range(len(Z)):
+        e = np.zeros(len(Z))
+        e[k] = 1.0
+        d_re = (loss_np(Z + h * e) - loss_np(Z - h * e)) / (2 * h)
+        d_im = (loss_np(Z + 1j * h * e) - loss_np(Z - 1j * h * e)) / (2 * h)
+        np.testing.assert_allclose(g[k], d_re + 1j * d_im, rtol=1e-6)
+
+
+def test_tape_backward_of_a_complex_output_needs_an_explicit_seed():
+    """PyTorch's rule: backward()/pf.grad(y, x) of a complex y cannot make ones up."""
+    z = pf.to_tensor(Z, stop_gradient=False)
+    y = (z * z).sum()
+    with pytest.raises(RuntimeError, match=r"output 0 is complex.*implicitly only for real"):
+        y.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match=r"output 0 is complex"):
+        pf.grad(y, z, retain_graph=True)
+    # an explicit cotangent is the vjp in PyTorch's convention: conj(f'(z)) * seed
+    (g,) = pf.grad(y, z, grad_outputs=pf.to_tensor(1.0 + 0.0j, dtype="complex128"))
+    np.testing.assert_allclose(g.numpy(), np.conj(2 * Z))
