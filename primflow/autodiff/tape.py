@@ -14,6 +14,7 @@ the tape themselves): ``topological_order``, ``apply_vjp`` and ``saved_output``.
 from __future__ import annotations
 
 import copy
+import threading
 import warnings
 import weakref
 
@@ -138,10 +139,32 @@ def _tensor_retain_grads(self):
 
     def keep(g):
         t = target()
-        if t is not None and _backward_mode[0]:
-            t.grad = g if t.grad is None else ew.add(t.grad, g)
+        if t is not None and _mode.backward:
+            accumulate_grad(t, g)
 
     _register_hook(self, keep)
+
+
+# Accumulating into .grad reads the old gradient and writes the sum: two threads running
+# backward() on losses that share a parameter would lose each other's contributions. One
+# lock per tensor would need a field in Tensor; a fixed set of locks picked by the tensor's
+# id serializes only updates that may touch the same tensor, and costs one uncontended
+# acquire per leaf in a single thread.
+_GRAD_LOCKS = tuple(threading.Lock() for _ in range(64))
+
+
+def accumulate_grad(t, g):
+    """Adds ``g`` to ``t.grad`` (or sets it), atomically with respect to other threads.
+
+    Example:
+        >>> import primflow as pf
+        >>> w = pf.ones([2]); accumulate_grad(w, pf.ones([2])); accumulate_grad(w, pf.ones([2]))
+        >>> w.grad.numpy()
+        array([2., 2.], dtype=float32)
+    """
+    with _GRAD_LOCKS[(id(t) >> 4) % len(_GRAD_LOCKS)]:
+        old = t.grad
+        t.grad = g if old is None else ew.add(old, g)
 
 
 def _tensor_gradient(self):
@@ -156,7 +179,11 @@ def _tensor_gradient(self):
     return None if self.grad is None else self.grad.numpy()
 
 
-_backward_mode = [False]  # whether the running pass is backward() (retain_grads applies)
+class _Mode(threading.local):
+    backward = False  # whether this thread's running pass is backward() (retain_grads applies)
+
+
+_mode = _Mode()
 
 
 def _ones_like(t):
@@ -281,8 +308,8 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
         wanted = needed | set(target_nodes) | wanted_leaves
 
     prev = set_grad_mode(create_graph)
-    prev_mode = _backward_mode[0]
-    _backward_mode[0] = targets is None
+    prev_mode = _mode.backward
+    _mode.backward = targets is None
     try:
         for node in order:
             g = node_grads.pop(node, None)
@@ -301,11 +328,10 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
                 node.free()
         if targets is None:  # backward(): the leaves' .grad accumulate this pass's gradient
             for key, t in leaves.items():
-                g = _leaf_gradient(t, leaf_grads[key])
-                t.grad = g if t.grad is None else ew.add(t.grad, g)
+                accumulate_grad(t, _leaf_gradient(t, leaf_grads[key]))
     finally:
         set_grad_mode(prev)
-        _backward_mode[0] = prev_mode
+        _mode.backward = prev_mode
 
     if targets is None:
         return None
