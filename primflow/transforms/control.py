@@ -46,6 +46,7 @@ from ..ops.manipulation import stack
 from ..ops.math import equal, where
 from .jit import JitTrace, JitTracer
 from ..ops.reduction import any as any_
+from ..ops.reduction import argmax
 from ..prims import move_axis, with_batch_front
 from .vmap import BatchTrace, BatchTracer
 
@@ -330,11 +331,45 @@ def _select(index, outs):
     """Per-lane choice among branch results (all computed): a batched ``cond``."""
     if index.dtype is dtypes.bool_:
         return [where(index, b, a) for a, b in zip(outs[0], outs[1])]
+    index = _checked_lanes(index, len(outs))
     result = list(outs[0])
     for j in range(1, len(outs)):
         pick = equal(index, as_tensor(j, dtype=index.dtype))
         result = [where(pick, b, a) for a, b in zip(result, outs[j])]
     return result
+
+
+def _checked_lanes(index, n):
+    """A batched branch index whose lanes all lie in ``0..n-1``: the rule unbatched
+    ``switch`` follows, eagerly and compiled, holds per lane (JAX clamps instead; a silent
+    clamp, or branch 0, hides bugs). Concrete lanes are checked now; staged ones (pf.vmap
+    inside pf.jit) go through a ``cond`` on the first bad lane's index (0 when none) with
+    ``n`` identity branches, so the compiled program raises the same IndexError when it
+    runs, before the selection that reads its result."""
+    lanes = _lanes(index)
+    if lanes is not None:
+        values = get_backend().to_numpy(lanes).reshape(-1)
+        bad = ((values < 0) | (values >= n)).nonzero()[0]
+        if len(bad):
+            k = int(bad[0])
+            raise IndexError(f"switch: the branch index is {int(values[k])} in vmap lane {k} "
+                             f"but there are {n} branches (valid indices 0..{n - 1})")
+        return index
+    return _with_payload(index, lambda lanes_value: _staged_index_check(lanes_value, n))
+
+
+def _with_payload(t, fn):
+    """``t`` with the array under its vmap levels replaced by ``fn(array)``."""
+    if isinstance(t, BatchTracer):
+        return BatchTracer(t._trace, _with_payload(t.val, fn), t.bdim)
+    return fn(t)
+
+
+def _staged_index_check(lanes_value, n):
+    flat = lanes_value.reshape([-1])
+    bad = (flat < 0) | (flat >= n)
+    first_bad = (flat * bad.astype(flat.dtype))[argmax(bad)]  # 0 when every lane is valid
+    return switch(first_bad, [lambda v: v] * n, lanes_value)
 
 
 # ---- reverse-mode rules of staged operations ---------------------------------------------
@@ -766,7 +801,9 @@ def switch(index, branches, *operands):
     """``branches[index](*operands)`` (JAX ``lax.switch``); ``index`` an integer scalar.
 
     An index outside ``0..len(branches)-1`` raises ``IndexError`` (JAX clamps it; a silent
-    clamp hides bugs).
+    clamp hides bugs): eagerly; under ``pf.jit``, where the index is traced, when the
+    compiled program runs; under ``pf.vmap`` when any lane's index is out of range (naming
+    the lane when the lanes are concrete).
 
     Example:
         >>> import primflow as pf

@@ -380,3 +380,60 @@ def test_backward_from_threads_accumulates_every_contribution(_frequent_thread_s
     per_iteration = sum(k + 1 for k in range(n_threads))  # sum over threads of d/dw
     np.testing.assert_array_equal(w.grad.numpy(), [n_iter * per_iteration] * 2)
     assert float(b.grad) == n_iter * n_threads
+
+
+# ---- switch with an out-of-range index: one rule eagerly, compiled and batched -----------
+
+_BRANCHES = [lambda a: a, lambda a: a * 2.0, lambda a: a - 3.0]
+
+
+def _switch(i, a):
+    return pf.switch(i, _BRANCHES, a)
+
+
+_SWITCH_MODES = {
+    "eager": lambda i, a: _switch(i, a),
+    "jit": lambda i, a: pf.jit(_switch)(i, a),
+    "vmap": lambda i, a: pf.vmap(_switch)(i, a),
+    "jit(vmap)": lambda i, a: pf.jit(pf.vmap(_switch))(i, a),
+    "vmap(jit)": lambda i, a: pf.vmap(pf.jit(_switch))(i, a),
+    "vmap(vmap)": lambda i, a: pf.vmap(pf.vmap(_switch))(i.reshape([-1, 1]),
+                                                          a.reshape([-1, 1])).reshape([-1]),
+    "jit(vmap(vmap))": lambda i, a: pf.jit(pf.vmap(pf.vmap(_switch)))(
+        i.reshape([-1, 1]), a.reshape([-1, 1])).reshape([-1]),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(_SWITCH_MODES))
+@pytest.mark.parametrize("bad", [3, 7, -1])
+def test_switch_out_of_range_index_raises_in_every_mode(mode, bad):
+    """vmap of switch ran branch 0 for an out-of-range lane while eager/jit raised."""
+    run = _SWITCH_MODES[mode]
+    batched = mode not in ("eager", "jit")
+    index = pf.to_tensor([0, 2, bad, 1] if batched else bad)
+    a = pf.to_tensor([1.0, 2.0, 3.0, 4.0] if batched else 1.0)
+    with pytest.raises(IndexError, match=rf"branch index is {bad}\b.*3 branches"):
+        run(index, a)
+
+
+@pytest.mark.parametrize("mode", sorted(_SWITCH_MODES))
+def test_switch_in_range_indices_select_per_lane(mode):
+    run = _SWITCH_MODES[mode]
+    if mode in ("eager", "jit"):
+        assert float(run(pf.to_tensor(2), pf.to_tensor(5.0))) == 2.0
+        return
+    got = run(pf.to_tensor([0, 2, 1, 1]), pf.to_tensor([1.0, 2.0, 3.0, 4.0]))
+    np.testing.assert_array_equal(got.numpy(), [1.0, -1.0, 6.0, 8.0])
+
+
+def test_vmapped_switch_names_the_bad_lane():
+    with pytest.raises(IndexError, match=r"index is 5 in vmap lane 2 but there are 3"):
+        pf.vmap(_switch)(pf.to_tensor([0, 1, 5]), pf.ones([3]))
+
+
+def test_gradient_through_a_jitted_vmapped_switch_is_unchanged_by_the_check():
+    def loss(a):
+        return pf.vmap(_switch)(pf.to_tensor([1, 0, 1]), a).sum()
+
+    a = pf.to_tensor([1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(pf.jit(pf.grad(loss))(a).numpy(), [2.0, 1.0, 2.0])
