@@ -107,8 +107,49 @@ def split_aux(result, has_aux):
     if not has_aux:
         return result, None
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
-        raise TypeError("has_aux=True needs the function to return a pair (output, aux)")
+        raise TypeError(f"has_aux=True needs the function to return a pair (output, aux), "
+                        f"but it returned {describe_value(result)}")
     return result[0], result[1]
+
+
+def describe_value(value) -> str:
+    """How error messages name what a function returned: ``a list of 1 element
+    (Tensor float32[])``, ``None``, ``a Tensor float32[3]``.
+
+    Example:
+        >>> describe_value([1.0, 2.0])
+        'a list of 2 elements (float, float)'
+    """
+    def one(v):
+        if isinstance(v, Tensor):
+            return f"Tensor {v.dtype.name}{list(v._shape)}"
+        return "None" if v is None else type(v).__name__
+
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(one(v) for v in value[:4]) + (", ..." if len(value) > 4 else "")
+        n = len(value)
+        return f"a {type(value).__name__} of {n} element{'s' if n != 1 else ''} ({inner})"
+    if isinstance(value, dict):
+        return f"a dict with keys {list(value)[:4]}"
+    return "None" if value is None else f"a {one(value)}"
+
+
+def _scalar_output(fun, out, has_aux):
+    """The output ``grad`` differentiates: refuses what is not a tensor or a number (a list
+    holding the loss, None) with a message naming the function and what it returned."""
+    name = (getattr(fun, "__qualname__", None) or type(fun).__name__).rpartition("<locals>.")[2]
+    if has_aux:
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            raise TypeError(f"grad(has_aux=True) of {name}: the function must return a pair "
+                            f"(output, aux), but it returned {describe_value(out)}")
+        out = out[0]
+    if not isinstance(out, (Tensor, int, float)):
+        raise TypeError(f"grad of {name}: the gradient is defined only for a function "
+                        f"returning a scalar (a one-element tensor or a number), but it "
+                        f"returned {describe_value(out)}. Return the scalar itself (y, not "
+                        f"[y] or (y,)), or return (y, extra) with has_aux=True; for several "
+                        f"outputs use pf.vjp or pf.jacrev")
+    return as_tensor(out)
 
 
 def reaches_outside(outputs, targets):
@@ -254,7 +295,7 @@ def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position
 
         def restricted(*diff):
             out = fun(*replace_at(args, nums or (), diff), **kwargs)
-            main = as_tensor(out[0] if has_aux else out)
+            main = _scalar_output(fun, out, has_aux)
             if main.size != 1:
                 raise TypeError(f"grad requires a function with a scalar output, got shape "
                                 f"{main.shape}; reduce it (e.g. .sum()) or use pf.vjp / "
