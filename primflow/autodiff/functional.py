@@ -82,10 +82,15 @@ def _vjp_with_weights(f, primals, weights, has_aux):
                              f"got {ct_tree!r}")
         seeds = []
         for i, (o, ct) in enumerate(zip(out_flat, ct_flat)):
-            ct = as_tensor(ct)
+            # a Python number takes its output's dtype (numbers are weak)
+            ct = as_tensor(ct, o.dtype) if isinstance(ct, (int, float)) else as_tensor(ct)
             if tuple(ct._shape) != tuple(o._shape):
                 raise ValueError(f"cotangent {i} has shape {ct.shape} but output {i} has shape "
                                  f"{o.shape}")
+            if o.dtype.is_floating and ct.dtype is not o.dtype:
+                raise TypeError(f"cotangent {i} has dtype {ct.dtype.name} but output {i} is "
+                                f"{o.dtype.name}{o.shape}; a cotangent must have its output's "
+                                f"dtype (ct.astype('{o.dtype.name}'))")
             if not o.stop_gradient:
                 seeds.append((o, ct))
         grads = (_run_backward(seeds, targets, create_graph=create_graph, retain_graph=True)

@@ -495,3 +495,117 @@ def test_to_tensor_of_a_list_of_tensors_stacks_them():
     with pytest.raises(ValueError, match=r"different shapes: element 0 has shape \[2\], "
                                          r"element 1 has shape \[3\]"):
         pf.to_tensor([pf.ones([2]), pf.ones([3])])
+
+
+# ---- tangent and cotangent dtypes are checked against their primals ----------------------
+
+def _f32(values):
+    return pf.to_tensor(values, dtype="float32")
+
+
+def _custom_vjp_returning(dtype):
+    @pf.custom_vjp
+    def double(x):
+        return x * 2.0
+
+    double.defvjp(lambda x: (x * 2.0, None), lambda res, g: (g.astype(dtype) * 2.0,))
+    return double
+
+
+def _custom_jvp_returning(dtype):
+    @pf.custom_jvp
+    def double(x):
+        return x * 2.0
+
+    @double.defjvp
+    def rule(primals, tangents):
+        return primals[0] * 2.0, tangents[0].astype(dtype) * 2.0
+
+    return double
+
+
+class _PyLayerReturning64(pf.autograd.PyLayer):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2.0
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.astype("float64") * 2.0
+
+
+_WRONG_DTYPE_RULES = {
+    "custom_vjp bwd": (lambda x: _custom_vjp_returning("float64")(x),
+                       r"custom_vjp\(double\): bwd returned a cotangent of dtype float64 for "
+                       r"input 0, which is float32\[2\]"),
+    "custom_jvp rule (reverse)": (lambda x: _custom_jvp_returning("float64")(x),
+                                  r"custom_jvp\(double\): the jvp rule returned a tangent of "
+                                  r"dtype float64 for output 0, which is float32\[2\]"),
+    "PyLayer backward": (lambda x: _PyLayerReturning64.apply(x),
+                         r"PyLayer\(_PyLayerReturning64\): backward returned a gradient of "
+                         r"dtype float64 for input 0, which is float32\[2\]"),
+}
+
+
+@pytest.mark.parametrize("how", ["tape", "grad", "jit(grad)", "vmap(grad)"])
+@pytest.mark.parametrize("rule", sorted(_WRONG_DTYPE_RULES))
+def test_custom_rule_returning_another_dtype_raises_naming_both(rule, how):
+    """A float64 cotangent from a custom rule became the float32 input's gradient under
+    jit (eagerly the leaf cast hid it)."""
+    fn, message = _WRONG_DTYPE_RULES[rule]
+    with pytest.raises(TypeError, match=message + r".*astype\('float32'\)"):
+        if how == "tape":
+            x = pf.to_tensor([1.0, 2.0], dtype="float32", stop_gradient=False)
+            fn(x).sum().backward()
+        elif how == "grad":
+            pf.grad(lambda v: fn(v).sum())(_f32([1.0, 2.0]))
+        elif how == "jit(grad)":
+            pf.jit(pf.grad(lambda v: fn(v).sum()))(_f32([1.0, 2.0]))
+        else:
+            pf.vmap(pf.grad(lambda v: fn(v).sum()))(_f32([[1.0, 2.0], [3.0, 4.0]]))
+
+
+def test_custom_jvp_rule_in_forward_mode_checks_the_tangent_dtype():
+    with pytest.raises(TypeError, match=r"tangent of dtype float64 for output 0, which is "
+                                        r"float32\[2\]"):
+        pf.jvp(_custom_jvp_returning("float64"), (_f32([1.0, 2.0]),), (_f32([1.0, 1.0]),))
+
+
+def test_custom_rules_in_the_right_dtype_still_work():
+    x = _f32([1.0, 2.0])
+    for make in (_custom_vjp_returning, _custom_jvp_returning):
+        g = pf.jit(pf.grad(lambda v, make=make: make("float32")(v).sum()))(x)
+        assert g.dtype == pf.float32
+        np.testing.assert_array_equal(g.numpy(), [2.0, 2.0])
+
+
+def test_jvp_tangent_of_another_dtype_raises():
+    """A float64 tangent for a float32 primal was accepted (JAX raises)."""
+    with pytest.raises(TypeError, match=r"tangent 0 has dtype float64 but primal 0 is "
+                                        r"float32\[2\]"):
+        pf.jvp(lambda v: v * 2.0, (_f32([1.0, 2.0]),), (pf.ones([2], dtype="float64"),))
+    # Python numbers are weak: they take the primal's dtype
+    out, t = pf.jvp(lambda v: v * 3.0, (_f32(2.0),), (1.0,))
+    assert t.dtype == pf.float32 and float(t) == 3.0
+
+
+def test_vjp_cotangent_of_another_dtype_raises():
+    out, vjp_fn = pf.vjp(lambda v: v * 2.0, _f32([1.0, 2.0]))
+    with pytest.raises(TypeError, match=r"cotangent 0 has dtype float64 but output 0 is "
+                                        r"float32\[2\]"):
+        vjp_fn(pf.ones([2], dtype="float64"))
+    assert vjp_fn(_f32([1.0, 1.0]))[0].dtype == pf.float32
+    out, vjp_fn = pf.vjp(lambda v: (v * 2.0).sum(), _f32([1.0, 2.0]))
+    np.testing.assert_array_equal(vjp_fn(1.0)[0].numpy(), [2.0, 2.0])  # a weak number
+
+
+@pytest.mark.parametrize("call", [
+    lambda f, x: pf.jvp(f, x, x),
+    lambda f, x: pf.jvp(f, 1.0, 1.0),
+    lambda f, x: pf.jvp(f, (x,), x),
+])
+def test_jvp_without_tuples_says_they_are_needed(call):
+    """pf.jvp(f, x, t) said "op() takes 1 positional argument but 3 were given"."""
+    with pytest.raises(TypeError, match=r"primals and tangents must be tuples \(or lists\).*"
+                                        r"pf\.jvp\(f, \(x,\), \(t,\)\)"):
+        call(lambda v: v * 2.0, pf.ones([3]))
