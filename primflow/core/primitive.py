@@ -61,7 +61,7 @@ if recording is on and an input requires grad, a ``Node`` is added to the tape.
 from __future__ import annotations
 
 from .backend import on_install
-from .state import departures, state
+from .state import departures, note_constant_reads, state
 from .tensor import Tensor
 from .trace import (EscapedTracerError, Tracer, escaped_tracer_error, is_active,
                     staging_trace)
@@ -476,6 +476,7 @@ def _staging_trace(args):
     operations on tensors that require grad (parameters a jitted function reads must be
     program inputs, so that later updates to them are seen)."""
     if args and all(a.stop_gradient for a in args):
+        note_constant_reads(args)  # computed now: a staging trace bakes in the result
         return None
     return staging_trace()
 

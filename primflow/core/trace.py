@@ -96,6 +96,11 @@ class Trace(abc.ABC):
     def process_primitive(self, prim, args, params):
         """Applies ``prim`` to ``args`` (tracers of this trace or plain values)."""
 
+    def read_constants(self, tensors):
+        """Called with concrete tensors whose values were read while this trace was
+        active (``state.note_constant_reads``); a staging trace that bakes them in keeps
+        track. Nothing to do by default."""
+
     def __repr__(self):
         return f"{type(self).__name__}(level={self.level})"
 

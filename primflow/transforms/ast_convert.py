@@ -27,6 +27,7 @@ import ast
 import inspect
 import itertools
 import textwrap
+import types
 
 from ..core.pytree import replace_at
 from ..core.tensor import Tensor
@@ -160,8 +161,6 @@ _callees = {}  # id(function) -> (function, its converted version or itself)
 
 
 def _converted_callee(fn):
-    import types
-
     spec = getattr(fn, TRANSFORM_ATTR, None) if callable(fn) else None
     if spec is not None:  # pf.grad(helper) called from converted code: convert the helper
         inner, rebuild = spec
@@ -173,9 +172,10 @@ def _converted_callee(fn):
     entry = _callees.get(id(target))
     if entry is None or entry[0] is not target:
         new = target
-        # closures are left alone: the conversion would freeze their variables' values
-        # (functions nested in converted code are converted with it already)
-        if not target.__closure__ and _user_code(target.__code__.co_filename):
+        # (closures too: the converted function shares their cells, see ``build``; not
+        # functions made by converted code, which are converted already)
+        code = target.__code__
+        if RUNTIME not in code.co_freevars and _user_code(code.co_filename):
             try:
                 converted, count = convert(target)
                 new = converted if count else target
@@ -710,7 +710,8 @@ def function_ast(fn):
 
 def build(fn, node, filename, extra_names=()):
     """Compiles the ``FunctionDef`` ``node`` as a replacement for ``fn``: same globals,
-    closure values, defaults and name."""
+    defaults, name and closure cells (shared, not copied: when the enclosing function
+    rebinds a variable, the replacement reads the new value, as ``fn`` does)."""
     code = fn.__code__
     freevars = list(code.co_freevars)
     cells = dict(zip(freevars, fn.__closure__ or ()))
@@ -728,16 +729,14 @@ def build(fn, node, filename, extra_names=()):
     compiled = compile(module, filename, "exec")
     namespace = {}
     exec(compiled, fn.__globals__, namespace)  # noqa: S102 - the user's own code, rewritten
-    values = []
-    for name in freevars:
-        try:
-            values.append(cells[name].cell_contents)
-        except ValueError:  # an empty cell: defined later in the enclosing function
-            raise Unconvertible(f"the closure variable {name!r} has no value yet") from None
-    new = namespace["__pf_factory"](runtime, *values,
-                                    *[None for _ in extra_names])
-    new.__defaults__ = fn.__defaults__
+    made = namespace["__pf_factory"](runtime, *[None] * (len(freevars) + len(extra_names)))
+    # the made function's cells for the runtime and extra names, fn's own for its variables
+    own = dict(zip(made.__code__.co_freevars, made.__closure__ or ()))
+    closure = tuple(cells.get(name, own.get(name)) for name in made.__code__.co_freevars)
+    new = types.FunctionType(made.__code__, fn.__globals__, made.__name__, fn.__defaults__,
+                             closure)
     new.__kwdefaults__ = fn.__kwdefaults__
+    new.__qualname__ = getattr(fn, "__qualname__", made.__qualname__)
     new.__wrapped_original__ = fn
     return new
 

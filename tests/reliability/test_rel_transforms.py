@@ -609,3 +609,136 @@ def test_jvp_without_tuples_says_they_are_needed(call):
     with pytest.raises(TypeError, match=r"primals and tangents must be tuples \(or lists\).*"
                                         r"pf\.jvp\(f, \(x,\), \(t,\)\)"):
         call(lambda v: v * 2.0, pf.ones([3]))
+
+
+# ---- pf.jit reads what the function closes over as eager code would -----------------------
+
+GLOBAL_SCALE = 2.0
+
+
+def _times_global(x):
+    return x * GLOBAL_SCALE
+
+
+def test_jit_sees_in_place_updates_of_tensors_used_only_with_constants():
+    """x + w.sum() was computed once while tracing and baked in: w.set_value(...) was
+    ignored although the docs say closed-over tensors are read at every call."""
+    w = pf.to_tensor([1.0, 2.0])
+    f = pf.jit(lambda x: x + w.sum())
+    g = pf.jit(lambda x: x * float(w[0]))  # a value read as a Python number
+    x = pf.ones([2])
+    np.testing.assert_array_equal(f(x).numpy(), [4.0, 4.0])
+    np.testing.assert_array_equal(g(x).numpy(), [1.0, 1.0])
+    w.set_value(pf.to_tensor([10.0, 20.0]))
+    np.testing.assert_array_equal(f(x).numpy(), [31.0, 31.0])
+    np.testing.assert_array_equal(g(x).numpy(), [10.0, 10.0])
+    assert f.cache_info()["traces"] == 2
+    np.testing.assert_array_equal(f(x).numpy(), [31.0, 31.0])  # unchanged: no new trace
+    assert f.cache_info()["traces"] == 2
+
+
+def test_jit_follows_rebound_closure_variables_and_globals():
+    """A closed-over tensor rebound to a new one, or a Python number rebound, kept its
+    traced value."""
+    global GLOBAL_SCALE
+    x = pf.ones([2])
+
+    def make():
+        w = pf.to_tensor([1.0, 1.0])
+        scale = 2.0
+
+        def body(v):
+            return v * w * scale
+
+        def rebind(new_w, new_scale):
+            nonlocal w, scale
+            w, scale = new_w, new_scale
+
+        return pf.jit(body), rebind
+
+    f, rebind = make()
+    np.testing.assert_array_equal(f(x).numpy(), [2.0, 2.0])
+    rebind(pf.to_tensor([5.0, 6.0]), 2.0)
+    np.testing.assert_array_equal(f(x).numpy(), [10.0, 12.0])
+    rebind(pf.to_tensor([5.0, 6.0]), 3.0)
+    np.testing.assert_array_equal(f(x).numpy(), [15.0, 18.0])
+    traces = f.cache_info()["traces"]
+    f(x)
+    assert f.cache_info()["traces"] == traces  # nothing changed: the cached program runs
+
+    g = pf.jit(_times_global)
+    np.testing.assert_array_equal(g(x).numpy(), [2.0, 2.0])
+    try:
+        GLOBAL_SCALE = 5.0
+        np.testing.assert_array_equal(g(x).numpy(), [5.0, 5.0])
+    finally:
+        GLOBAL_SCALE = 2.0
+
+
+def test_jit_of_a_transform_follows_the_inner_functions_closure():
+    def make():
+        scale = 2.0
+
+        def loss(v):
+            return (v * v).sum() * scale
+
+        def rebind(new):
+            nonlocal scale
+            scale = new
+
+        return pf.jit(pf.grad(loss)), rebind
+
+    g, rebind = make()
+    x = pf.to_tensor([1.0, 2.0])
+    np.testing.assert_array_equal(g(x).numpy(), [4.0, 8.0])
+    rebind(3.0)
+    np.testing.assert_array_equal(g(x).numpy(), [6.0, 12.0])
+
+
+def test_jit_converted_control_flow_follows_rebound_closures():
+    """The converted function copied the closure's values: it must share the cells."""
+    def make():
+        limit = 0.0
+
+        def f(v):
+            if v.sum() > limit:
+                y = v * 2.0
+            else:
+                y = -v
+            return y
+
+        def rebind(new):
+            nonlocal limit
+            limit = new
+
+        return pf.jit(f), rebind
+
+    f, rebind = make()
+    x = pf.to_tensor([1.0, 2.0])
+    np.testing.assert_array_equal(f(x).numpy(), [2.0, 4.0])
+    rebind(10.0)
+    np.testing.assert_array_equal(f(x).numpy(), [-1.0, -2.0])
+
+
+def test_a_value_rebound_on_every_call_warns_about_retracing():
+    from primflow.transforms.jit import RETRACE_WARNING_THRESHOLD, RetraceWarning
+
+    def make():
+        step = 0.0
+
+        def f(v):
+            return v + step
+
+        def bump():
+            nonlocal step
+            step += 1.0
+
+        return pf.jit(f), bump
+
+    f, bump = make()
+    with pytest.warns(RetraceWarning, match=r"variable 'step' that f closes over "
+                                                        r"was rebound"):
+        for _ in range(RETRACE_WARNING_THRESHOLD + 1):
+            out = f(pf.zeros([1]))
+            bump()
+    assert float(out) == RETRACE_WARNING_THRESHOLD
