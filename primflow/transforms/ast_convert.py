@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import inspect
 import itertools
+import operator
 import textwrap
 import types
 
@@ -112,7 +113,7 @@ class runtime:  # noqa: N801 - a namespace the generated code reads as __pf_rt
     def for_range(args, body_fn, values):
         if not any(_traced(a) for a in args):
             values = tuple(values)
-            for i in range(*[int(a) for a in args]):
+            for i in range(*[operator.index(a) for a in args]):  # (2.5 or a float tensor: no)
                 values = tuple(body_fn(i, *values))
             return values
         from .control import fori_loop

@@ -742,3 +742,69 @@ def test_a_value_rebound_on_every_call_warns_about_retracing():
             out = f(pf.zeros([1]))
             bump()
     assert float(out) == RETRACE_WARNING_THRESHOLD
+
+
+# ---- bounded loops that run out of steps, loops with non-integer bounds -------------------
+
+def _count_to_100(v):
+    return pf.while_loop(lambda u: u < 100.0, lambda u: u + 1.0, v, max_steps=5)
+
+
+def _doubling(v):
+    return pf.while_loop(lambda u: u < 10.0, lambda u: u * 2.0, v, max_steps=3)
+
+
+_SHORT_LOOPS = {
+    "eager": lambda: _count_to_100(pf.to_tensor(0.0)),
+    "jit": lambda: pf.jit(_count_to_100)(pf.to_tensor(0.0)),
+    "vmap (one lane short)": lambda: pf.vmap(_count_to_100)(pf.to_tensor([99.0, 0.0])),
+    "jit(vmap)": lambda: pf.jit(pf.vmap(_count_to_100))(pf.to_tensor([99.0, 0.0])),
+    "grad": lambda: pf.grad(_doubling)(pf.to_tensor(1.0)),
+    "jit(grad)": lambda: pf.jit(pf.grad(_doubling))(pf.to_tensor(1.0)),
+    "jit(jvp)": lambda: pf.jit(lambda v: pf.jvp(_doubling, (v,), (v,)))(pf.to_tensor(1.0)),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(_SHORT_LOOPS))
+def test_while_loop_that_needs_more_than_max_steps_raises(mode):
+    """max_steps=5 for a loop needing 100 steps returned the 5-step value silently."""
+    with pytest.raises(RuntimeError, match=r"still true after max_steps=(5|3) steps"):
+        _SHORT_LOOPS[mode]()
+
+
+def test_while_loop_within_max_steps_is_unchanged():
+    np.testing.assert_array_equal(pf.jit(pf.vmap(_count_to_100))(
+        pf.to_tensor([99.0, 96.0])).numpy(), [100.0, 100.0])
+    # 1 -> 2 -> 4 -> 8 -> 16: d/dv (16 v) = 16 with room to spare
+    assert float(pf.jit(pf.grad(lambda v: pf.while_loop(
+        lambda u: u < 10.0, lambda u: u * 2.0, v, max_steps=8)))(pf.to_tensor(1.0))) == 16.0
+
+
+@pytest.mark.parametrize("bad", [2.5, -1, 1.0])
+def test_while_loop_max_steps_must_be_a_non_negative_int(bad):
+    with pytest.raises(ValueError, match=r"max_steps must be an int >= 0"):
+        pf.while_loop(lambda u: u < 1.0, lambda u: u + 1.0, pf.to_tensor(0.0), max_steps=bad)
+
+
+@pytest.mark.parametrize("lower, upper", [(0, 2.5), (0.5, 3), (0, 3.0), (0, True),
+                                          (0, "tensor 2.5")])
+def test_fori_loop_with_non_integer_bounds_raises(lower, upper):
+    """fori_loop(0, 2.5, ...) ran 2 steps."""
+    if upper == "tensor 2.5":
+        upper = pf.to_tensor(2.5)
+    for run in (lambda: pf.fori_loop(lower, upper, lambda i, v: v + 1.0, pf.to_tensor(0.0)),
+                lambda: pf.jit(lambda v: pf.fori_loop(lower, upper, lambda i, w: w + 1.0, v))(
+                    pf.to_tensor(0.0))):
+        with pytest.raises(TypeError, match=r"pf\.fori_loop: (lower|upper) must be an "
+                                            r"integer"):
+            run()
+
+
+def test_python_for_over_a_float_tensor_bound_raises_under_jit():
+    def f(n, v):
+        for _ in range(n):
+            v = v + 1.0
+        return v
+
+    with pytest.raises(TypeError, match=r"integer"):
+        pf.jit(f)(pf.to_tensor(2.5), pf.to_tensor(0.0))
