@@ -67,12 +67,14 @@ from __future__ import annotations
 import enum
 import functools
 import inspect
+import sys
 import types
 import warnings
 import weakref
 
 from ..backends import get_backend
 from ..core import dtypes
+from ..core.config import config
 from ..core import random as _random
 from ..core.primitive import Aval, PrimitiveError, record_custom
 from ..core.pytree import replace_at, tree_flatten, tree_unflatten
@@ -84,11 +86,50 @@ from ..ir import IMPURE, Builder, evaluate_bound, normalize_params
 from ..ir.regions import all_ops
 
 __all__ = ["RETRACE_WARNING_THRESHOLD", "JitTrace", "JitTracer", "Jitted", "Lowered",
-           "RetraceWarning", "TracerConversionError", "jit", "to_static"]
+           "RetraceWarning", "TraceTooLongError", "TracerConversionError", "jit", "to_static"]
 
 # after this many traces of one jitted function, warn (once) that its signature keeps
 # changing; read at each trace, so it can be changed at run time
 RETRACE_WARNING_THRESHOLD = 8
+
+
+class TraceTooLongError(RuntimeError):
+    """Tracing a function recorded more than ``pf.config.jit_max_trace_ops`` operations:
+    most likely a Python loop whose condition is known while tracing never ends (it is
+    unrolled into the program one iteration at a time).
+
+    Example:
+        >>> import primflow as pf
+        >>> def f(x):
+        ...     n = 0
+        ...     while n < 10:  # n is never increased
+        ...         x = x * 2.0
+        ...     return x
+        >>> with pf.config.override(jit_max_trace_ops=100):
+        ...     try:
+        ...         pf.jit(f).lower(pf.ones([2]))
+        ...     except pf.TraceTooLongError as e:
+        ...         print(type(e).__name__)
+        TraceTooLongError
+    """
+
+
+def _too_long_message(fn_name):
+    from .ast_convert import _user_code  # noqa: PLC0415 - ast_convert imports this module
+
+    frame, where = sys._getframe(1), ""
+    while frame is not None:
+        code = frame.f_code
+        if _user_code(code.co_filename):
+            where = f", at {code.co_filename}:{frame.f_lineno} (in {code.co_name})"
+            break
+        frame = frame.f_back
+    return (f"pf.jit({fn_name}): tracing recorded more than {config.jit_max_trace_ops:,} "
+            f"operations{where}. A Python loop whose condition is known while tracing "
+            f"(`while n < 10` on a Python number) is unrolled into the program one iteration "
+            f"at a time, and this one does not seem to end. Make its condition depend on a "
+            f"tensor (it becomes one pf.while_loop operation), use pf.fori_loop or pf.scan, "
+            f"or, if the program really is this long, raise pf.config.jit_max_trace_ops")
 
 
 class RetraceWarning(UserWarning):
@@ -240,6 +281,8 @@ class JitTrace(Trace):
         return entry[1]
 
     def process_primitive(self, prim, args, params):
+        if len(self.builder.fn.ops) >= config.jit_max_trace_ops:
+            raise TraceTooLongError(_too_long_message(self.fn_name))
         params = normalize_params(params)
         ins = [self.lift(a) for a in args]
         try:
@@ -556,12 +599,16 @@ class Jitted:
         self.clear_cache()
         return True
 
-    def _recover(self, error, args, kwargs):
+    def _recover(self, error, args, kwargs, run=True):
         """After a ``TracerConversionError`` while tracing: convert the function's control
         flow and trace again; if that fails too, break the graph (or raise under
-        ``full_graph``)."""
+        ``full_graph``). Runs the function on the arguments, unless ``run`` is False
+        (``lower``: trace only)."""
         if self._convert():
             try:
+                if not run:
+                    self._lookup(args, kwargs)
+                    return None
                 return self._call_compiled(args, kwargs)
             except TracerConversionError as e:
                 error = e
@@ -588,7 +635,7 @@ class Jitted:
                           f"split it ({e}): it runs eagerly. Reason: {error}",
                           GraphBreakWarning, stacklevel=3)
             self._broken = lambda a, kw: source(*a, **kw)
-        return self._broken(args, kwargs)
+        return self._broken(args, kwargs) if run else None
 
     def _call_compiled(self, args, kwargs):
         if not kwargs and not self.static_argnums:
@@ -646,7 +693,11 @@ class Jitted:
 
     def lower(self, *args, **kwargs) -> Lowered:
         """Traces (or finds in the cache) the program for these arguments without running
-        it. ``jitted.lower(x).as_text()`` prints it."""
+        it. ``jitted.lower(x).as_text()`` prints it. A function with graph breaks is run
+        once (its eager pieces decide what the compiled ones get); one that can be neither
+        compiled nor split is described, not run. Tracing stops with a
+        ``TraceTooLongError`` after ``pf.config.jit_max_trace_ops`` operations (a Python
+        loop that never ends, unrolled while tracing)."""
         if not state.trace_stack:
             stager = _stager(args, kwargs)
             if stager is not None:  # distributed tensors: they stage their own program
@@ -655,8 +706,11 @@ class Jitted:
             try:
                 self._lookup(args, kwargs)
             except TracerConversionError as e:
-                self._recover(e, args, kwargs)
-        if self._broken is not None and hasattr(self._broken, "describe"):
+                self._recover(e, args, kwargs, run=False)
+        if self._broken is not None:
+            if not hasattr(self._broken, "describe"):
+                return _BrokenLowered("# the function can be neither compiled nor split: it "
+                                      "runs eagerly")
             return _BrokenLowered(self._broken.describe(args, kwargs))
         hits = self.hits
         entry = self._lookup(args, kwargs)

@@ -808,3 +808,67 @@ def test_python_for_over_a_float_tensor_bound_raises_under_jit():
 
     with pytest.raises(TypeError, match=r"integer"):
         pf.jit(f)(pf.to_tensor(2.5), pf.to_tensor(0.0))
+
+
+# ---- lower / explain trace without running, and stop on loops that never end --------------
+
+_ENDLESS = '''
+import primflow as pf
+
+def traced_condition(x):  # a converted while: one pf.while_loop that never ends when run
+    while x.sum() > 0:
+        x = x + 1.0
+    return x
+
+def python_condition(x):  # n never grows: unrolled while tracing, without end
+    n = 0
+    while n < 10:
+        x = x * 2.0
+    return x
+
+def converted_python_condition(x):  # the same inside converted code (after an `if`)
+    if x.sum() > 0:
+        x = x + 1.0
+    n = 0
+    while n < 10:
+        x = x * 2.0
+    return x
+
+x = pf.ones([2])
+print(pf.jit(traced_condition).explain(x))
+print(pf.jit(traced_condition).lower(x).as_text().count("while"))
+for f in (python_condition, converted_python_condition):
+    with pf.config.override(jit_max_trace_ops=2000):
+        try:
+            pf.jit(f).lower(x)
+        except pf.TraceTooLongError as e:
+            print("stopped:", e)
+'''
+
+
+def test_lower_and_explain_never_run_and_stop_endless_unrolling(tmp_path):
+    """f.lower(x)/f.explain(x) of a function whose `while` never ends hung: after the
+    control-flow conversion lower ran the compiled program; a loop on a Python condition
+    unrolled while tracing without end."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "endless.py"
+    script.write_text(_ENDLESS)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("1 graph, no graph break (Python control flow converted")
+    assert int(lines[1]) >= 1
+    stops = [line for line in lines if line.startswith("stopped:")]
+    assert len(stops) == 2
+    for stop, line in zip(stops, (12, 20)):
+        assert f"more than 2,000 operations, at {script}:{line}" in stop
+        assert "pf.config.jit_max_trace_ops" in stop
+
+
+def test_jit_max_trace_ops_is_checked():
+    with pytest.raises(ValueError, match=r"jit_max_trace_ops must be a positive int"):
+        pf.config.jit_max_trace_ops = 0
+    assert pf.config.jit_max_trace_ops == 100_000
