@@ -190,21 +190,18 @@ def _ones_like(t):
     return creation.full(shape=tuple(t._shape), value=1, dtype=t.dtype)
 
 
-def _seed_gradients(outputs, grad_outputs, skip_constant=False):
+def _seed_gradients(outputs, grad_outputs, skip_constant=False, inputs=None):
     """Pairs each output with the gradient it starts with (ones where none is given),
     checking shapes and grad-ness. ``skip_constant`` drops outputs that do not require grad
-    instead of raising (``backward()``, as in Paddle)."""
+    instead of raising (``backward()``, as in Paddle). ``inputs``: what the gradient is
+    taken with respect to (``grad``), for the error's diagnosis."""
     grad_outputs = _check_grad_outputs(outputs, grad_outputs)
     seeds = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
         if out.stop_gradient:
             if skip_constant:
                 continue
-            raise RuntimeError(
-                f"output {i} (shape {out.shape}) does not require grad: no recorded op links it "
-                f"to a tensor with stop_gradient=False. Set x.stop_gradient = False on the "
-                f"inputs before computing it (integer results such as argmax, comparisons and "
-                f"casts to int also cut the graph)")
+            raise RuntimeError(unrecorded_message(f"output {i}", out, inputs))
         if g is None:  # Paddle: a missing starting gradient means ones, of any shape
             if out.dtype.is_complex:  # PyTorch's rule: which real part would ones pick?
                 raise RuntimeError(
@@ -224,6 +221,43 @@ def _seed_gradients(outputs, grad_outputs, skip_constant=False):
             g = _reshape(g, tuple(out._shape))
         seeds.append((out, g))
     return seeds
+
+
+def unrecorded_message(what, out, inputs=None):
+    """Why ``out`` (named ``what``) does not require grad, as precisely as can be told
+    afterwards: an integer result, recording off now, an integer input, or (inputs that
+    require grad) an output computed without recording or not from them.
+
+    Example:
+        >>> import primflow as pf
+        >>> unrecorded_message("output 0", pf.to_tensor(1))[:60]
+        'output 0 (int64[]) does not require grad: it is int64, and i'
+    """
+    head = f"{what} ({out.dtype.name}{out.shape}) does not require grad: "
+    if not out.dtype.is_floating:
+        return head + (f"it is {out.dtype.name}, and integer and bool results (argmax, "
+                       f"comparisons, casts to int, integer arithmetic) carry no gradient; "
+                       f"compute it in floating point (cast the inputs with "
+                       f".astype('float32'))")
+    if not state.grad_enabled:
+        return head + ("recording is off here (inside pf.no_grad() or "
+                       "pf.set_grad_enabled(False)); compute it, and differentiate it, with "
+                       "recording on (pf.enable_grad())")
+    if inputs:
+        for j, x in enumerate(inputs):
+            if not x.dtype.is_floating:
+                return head + (f"input {j} is {x.dtype.name}, and operations on integer "
+                               f"tensors are never recorded: make it floating point "
+                               f"(x.astype('float32')) before computing with it")
+        return head + ("the inputs require grad (stop_gradient=False), so it was computed "
+                       "without recording: under pf.no_grad() (or "
+                       "pf.set_grad_enabled(False)), from detached copies (.detach(), "
+                       ".numpy(), pf.to_tensor(t)) or through an integer result (a cast to "
+                       "int, argmax, a comparison), or it is a constant that does not depend "
+                       "on them")
+    return head + ("no recorded operation links it to a tensor that requires grad. Set "
+                   "x.stop_gradient = False on the inputs before computing it, and compute "
+                   "it with recording on (not under pf.no_grad())")
 
 
 def _check_grad_outputs(outputs, grad_outputs):
@@ -478,7 +512,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 f"using it")
     if retain_graph is None:
         retain_graph = create_graph
-    seeds = _seed_gradients(outputs, grad_outputs)
+    seeds = _seed_gradients(outputs, grad_outputs, inputs=inputs_list)
     results = _run_backward(seeds, inputs_list, create_graph, retain_graph, blocked)
     for i, r in enumerate(results):
         if r is None and not allow_unused:
@@ -526,10 +560,9 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
     if not seeds:
         # Paddle runs nothing here; say so, since no leaf will receive a gradient
         warnings.warn(
-            f"backward() on {'a tensor' if len(tensors) == 1 else 'tensors'} that "
-            f"do{'es' if len(tensors) == 1 else ''} not require grad (shape "
-            f"{tensors[0].shape}): nothing to do. No recorded op links it to a tensor with "
-            f"stop_gradient=False", stacklevel=3)
+            f"backward() has nothing to do: "
+            f"{unrecorded_message('the tensor' if len(tensors) == 1 else 'tensor 0', tensors[0])}",
+            stacklevel=3)
         return
     _run_backward(seeds, None, create_graph=False, retain_graph=retain_graph)
     for t in tensors:

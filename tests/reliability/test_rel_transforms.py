@@ -872,3 +872,54 @@ def test_jit_max_trace_ops_is_checked():
     with pytest.raises(ValueError, match=r"jit_max_trace_ops must be a positive int"):
         pf.config.jit_max_trace_ops = 0
     assert pf.config.jit_max_trace_ops == 100_000
+
+
+# ---- an output that does not require grad: the message names the real cause ----------------
+
+def test_grad_of_an_output_made_under_no_grad_names_no_grad_not_stop_gradient():
+    """The message said "Set x.stop_gradient = False" although it already was False."""
+    x = pf.to_tensor([1.0, 2.0], stop_gradient=False)
+    with pf.no_grad():
+        y = (x * x).sum()
+    with pytest.raises(RuntimeError, match=r"inputs require grad \(stop_gradient=False\), so "
+                                           r"it was computed without recording: under "
+                                           r"pf\.no_grad\(\)") as info:
+        pf.grad(y, x)
+    assert "Set x.stop_gradient = False" not in str(info.value)
+    with pf.no_grad(), pytest.raises(RuntimeError, match=r"recording is off here \(inside "
+                                                         r"pf\.no_grad\(\)"):
+        pf.grad((x * x).sum(), x)
+
+
+def test_grad_through_an_integer_input_or_result_says_so():
+    xi = pf.to_tensor([1, 2], stop_gradient=False)  # int64
+    with pytest.raises(RuntimeError, match=r"output 0 \(int64\[\]\) .* it is int64, and "
+                                           r"integer and bool results .* carry no gradient"):
+        pf.grad((xi * xi).sum(), xi)
+    y = (xi * xi).sum().astype("float64")
+    with pytest.raises(RuntimeError, match=r"input 0 is int64, and operations on integer "
+                                           r"tensors are never recorded"):
+        pf.grad(y, xi)
+
+
+def test_prod_of_an_empty_tensor_stays_connected():
+    """prod of an empty tensor was a constant: grad said the output does not require grad;
+    d prod(empty) / dx is an empty gradient (PyTorch gives the same)."""
+    x = pf.zeros([0, 3])
+    x.stop_gradient = False
+    y = pf.prod(x)
+    assert float(y) == 1.0 and not y.stop_gradient
+    (g,) = pf.grad(y, x)
+    assert g.shape == [0, 3]
+    np.testing.assert_array_equal(pf.prod(x, axis=0).numpy(), [1.0, 1.0, 1.0])
+    (g,) = pf.grad(pf.prod(x, axis=0).sum(), x)
+    assert g.shape == [0, 3]
+
+
+def test_backward_on_a_constant_warns_with_the_cause():
+    x = pf.to_tensor([1.0, 2.0], stop_gradient=False)
+    with pf.no_grad():
+        y = (x * x).sum()
+    with pytest.warns(UserWarning, match=r"backward\(\) has nothing to do: the tensor "
+                                         r"\(float64\[\]\) does not require grad"):
+        y.backward()
