@@ -131,8 +131,14 @@ class runtime:  # noqa: N801 - a namespace the generated code reads as __pf_rt
     def call(fn):
         """``fn`` with its control flow converted when it is a plain Python function of
         the user's (not primflow's, the standard library's or an installed package's)
-        that has some; else ``fn`` itself. Converted once per function."""
-        return _converted_callee(fn)
+        that has some; else ``fn`` itself. Converted once per function. A primflow function
+        (``pf.jvp``, ``pf.cond``, ``pf.vjp``...) gets the user functions passed to it
+        converted the same way."""
+        converted = _converted_callee(fn)
+        if converted is fn and getattr(fn, "__module__", None) and (
+                fn.__module__ == "primflow" or fn.__module__.startswith("primflow.")):
+            return _with_converted_arguments(fn)
+        return converted
 
     @staticmethod
     def and_(a, b_thunk):
@@ -159,6 +165,17 @@ class runtime:  # noqa: N801 - a namespace the generated code reads as __pf_rt
 
 
 _callees = {}  # id(function) -> (function, its converted version or itself)
+
+
+def _with_converted_arguments(fn):
+    """``fn`` called with the user functions among its arguments converted."""
+    def call(*args, **kwargs):
+        args = [_converted_callee(a) if isinstance(a, types.FunctionType) else a for a in args]
+        kwargs = {k: _converted_callee(v) if isinstance(v, types.FunctionType) else v
+                  for k, v in kwargs.items()}
+        return fn(*args, **kwargs)
+
+    return call
 
 
 def _converted_callee(fn):

@@ -120,6 +120,19 @@ def grad_of_checkpoint(x):
     return pf.grad(lambda v: pf.checkpoint(g_if)(v).sum())(x)
 
 
+def jvp_of_g(x):  # pf.jvp / pf.vjp / pf.jet given the user function inside jitted code
+    return pf.jvp(g_if, (x,), (pf.ones_like(x),))[1]
+
+
+def vjp_of_g(x):
+    out, pullback = pf.vjp(g_if, x)
+    return pullback(pf.ones_like(out))[0]
+
+
+def jet_of_g(x):
+    return pf.jet(g_if, (x,), ((pf.ones_like(x),),))[1][0]
+
+
 def _expected_grad_f(x):  # closed form of grad(f_if)
     x = np.asarray(x)
     return 2 * SCALE * x if x.sum() > 0 else np.ones_like(x)
@@ -153,6 +166,9 @@ WRAPPERS = {
     "grad_of_jit": (lambda: pf.grad(pf.jit(f_if)), _expected_grad_f),
     "custom_vjp": (lambda: pf.grad(_custom_vjp_square_sum()), lambda x: 2 * SCALE * x),
     "custom_jvp": (lambda: pf.grad(_custom_jvp_square_sum()), lambda x: 3 * x),
+    "jvp": (lambda: jvp_of_g, lambda x: np.diag(_expected_jac_g(x))),
+    "vjp": (lambda: vjp_of_g, lambda x: np.diag(_expected_jac_g(x))),
+    "jet": (lambda: jet_of_g, lambda x: np.diag(_expected_jac_g(x))),
     "vmap": (lambda: pf.vmap(g_if), None),
     "vmap_of_grad": (lambda: pf.vmap(pf.grad(f_if)), None),
 }
