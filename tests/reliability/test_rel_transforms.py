@@ -55,26 +55,24 @@ def g_if(x):
     return y
 
 
-def f_if_aux(x):
+def square_sum_if(x):
     if x.sum() > 0:
         y = (x * x).sum()
     else:
         y = x.sum()
-    return y, x.sum()
+    return y
+
+
+def f_if_aux(x):
+    return square_sum_if(x), x.sum()  # the `if` is in a helper: converted when called
 
 
 def _custom_vjp_square_sum():
-    @pf.custom_vjp
-    def sq(x):
-        if x.sum() > 0:
-            y = (x * x).sum()
-        else:
-            y = x.sum()
-        return y
+    sq = pf.custom_vjp(square_sum_if)
 
     def fwd(x):
-        if x.sum() > 0:
-            y = (x * x).sum()
+        if x.sum() > 0:  # the rule's own control flow
+            y = square_sum_if(x)
         else:
             y = x.sum()
         return y, x
@@ -87,19 +85,13 @@ def _custom_vjp_square_sum():
 
 
 def _custom_jvp_square_sum():
-    @pf.custom_jvp
-    def sq(x):
-        if x.sum() > 0:
-            y = (x * x).sum()
-        else:
-            y = x.sum()
-        return y
+    sq = pf.custom_jvp(square_sum_if)
 
     @sq.defjvp
     def rule(primals, tangents):
         (x,), (t,) = primals, tangents
         if x.sum() > 0:
-            out = (x * x).sum()
+            out = square_sum_if(x)
         else:
             out = x.sum()
         return out, (3.0 * x * t).sum()  # the rule's own derivative: 3x
