@@ -479,7 +479,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         outputs: a Tensor or list of Tensors to differentiate.
         inputs: a Tensor or list of Tensors (leaves or intermediate results).
         grad_outputs: starting gradients, one per output (None: ones of the output's shape,
-            as in Paddle).
+            as in Paddle; a complex output needs one given, as in PyTorch: which real part
+            would ones pick?).
         retain_graph: keep the graph for another backward (defaults to ``create_graph``).
         create_graph: record the backward pass so the result can be differentiated again.
         allow_unused: return None for inputs the outputs do not depend on instead of raising
@@ -547,6 +548,8 @@ backpropagated = weakref.WeakSet()
 
 def backward(tensors, grad_tensors=None, retain_graph=False):
     """Accumulates gradients of ``tensors`` into the ``.grad`` of the leaves they depend on.
+    A complex tensor needs ``grad_tensors`` (PyTorch's rule). Safe to call from several
+    threads on graphs sharing leaves: each ``.grad`` update is atomic.
 
     Example:
         >>> import primflow as pf
