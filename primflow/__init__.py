@@ -37,7 +37,8 @@ from .autodiff.taylor import jet
 from .autodiff.custom import checkpoint, custom_jvp, custom_vjp
 from .core.state import decompose, is_decomposing, set_decompose
 from .transforms import hessian, jacfwd, jacrev, vmap
-from .transforms import TracerConversionError, jit, to_static
+from .transforms import TraceTooLongError, TracerConversionError, jit, to_static
+from .core.trace import EscapedTracerError
 # control flow (issue 16): JAX's lax spellings and Paddle's static.nn
 from .transforms.control import cond, fori_loop, scan, switch, while_loop
 from . import static
@@ -118,6 +119,7 @@ __all__ = sorted(set(_ops_names) | set(_aliases) | {
     # autodiff and transforms
     "grad", "jvp", "vjp", "value_and_grad", "jet", "checkpoint", "custom_jvp", "custom_vjp",
     "hessian", "jacfwd", "jacrev", "vmap", "jit", "to_static", "TracerConversionError",
+    "EscapedTracerError", "TraceTooLongError",
     "tree_flatten", "tree_map", "tree_unflatten",
     # nn, io
     "ParamAttr", "create_parameter", "load", "save",

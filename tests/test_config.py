@@ -34,7 +34,7 @@ def test_the_defaults_do_not_depend_on_the_environment(monkeypatch):
     options = Config()
     assert options.as_dict() == {
         "jit_backend": "auto", "jit_tiered": True, "jit_blocking": True,
-        "jit_block_bytes": None, "blas": "auto",
+        "jit_block_bytes": None, "blas": "auto", "jit_max_trace_ops": 100_000,
         "cache_dir": str(pathlib.Path.home() / ".cache" / "primflow")}
 
 

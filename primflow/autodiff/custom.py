@@ -18,7 +18,7 @@ from ..core.primitive import CustomRule, Node, record_custom
 from ..core.pytree import replace_at, tree_flatten, tree_unflatten
 from ..core.state import enable_grad, no_grad, state
 from ..core.tensor import Tensor
-from ..core.trace import Tracer
+from ..core.trace import Tracer, mark_transform
 from ..ops.helpers import alias, as_tensor, cast
 from ..ops.creation import full, zeros_like
 from .forward import JVPTrace, JVPTracer, split_tangents
@@ -49,8 +49,10 @@ def _needs_tape(tensors):
     return state.grad_enabled and any(not t.stop_gradient for t in tensors)
 
 
-def _check_cotangents(rule_name, got, expected_tensors, what):
-    """``got`` (a flat list) must match ``expected_tensors`` in count and shapes."""
+def _check_cotangents(rule_name, got, expected_tensors, what, kind="cotangent", of="input"):
+    """``got`` (a flat list) must match ``expected_tensors`` in count, shapes and (for
+    floating tensors) dtypes: a float64 cotangent must not become the gradient of a float32
+    input (eagerly the leaf casts it back, but under pf.jit or pf.vmap it leaked)."""
     if len(got) != len(expected_tensors):
         raise ValueError(f"{rule_name}: {what} returned {len(got)} cotangents but the function "
                          f"has {len(expected_tensors)} differentiable inputs; return one per "
@@ -62,8 +64,12 @@ def _check_cotangents(rule_name, got, expected_tensors, what):
             continue
         g = as_tensor(g)
         if tuple(g._shape) != tuple(x._shape):
-            raise ValueError(f"{rule_name}: {what} returned a cotangent of shape {g.shape} for "
-                             f"input {i} of shape {x.shape}")
+            raise ValueError(f"{rule_name}: {what} returned a {kind} of shape {g.shape} for "
+                             f"{of} {i} of shape {x.shape}")
+        if x.dtype.is_floating and g.dtype is not x.dtype:
+            raise TypeError(f"{rule_name}: {what} returned a {kind} of dtype {g.dtype.name} "
+                            f"for {of} {i}, which is {x.dtype.name}{x.shape}; a {kind} must "
+                            f"have its primal's dtype: return g.astype('{x.dtype.name}')")
         out.append(g)
     return out
 
@@ -149,6 +155,13 @@ class custom_vjp:
         self.fwd, self.bwd = fwd, bwd
         return self
 
+    @property
+    def __pf_transform__(self):  # core.trace.TRANSFORM_ATTR: pf.jit converts f and the rules
+        def rebuild(fun, fwd, bwd):
+            return custom_vjp(fun, self.nondiff_argnums).defvjp(fwd, bwd)
+
+        return (self.fun, self.fwd, self.bwd), rebuild
+
     def __call__(self, *args):
         if self.fwd is None:
             raise TypeError(f"custom_vjp function {self.__name__!r} has no rule yet: call "
@@ -220,6 +233,15 @@ class custom_jvp:
         self.jvp_rule = rule
         return rule
 
+    @property
+    def __pf_transform__(self):  # core.trace.TRANSFORM_ATTR: pf.jit converts f and the rule
+        def rebuild(fun, rule):
+            new = custom_jvp(fun, self.nondiff_argnums)
+            new.defjvp(rule)
+            return new
+
+        return (self.fun, self.jvp_rule), rebuild
+
     def __call__(self, *args):
         if self.jvp_rule is None:
             raise TypeError(f"custom_jvp function {self.__name__!r} has no rule yet: call "
@@ -248,12 +270,8 @@ class custom_jvp:
         inner, tangents = split_tangents(trace, primals, fill=True)
         out, tangent_out = self._call_rule(*static, tuple(inner), tuple(tangents))
         outs, out_tree = _tensor_outputs(out, name)
-        touts = tree_flatten(tangent_out)[0]
-        if len(touts) != len(outs):
-            raise ValueError(f"{name}: the rule returned {len(touts)} tangents for {len(outs)} "
-                             f"outputs")
-        wrapped = [JVPTracer(trace, o, _check_cotangents(name, [t], [o], "the jvp rule")[0])
-                   for o, t in zip(outs, touts)]
+        touts = _rule_tangents(name, tangent_out, outs)
+        wrapped = [JVPTracer(trace, o, t) for o, t in zip(outs, touts)]
         return tree_unflatten(out_tree, wrapped)
 
     def _reverse_mode(self, static, primals, tensors, name):
@@ -266,11 +284,12 @@ class custom_jvp:
                 t_leaves.append(t)
             out, tangent_out = self._call_rule(*static, tuple(primals), tuple(t_leaves))
         outs, out_tree = _tensor_outputs(out, name)
-        touts = tree_flatten(tangent_out)[0]
+        touts = _rule_tangents(name, tangent_out, outs)
         picked = [t for t, p in zip(t_leaves, primals) if isinstance(p, Tensor)]
 
         def pullback(cotangents):
-            seeds = [(t, g) for t, g in zip(touts, cotangents) if not t.stop_gradient]
+            seeds = [(t, g) for t, g in zip(touts, cotangents)
+                     if t is not None and not t.stop_gradient]
             if not seeds:
                 return [None] * len(tensors)
             grads = _run_backward(seeds, picked, create_graph=state.grad_enabled,
@@ -279,6 +298,16 @@ class custom_jvp:
 
         outs = _attach(outs, tensors, name, pullback)
         return tree_unflatten(out_tree, outs)
+
+
+def _rule_tangents(name, tangent_out, outs):
+    """The tangents a custom jvp rule returned, one per output, checked against the
+    outputs' shapes and dtypes."""
+    touts = tree_flatten(tangent_out)[0]
+    if len(touts) != len(outs):
+        raise ValueError(f"{name}: the rule returned {len(touts)} tangents for {len(outs)} "
+                         f"outputs")
+    return _check_cotangents(name, touts, outs, "the jvp rule", "tangent", "output")
 
 
 def _innermost_jvp_trace(values):
@@ -436,8 +465,7 @@ class PyLayer:
                 if g is not None and not isinstance(g, Tensor):
                     raise ValueError(f"{name}: backward returned a {type(g).__name__} for "
                                      f"tensor input {i}; return a Tensor or None")
-            # returned as they are (Paddle): the receiving node decides about dtypes
-            return _check_cotangents(name, got, inputs, "backward")
+            return _check_cotangents(name, got, inputs, "backward", "gradient")
 
         for k, o in enumerate(outs):
             if not differentiable[k]:
@@ -515,7 +543,7 @@ def checkpoint(f):
         results = _attach(outs, originals, name, pullback)
         return tree_unflatten(out_tree, results)
 
-    return wrapped
+    return mark_transform(wrapped, (f,), checkpoint)
 
 
 __all__ = ["PyLayer", "PyLayerContext", "checkpoint", "custom_jvp", "custom_vjp", "recompute",

@@ -90,14 +90,25 @@ def jvp(f, primals, tangents):
         >>> float(out), float(t)
         (0.0, 1.0)
     """
-    primals = tuple(as_tensor(p) for p in primals)
-    tangents = tuple(as_tensor(t) for t in tangents)
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError(f"pf.jvp(f, primals, tangents): primals and tangents must be tuples "
+                        f"(or lists) with one entry per argument of f, got "
+                        f"{type(primals).__name__} and {type(tangents).__name__}; for one "
+                        f"argument write pf.jvp(f, (x,), (t,))")
     if len(primals) != len(tangents):
         raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
+    primals = tuple(as_tensor(p) for p in primals)
+    # a Python number as a tangent takes its primal's dtype (numbers are weak)
+    tangents = tuple(as_tensor(t, p.dtype) if isinstance(t, (int, float)) else as_tensor(t)
+                     for p, t in zip(primals, tangents))
     for i, (p, t) in enumerate(zip(primals, tangents)):
         if p._shape != t._shape:
             raise ValueError(f"jvp: tangent {i} has shape {t.shape} but primal {i} has shape "
                              f"{p.shape}")
+        if p.dtype.is_floating and t.dtype is not p.dtype:
+            raise TypeError(f"jvp: tangent {i} has dtype {t.dtype.name} but primal {i} is "
+                            f"{p.dtype.name}{p.shape}; a tangent must have its primal's dtype "
+                            f"(t.astype('{p.dtype.name}'))")
     with new_trace(JVPTrace) as trace:
         inputs = [JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
         out = f(*inputs)

@@ -17,6 +17,7 @@ from .. import prims
 from ..core.pytree import replace_at, tree_flatten, tree_unflatten
 from ..core.state import enable_grad, state
 from ..core.tensor import Tensor
+from ..core.trace import mark_transform
 from ..ops.helpers import as_tensor
 from ..ops.creation import ones_like, zeros_like
 from .tape import _run_backward, fresh_leaf
@@ -81,10 +82,15 @@ def _vjp_with_weights(f, primals, weights, has_aux):
                              f"got {ct_tree!r}")
         seeds = []
         for i, (o, ct) in enumerate(zip(out_flat, ct_flat)):
-            ct = as_tensor(ct)
+            # a Python number takes its output's dtype (numbers are weak)
+            ct = as_tensor(ct, o.dtype) if isinstance(ct, (int, float)) else as_tensor(ct)
             if tuple(ct._shape) != tuple(o._shape):
                 raise ValueError(f"cotangent {i} has shape {ct.shape} but output {i} has shape "
                                  f"{o.shape}")
+            if o.dtype.is_floating and ct.dtype is not o.dtype:
+                raise TypeError(f"cotangent {i} has dtype {ct.dtype.name} but output {i} is "
+                                f"{o.dtype.name}{o.shape}; a cotangent must have its output's "
+                                f"dtype (ct.astype('{o.dtype.name}'))")
             if not o.stop_gradient:
                 seeds.append((o, ct))
         grads = (_run_backward(seeds, targets, create_graph=create_graph, retain_graph=True)
@@ -106,8 +112,49 @@ def split_aux(result, has_aux):
     if not has_aux:
         return result, None
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
-        raise TypeError("has_aux=True needs the function to return a pair (output, aux)")
+        raise TypeError(f"has_aux=True needs the function to return a pair (output, aux), "
+                        f"but it returned {describe_value(result)}")
     return result[0], result[1]
+
+
+def describe_value(value) -> str:
+    """How error messages name what a function returned: ``a list of 1 element
+    (Tensor float32[])``, ``None``, ``a Tensor float32[3]``.
+
+    Example:
+        >>> describe_value([1.0, 2.0])
+        'a list of 2 elements (float, float)'
+    """
+    def one(v):
+        if isinstance(v, Tensor):
+            return f"Tensor {v.dtype.name}{list(v._shape)}"
+        return "None" if v is None else type(v).__name__
+
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(one(v) for v in value[:4]) + (", ..." if len(value) > 4 else "")
+        n = len(value)
+        return f"a {type(value).__name__} of {n} element{'s' if n != 1 else ''} ({inner})"
+    if isinstance(value, dict):
+        return f"a dict with keys {list(value)[:4]}"
+    return "None" if value is None else f"a {one(value)}"
+
+
+def _scalar_output(fun, out, has_aux):
+    """The output ``grad`` differentiates: refuses what is not a tensor or a number (a list
+    holding the loss, None) with a message naming the function and what it returned."""
+    name = (getattr(fun, "__qualname__", None) or type(fun).__name__).rpartition("<locals>.")[2]
+    if has_aux:
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            raise TypeError(f"grad(has_aux=True) of {name}: the function must return a pair "
+                            f"(output, aux), but it returned {describe_value(out)}")
+        out = out[0]
+    if not isinstance(out, (Tensor, int, float)):
+        raise TypeError(f"grad of {name}: the gradient is defined only for a function "
+                        f"returning a scalar (a one-element tensor or a number), but it "
+                        f"returned {describe_value(out)}. Return the scalar itself (y, not "
+                        f"[y] or (y,)), or return (y, extra) with has_aux=True; for several "
+                        f"outputs use pf.vjp or pf.jacrev")
+    return as_tensor(out)
 
 
 def reaches_outside(outputs, targets):
@@ -166,10 +213,57 @@ def check_argnums(argnums, n_args):
     return tuple(a % n_args for a in nums)
 
 
+def check_input_dtypes(transform, values, holomorphic, complex_allowed=True):
+    """Refuses inputs a transform cannot differentiate as asked (JAX's rules): with
+    ``holomorphic`` every input must be complex; without it complex inputs are refused
+    unless ``complex_allowed`` (grad takes them: the gradient of a real function of complex
+    inputs is defined, PyTorch's convention)."""
+    for i, v in enumerate(tree_flatten(values)[0]):
+        dtype = as_tensor(v).dtype
+        if holomorphic and not dtype.is_complex:
+            raise TypeError(f"{transform}(holomorphic=True) requires complex inputs, got "
+                            f"{dtype.name} for differentiated input {i}; cast it "
+                            f"(x.astype('complex64')) or drop holomorphic=True")
+        if not holomorphic and not complex_allowed and dtype.is_complex:
+            raise TypeError(f"{transform} requires real-valued inputs, got {dtype.name} for "
+                            f"differentiated input {i}. For a holomorphic function pass "
+                            f"holomorphic=True; for a non-holomorphic function of complex "
+                            f"inputs use pf.vjp / pf.jvp directly")
+
+
+def check_output_dtypes(transform, values, holomorphic, complex_allowed=False):
+    """Refuses outputs a transform cannot differentiate as asked (JAX's rules): with
+    ``holomorphic`` every output must be complex; without it a complex output is refused
+    (its derivative is ambiguous: which real part of it?) unless ``complex_allowed``."""
+    for i, v in enumerate(tree_flatten(values)[0]):
+        dtype = as_tensor(v).dtype
+        if holomorphic and not dtype.is_complex:
+            raise TypeError(f"{transform}(holomorphic=True) requires a complex output, got "
+                            f"{dtype.name} for output {i}")
+        if not holomorphic and not complex_allowed and dtype.is_complex:
+            raise TypeError(f"{transform} requires a real-valued output, got {dtype.name} for "
+                            f"output {i}: the derivative of a complex output is ambiguous. For "
+                            f"a holomorphic function pass holomorphic=True (the complex "
+                            f"derivative f'(z)); otherwise differentiate a real function of "
+                            f"it (pf.real(y), pf.abs(y) ** 2) or use pf.vjp with the "
+                            f"cotangent you mean")
+
+
+def holomorphic_result(tree):
+    """The complex derivative from what the tape returns for a holomorphic function: the
+    tape's reverse mode gives ``conj(f'(z))`` (PyTorch's convention, the gradient of the
+    real part), so this conjugates each leaf."""
+    from ..ops.complex_ops import conj
+
+    leaves, treedef = tree_flatten(tree)
+    return tree_unflatten(treedef, [conj(g) for g in leaves])
+
+
 _UNSET = object()
 
 
-def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position=_UNSET):
+def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position=_UNSET,
+                   holomorphic=False):
     """Returns a function computing ``(fun(*args), gradient)`` (JAX / MindSpore semantics;
     MindSpore's keyword ``grad_position`` is accepted for ``argnums``).
 
@@ -179,6 +273,12 @@ def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position
     gradients (MindSpore's ``value_and_grad(fn, None, weights)``), both give
     ``(grads_of_args, grads_of_weights)``. With ``has_aux`` the function returns
     ``(value, aux)`` and the result is ``((value, aux), grads)``.
+
+    Complex numbers (JAX's rules): the output must be real; the gradient with respect to a
+    complex input of a real function is PyTorch's (the direction of steepest ascent, usable
+    in gradient descent as it is). ``holomorphic=True`` takes complex inputs and a complex
+    output and gives the complex derivative ``f'(z)`` (only meaningful where ``f`` is
+    holomorphic).
 
     Example:
         >>> import primflow as pf
@@ -200,19 +300,23 @@ def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position
 
         def restricted(*diff):
             out = fun(*replace_at(args, nums or (), diff), **kwargs)
-            main = as_tensor(out[0] if has_aux else out)
+            main = _scalar_output(fun, out, has_aux)
             if main.size != 1:
                 raise TypeError(f"grad requires a function with a scalar output, got shape "
                                 f"{main.shape}; reduce it (e.g. .sum()) or use pf.vjp / "
                                 f"pf.jacrev")
             if not main.dtype.is_floating:
                 raise TypeError(f"grad requires a floating-point output, got {main.dtype}")
+            check_output_dtypes("grad", main, holomorphic)
             return (main, out[1]) if has_aux else main
 
         diff_args = tuple(args[i] for i in nums or ())
+        check_input_dtypes("grad", diff_args, holomorphic)
         weight_list = list(weights) if weights is not None else []
         value, pullback, aux = _vjp_with_weights(restricted, diff_args, weight_list, has_aux)
         arg_grads, weight_grads = pullback(ones_like(value))
+        if holomorphic:
+            arg_grads, weight_grads = holomorphic_result((arg_grads, weight_grads))
         if isinstance(argnums, int):
             arg_grads = arg_grads[0]
         if isinstance(weights, tuple):
@@ -225,14 +329,18 @@ def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position
             grads = (arg_grads, weight_grads)
         return ((value, aux), grads) if has_aux else (value, grads)
 
-    return wrapped
+    return mark_transform(wrapped, (fun,), lambda new: value_and_grad(
+        new, argnums=argnums, weights=weights, has_aux=has_aux, holomorphic=holomorphic))
 
 
-def grad(fun, argnums=0, has_aux=False, weights=None, *, grad_position=_UNSET):
+def grad(fun, argnums=0, has_aux=False, weights=None, *, grad_position=_UNSET,
+         holomorphic=False):
     """Returns a function computing the gradient of scalar-valued ``fun`` (JAX semantics;
     ``has_aux`` gives ``(grads, aux)``). MindSpore's ``ops.grad(fn, grad_position,
     weights)`` becomes ``pf.grad(fn, grad_position=..., weights=...)`` (keywords: the third
-    positional argument is JAX's ``has_aux``).
+    positional argument is JAX's ``has_aux``). The output must be real unless
+    ``holomorphic=True`` (complex inputs and output: the complex derivative ``f'(z)``; see
+    ``value_and_grad``).
 
     Example:
         >>> import primflow as pf
@@ -243,7 +351,8 @@ def grad(fun, argnums=0, has_aux=False, weights=None, *, grad_position=_UNSET):
     """
     if grad_position is not _UNSET:
         argnums = grad_position
-    value_and_grad_fn = value_and_grad(fun, argnums=argnums, weights=weights, has_aux=has_aux)
+    value_and_grad_fn = value_and_grad(fun, argnums=argnums, weights=weights, has_aux=has_aux,
+                                       holomorphic=holomorphic)
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
@@ -252,4 +361,5 @@ def grad(fun, argnums=0, has_aux=False, weights=None, *, grad_position=_UNSET):
             return grads, aux
         return value_and_grad_fn(*args, **kwargs)[1]
 
-    return wrapped
+    return mark_transform(wrapped, (fun,), lambda new: grad(
+        new, argnums=argnums, has_aux=has_aux, weights=weights, holomorphic=holomorphic))

@@ -14,6 +14,7 @@ the tape themselves): ``topological_order``, ``apply_vjp`` and ``saved_output``.
 from __future__ import annotations
 
 import copy
+import threading
 import warnings
 import weakref
 
@@ -138,10 +139,32 @@ def _tensor_retain_grads(self):
 
     def keep(g):
         t = target()
-        if t is not None and _backward_mode[0]:
-            t.grad = g if t.grad is None else ew.add(t.grad, g)
+        if t is not None and _mode.backward:
+            accumulate_grad(t, g)
 
     _register_hook(self, keep)
+
+
+# Accumulating into .grad reads the old gradient and writes the sum: two threads running
+# backward() on losses that share a parameter would lose each other's contributions. One
+# lock per tensor would need a field in Tensor; a fixed set of locks picked by the tensor's
+# id serializes only updates that may touch the same tensor, and costs one uncontended
+# acquire per leaf in a single thread.
+_GRAD_LOCKS = tuple(threading.Lock() for _ in range(64))
+
+
+def accumulate_grad(t, g):
+    """Adds ``g`` to ``t.grad`` (or sets it), atomically with respect to other threads.
+
+    Example:
+        >>> import primflow as pf
+        >>> w = pf.ones([2]); accumulate_grad(w, pf.ones([2])); accumulate_grad(w, pf.ones([2]))
+        >>> w.grad.numpy()
+        array([2., 2.], dtype=float32)
+    """
+    with _GRAD_LOCKS[(id(t) >> 4) % len(_GRAD_LOCKS)]:
+        old = t.grad
+        t.grad = g if old is None else ew.add(old, g)
 
 
 def _tensor_gradient(self):
@@ -156,29 +179,38 @@ def _tensor_gradient(self):
     return None if self.grad is None else self.grad.numpy()
 
 
-_backward_mode = [False]  # whether the running pass is backward() (retain_grads applies)
+class _Mode(threading.local):
+    backward = False  # whether this thread's running pass is backward() (retain_grads applies)
+
+
+_mode = _Mode()
 
 
 def _ones_like(t):
     return creation.full(shape=tuple(t._shape), value=1, dtype=t.dtype)
 
 
-def _seed_gradients(outputs, grad_outputs, skip_constant=False):
+def _seed_gradients(outputs, grad_outputs, skip_constant=False, inputs=None):
     """Pairs each output with the gradient it starts with (ones where none is given),
     checking shapes and grad-ness. ``skip_constant`` drops outputs that do not require grad
-    instead of raising (``backward()``, as in Paddle)."""
+    instead of raising (``backward()``, as in Paddle). ``inputs``: what the gradient is
+    taken with respect to (``grad``), for the error's diagnosis."""
     grad_outputs = _check_grad_outputs(outputs, grad_outputs)
     seeds = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
         if out.stop_gradient:
             if skip_constant:
                 continue
-            raise RuntimeError(
-                f"output {i} (shape {out.shape}) does not require grad: no recorded op links it "
-                f"to a tensor with stop_gradient=False. Set x.stop_gradient = False on the "
-                f"inputs before computing it (integer results such as argmax, comparisons and "
-                f"casts to int also cut the graph)")
+            raise RuntimeError(unrecorded_message(f"output {i}", out, inputs))
         if g is None:  # Paddle: a missing starting gradient means ones, of any shape
+            if out.dtype.is_complex:  # PyTorch's rule: which real part would ones pick?
+                raise RuntimeError(
+                    f"output {i} is complex ({out.dtype.name}, shape {out.shape}): a starting "
+                    f"gradient can be created implicitly only for real outputs. Differentiate "
+                    f"a real function of it (y.real().sum(), (y.abs() ** 2).sum()), or pass "
+                    f"the cotangent explicitly (grad_outputs= / y.backward(grad)); for the "
+                    f"complex derivative of a holomorphic function use "
+                    f"pf.grad(f, holomorphic=True)")
             g = _ones_like(out)
         elif tuple(g._shape) != tuple(out._shape):
             if g.size != out.size:
@@ -189,6 +221,43 @@ def _seed_gradients(outputs, grad_outputs, skip_constant=False):
             g = _reshape(g, tuple(out._shape))
         seeds.append((out, g))
     return seeds
+
+
+def unrecorded_message(what, out, inputs=None):
+    """Why ``out`` (named ``what``) does not require grad, as precisely as can be told
+    afterwards: an integer result, recording off now, an integer input, or (inputs that
+    require grad) an output computed without recording or not from them.
+
+    Example:
+        >>> import primflow as pf
+        >>> unrecorded_message("output 0", pf.to_tensor(1))[:60]
+        'output 0 (int64[]) does not require grad: it is int64, and i'
+    """
+    head = f"{what} ({out.dtype.name}{out.shape}) does not require grad: "
+    if not out.dtype.is_floating:
+        return head + (f"it is {out.dtype.name}, and integer and bool results (argmax, "
+                       f"comparisons, casts to int, integer arithmetic) carry no gradient; "
+                       f"compute it in floating point (cast the inputs with "
+                       f".astype('float32'))")
+    if not state.grad_enabled:
+        return head + ("recording is off here (inside pf.no_grad() or "
+                       "pf.set_grad_enabled(False)); compute it, and differentiate it, with "
+                       "recording on (pf.enable_grad())")
+    if inputs:
+        for j, x in enumerate(inputs):
+            if not x.dtype.is_floating:
+                return head + (f"input {j} is {x.dtype.name}, and operations on integer "
+                               f"tensors are never recorded: make it floating point "
+                               f"(x.astype('float32')) before computing with it")
+        return head + ("the inputs require grad (stop_gradient=False), so it was computed "
+                       "without recording: under pf.no_grad() (or "
+                       "pf.set_grad_enabled(False)), from detached copies (.detach(), "
+                       ".numpy(), pf.to_tensor(t)) or through an integer result (a cast to "
+                       "int, argmax, a comparison), or it is a constant that does not depend "
+                       "on them")
+    return head + ("no recorded operation links it to a tensor that requires grad. Set "
+                   "x.stop_gradient = False on the inputs before computing it, and compute "
+                   "it with recording on (not under pf.no_grad())")
 
 
 def _check_grad_outputs(outputs, grad_outputs):
@@ -273,8 +342,8 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
         wanted = needed | set(target_nodes) | wanted_leaves
 
     prev = set_grad_mode(create_graph)
-    prev_mode = _backward_mode[0]
-    _backward_mode[0] = targets is None
+    prev_mode = _mode.backward
+    _mode.backward = targets is None
     try:
         for node in order:
             g = node_grads.pop(node, None)
@@ -293,11 +362,10 @@ def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset(
                 node.free()
         if targets is None:  # backward(): the leaves' .grad accumulate this pass's gradient
             for key, t in leaves.items():
-                g = _leaf_gradient(t, leaf_grads[key])
-                t.grad = g if t.grad is None else ew.add(t.grad, g)
+                accumulate_grad(t, _leaf_gradient(t, leaf_grads[key]))
     finally:
         set_grad_mode(prev)
-        _backward_mode[0] = prev_mode
+        _mode.backward = prev_mode
 
     if targets is None:
         return None
@@ -448,7 +516,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         outputs: a Tensor or list of Tensors to differentiate.
         inputs: a Tensor or list of Tensors (leaves or intermediate results).
         grad_outputs: starting gradients, one per output (None: ones of the output's shape,
-            as in Paddle).
+            as in Paddle; a complex output needs one given, as in PyTorch: which real part
+            would ones pick?).
         retain_graph: keep the graph for another backward (defaults to ``create_graph``).
         create_graph: record the backward pass so the result can be differentiated again.
         allow_unused: return None for inputs the outputs do not depend on instead of raising
@@ -481,7 +550,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 f"using it")
     if retain_graph is None:
         retain_graph = create_graph
-    seeds = _seed_gradients(outputs, grad_outputs)
+    seeds = _seed_gradients(outputs, grad_outputs, inputs=inputs_list)
     results = _run_backward(seeds, inputs_list, create_graph, retain_graph, blocked)
     for i, r in enumerate(results):
         if r is None and not allow_unused:
@@ -516,6 +585,8 @@ backpropagated = weakref.WeakSet()
 
 def backward(tensors, grad_tensors=None, retain_graph=False):
     """Accumulates gradients of ``tensors`` into the ``.grad`` of the leaves they depend on.
+    A complex tensor needs ``grad_tensors`` (PyTorch's rule). Safe to call from several
+    threads on graphs sharing leaves: each ``.grad`` update is atomic.
 
     Example:
         >>> import primflow as pf
@@ -529,10 +600,9 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
     if not seeds:
         # Paddle runs nothing here; say so, since no leaf will receive a gradient
         warnings.warn(
-            f"backward() on {'a tensor' if len(tensors) == 1 else 'tensors'} that "
-            f"do{'es' if len(tensors) == 1 else ''} not require grad (shape "
-            f"{tensors[0].shape}): nothing to do. No recorded op links it to a tensor with "
-            f"stop_gradient=False", stacklevel=3)
+            f"backward() has nothing to do: "
+            f"{unrecorded_message('the tensor' if len(tensors) == 1 else 'tensor 0', tensors[0])}",
+            stacklevel=3)
         return
     _run_backward(seeds, None, create_graph=False, retain_graph=retain_graph)
     for t in tensors:

@@ -41,6 +41,15 @@ def _block_bytes(value):
     return value
 
 
+def _positive_int(name):
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"pf.config.{name} must be a positive int, got {value!r}")
+        return value
+
+    return check
+
+
 def _cache_dir(value):
     if not isinstance(value, (str, os.PathLike)) or not isinstance(os.fspath(value), str):
         raise TypeError(f"pf.config.cache_dir must be a path (str or os.PathLike of str), got "
@@ -79,6 +88,10 @@ _OPTIONS = {
     "blas": ("auto", _choice("blas", ("auto", "numpy")),
              "matrix products: 'auto' (Intel MKL when the mkl package is installed, else "
              "NumPy's BLAS) or 'numpy' (always NumPy's BLAS)"),
+    "jit_max_trace_ops": (100_000, _positive_int("jit_max_trace_ops"),
+                          "the most operations pf.jit records while tracing one function: a "
+                          "Python loop unrolled without end (its condition known while "
+                          "tracing) stops with an error naming its line instead of hanging"),
 }
 
 
@@ -87,8 +100,8 @@ class Config:
     when set. ``override`` sets some for a ``with`` block.
 
     Options: ``jit_backend`` ('auto'), ``jit_tiered`` (True), ``jit_blocking`` (True),
-    ``jit_block_bytes`` (None), ``cache_dir`` (``~/.cache/primflow``), ``blas`` ('auto');
-    ``pf.config.describe()`` says what each does.
+    ``jit_block_bytes`` (None), ``cache_dir`` (``~/.cache/primflow``), ``blas`` ('auto'),
+    ``jit_max_trace_ops`` (100,000); ``pf.config.describe()`` says what each does.
 
     Example:
         >>> import primflow as pf

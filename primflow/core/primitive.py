@@ -61,9 +61,10 @@ if recording is on and an input requires grad, a ``Node`` is added to the tape.
 from __future__ import annotations
 
 from .backend import on_install
-from .state import departures, state
+from .state import departures, note_constant_reads, state
 from .tensor import Tensor
-from .trace import Tracer, staging_trace
+from .trace import (EscapedTracerError, Tracer, escaped_tracer_error, is_active,
+                    staging_trace)
 
 _backend = None  # the installed backend (set through core/backend.py's on_install)
 _registry: dict = {}
@@ -258,12 +259,17 @@ class Primitive:
                 # (with no trace pushed only an ambient one (level 0) may process a call:
                 # a tracer escaped from a finished transform fails as before)
                 if trace is not None and (state.trace_stack or not trace.level):
+                    if not is_active(trace):  # a tracer kept from a transform that ended
+                        raise escaped_tracer_error(next(
+                            a for a in args if isinstance(a, Tracer) and a._trace is trace))
                     return self._bind_traced(trace, args, params)
             recording = state.grad_enabled
         else:
             recording = True
         try:
             out_value = self.impl(*[a._value for a in args], **params)
+        except EscapedTracerError:  # a tracer kept from a finished transform: it says so
+            raise
         except Exception as e:  # a raw backend traceback helps nobody: say what was called
             raise PrimitiveError(
                 f"primitive {self.name!r} failed on inputs "
@@ -470,6 +476,7 @@ def _staging_trace(args):
     operations on tensors that require grad (parameters a jitted function reads must be
     program inputs, so that later updates to them are seen)."""
     if args and all(a.stop_gradient for a in args):
+        note_constant_reads(args)  # computed now: a staging trace bakes in the result
         return None
     return staging_trace()
 

@@ -72,6 +72,15 @@ def pop_trace() -> None:
         departures.count -= 1
 
 
+def note_constant_reads(tensors) -> None:
+    """Tells the active traces that these concrete tensors were read while tracing (an
+    operation on them ran eagerly, or their value was taken as a Python number): what is
+    traced holds their current values, so ``pf.jit`` checks at each call that they have
+    not changed in place since (``Trace.read_constants``)."""
+    for trace in state.trace_stack:
+        trace.read_constants(tensors)
+
+
 class set_grad_enabled(contextlib.ContextDecorator):
     """Turns recording on or off for a ``with`` block, e.g. ``with pf.set_grad_enabled(False)``.
 

@@ -24,6 +24,7 @@ import weakref
 
 from . import dtypes
 from .backend import on_install
+from .state import departures, note_constant_reads, state
 
 _backend = None  # the installed backend (set through core/backend.py's on_install)
 
@@ -182,6 +183,8 @@ class Tensor:
     def numpy(self):
         """A NumPy array with the tensor's values (shares memory where possible; read-only
         results of views are copied)."""
+        if departures.count and state.trace_stack:  # read while tracing: baked in
+            note_constant_reads((self,))
         return _backend.to_numpy(self._value).copy()
 
     def item(self):
@@ -190,12 +193,18 @@ class Tensor:
             raise ValueError(
                 f"item() needs a tensor with exactly one element, got shape {self.shape}; "
                 f"index or reduce it first, e.g. x.sum().item()")
+        if departures.count and state.trace_stack:  # read while tracing: baked in
+            note_constant_reads((self,))
         return _backend.to_numpy(self._value).reshape(()).item()
 
     def tolist(self):
+        if departures.count and state.trace_stack:
+            note_constant_reads((self,))
         return _backend.to_numpy(self._value).tolist()
 
     def __array__(self, dtype=None, copy=None):
+        if departures.count and state.trace_stack:
+            note_constant_reads((self,))
         arr = _backend.to_numpy(self._value)
         return arr if dtype is None else arr.astype(dtype)
 

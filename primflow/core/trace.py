@@ -16,6 +16,66 @@ from .state import pop_trace, push_trace, state
 from .tensor import Tensor, _Deferred
 
 
+class TracerConversionError(TypeError):
+    """A concrete value was asked of a traced value: Python control flow (``if``,
+    ``while``, ``bool()``, ``float()``, ``.item()``, ``.numpy()``) on a tensor that a
+    transform traces. Inside ``pf.jit`` (without ``full_graph=True``) it makes the function's
+    control flow convert to ``pf.cond``/``pf.while_loop``, or the graph break, instead.
+
+    Example:
+        >>> import primflow as pf
+        >>> @pf.jit(full_graph=True)
+        ... def f(x):
+        ...     return x * 2 if float(x.sum()) > 0 else x
+        >>> try:
+        ...     f(pf.ones([2]))
+        ... except pf.TracerConversionError as e:
+        ...     print(type(e).__name__)
+        TracerConversionError
+    """
+
+
+class EscapedTracerError(RuntimeError, AttributeError):
+    """A traced value was used after the transform that made it ended: the function
+    stored it outside (a global, a list, a closure, an object's attribute). Also an
+    AttributeError: ``hasattr(tracer, "_value")`` stays False.
+
+    Example:
+        >>> import primflow as pf
+        >>> kept = []
+        >>> _ = pf.vmap(lambda x: kept.append(x) or x)(pf.ones([2, 3]))
+        >>> try:
+        ...     kept[0] + 1.0
+        ... except pf.EscapedTracerError as e:
+        ...     print(type(e).__name__)
+        EscapedTracerError
+    """
+
+
+class NoConcreteValueError(TracerConversionError, AttributeError):
+    """The ``_value`` of a tracer of an active transform: it has no array. An
+    AttributeError too, so ``hasattr(tracer, "_value")`` is False."""
+
+
+def is_active(trace) -> bool:
+    """Whether ``trace`` is on this thread's trace stack (a level-0 trace lives outside
+    the stack, for the whole program, and counts as active)."""
+    stack = state.trace_stack
+    level = trace.level
+    return not level or (level <= len(stack) and stack[level - 1] is trace)
+
+
+def escaped_tracer_error(tracer) -> EscapedTracerError:
+    """The error for ``tracer`` used after its transform ended."""
+    trace = tracer._trace
+    return EscapedTracerError(
+        f"a value traced by {trace.transform_name} ({tracer.aval}) was used after that "
+        f"transform ended: the transformed function stored it outside itself (in a global, "
+        f"a list, a closure or an object's attribute), and it escaped. A traced value exists "
+        f"only while its transform runs: return it from the transformed function instead, "
+        f"and use the result")
+
+
 class Trace(abc.ABC):
     """One active transform. ``level`` orders nested transforms (innermost is highest)."""
 
@@ -35,6 +95,11 @@ class Trace(abc.ABC):
     @abc.abstractmethod
     def process_primitive(self, prim, args, params):
         """Applies ``prim`` to ``args`` (tracers of this trace or plain values)."""
+
+    def read_constants(self, tensors):
+        """Called with concrete tensors whose values were read while this trace was
+        active (``state.note_constant_reads``); a staging trace that bakes them in keeps
+        track. Nothing to do by default."""
 
     def __repr__(self):
         return f"{type(self).__name__}(level={self.level})"
@@ -65,13 +130,33 @@ class Tracer(Tensor):
         return self.aval.shape
 
     @property
+    def _value(self):
+        # the transform computes with the tracer's payload; a concrete array is asked for
+        # only by Python control flow and conversions (bool, float, item, numpy), or by an
+        # eager op when the tracer escaped its transform
+        if not is_active(self._trace):
+            raise escaped_tracer_error(self)
+        name = self._trace.transform_name
+        per_lane = (" (under pf.vmap it has one value per lane)" if name == "pf.vmap"
+                    else "")
+        raise NoConcreteValueError(
+            f"Python control flow or a conversion (if, while, bool(), float(), .item(), "
+            f".tolist()) needs the concrete value of a tensor traced by {name} ({self.aval}), "
+            f"which it does not have{per_lane}. Compute with primflow ops instead: "
+            f"pf.where(cond, a, b) to choose elementwise, pf.cond / pf.while_loop for control "
+            f"flow, or run the function under pf.jit, which converts Python if/while on "
+            f"tensors into them")
+
+    @property
     def dtype(self):
         return self.aval.dtype
 
     def numpy(self):
-        raise TypeError(
-            f"cannot convert a traced value ({self.aval}) of {self._trace} to NumPy inside a "
-            f"transformed function; return it from the function instead")
+        if not is_active(self._trace):
+            raise escaped_tracer_error(self)
+        raise TracerConversionError(
+            f"cannot convert a traced value ({self.aval}) of {self._trace.transform_name} to "
+            f"NumPy inside a transformed function; return it from the function instead")
 
     def _check_inplace(self, what: str):
         """Called before every in-place update of this tracer (``what``: ``"add_()"``,
@@ -140,3 +225,27 @@ def staging_trace():
         if t.stages_creation:
             return t
     return None
+
+
+# The attribute by which a function a transform returns (pf.grad(f), pf.vmap(f), ...) names
+# the user functions it calls; see ``mark_transform``.
+TRANSFORM_ATTR = "__pf_transform__"
+
+
+def mark_transform(wrapper, inner, rebuild):
+    """Records on ``wrapper`` (the function a transform returns) the user functions it
+    calls, ``inner`` (a tuple), and ``rebuild(*new_inner)``, which makes the same transform
+    of other functions. ``pf.jit``'s control-flow conversion (transforms/ast_convert.py)
+    converts the inner functions and rebuilds the wrapper: the wrapper's own source is the
+    transform's, so converting it would change nothing the user wrote. Returns ``wrapper``.
+
+    Example:
+        >>> def double(f):
+        ...     def wrapper(x):
+        ...         return 2 * f(x)
+        ...     return mark_transform(wrapper, (f,), double)
+        >>> getattr(double(abs), TRANSFORM_ATTR)[0]
+        (<built-in function abs>,)
+    """
+    setattr(wrapper, TRANSFORM_ATTR, (tuple(inner), rebuild))
+    return wrapper

@@ -202,6 +202,8 @@ def run_native(op, args, run_region) -> list:
         branches = op.params["branches"]
         index = int(backend.to_numpy(args[0]).reshape(-1)[0])
         if not 0 <= index < len(branches):
+            if "message" in op.params:  # a check staged as a cond (pf.while_loop max_steps)
+                raise RuntimeError(op.params["message"])
             raise IndexError(f"switch: the branch index is {index} but there are "
                              f"{len(branches)} branches (valid indices 0..{len(branches) - 1})")
         return list(run_region(branches[index], list(args[1:])))

@@ -9,7 +9,8 @@ from ..backends import backend_for_device, get_backend
 from ..core import dtypes
 from ..core.random import next_key
 from ..core.tensor import Tensor
-from .helpers import as_tensor, binary_operands, cast, shape_arg
+from ..core.trace import Tracer
+from .helpers import as_tensor, binary_operands, cast, holds_tensors, shape_arg, stack_nested
 
 
 def _float_dtype(dtype):
@@ -23,6 +24,11 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
     theirs unless ``dtype`` is given. ``place`` (``"cpu"``, ``"gpu:0"``, a Place) puts it
     on that device (default: the current one, ``pf.get_device()``).
 
+    A tensor is copied into a new one without its graph (Paddle's rule). A list or tuple
+    holding tensors is stacked (Paddle's rule too): with ``stop_gradient=True`` (the
+    default) the result is a constant; with ``stop_gradient=False`` it stays linked to the
+    tensors in the list, so gradients reach them.
+
     Example:
         >>> import primflow as pf
         >>> pf.to_tensor([1.0, 2.0], dtype="float64", stop_gradient=False)
@@ -31,6 +37,8 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
     """
     if isinstance(data, Tensor):
         data = data.numpy()
+    elif isinstance(data, (list, tuple)) and holds_tensors(data):
+        return _stacked_to_tensor(data, dtype, place, stop_gradient)
     if place is not None and backend_for_device(place) is not get_backend():
         # devices (issue 17): made as usual (dtype inference), then copied to the device
         from .tensor_methods import to_device  # noqa: PLC0415 - it imports this module
@@ -46,6 +54,18 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
     out.stop_gradient = bool(stop_gradient)
     return out
 
+
+
+def _stacked_to_tensor(data, dtype, place, stop_gradient):
+    out = stack_nested(data, dtype)
+    if place is not None and backend_for_device(place) is not get_backend():
+        from .tensor_methods import to_device  # noqa: PLC0415 - it imports this module
+
+        out = to_device(out, place)
+    if stop_gradient or out.stop_gradient:  # a constant, or a new leaf of the values
+        out = Tensor._wrap(out._value) if not isinstance(out, Tracer) else out.detach()
+    out.stop_gradient = bool(stop_gradient)
+    return out
 
 
 def full(shape, fill_value, dtype=None) -> Tensor:

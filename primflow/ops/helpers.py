@@ -15,14 +15,66 @@ from ..core.trace import Tracer
 
 
 def as_tensor(x, dtype=None) -> Tensor:
-    """``x`` as a Tensor (tensors pass through; cast when ``dtype`` differs)."""
+    """``x`` as a Tensor (tensors pass through; cast when ``dtype`` differs). A list or
+    tuple holding tensors is stacked by recorded ops (``stack_nested``): the result keeps
+    their graph, so e.g. ``pf.norm(pf.grad(y, [a, b]))`` is differentiable."""
     if isinstance(x, Tensor):
         if dtype is not None:
             d = dtypes.as_dtype(dtype)
             if x.dtype is not d:
                 return prims.convert_element_type(x, dtype=d)
         return x
+    if isinstance(x, (list, tuple)) and holds_tensors(x):
+        return stack_nested(x, dtype)
     return Tensor(x, dtype=dtype)
+
+
+def holds_tensors(seq) -> bool:
+    """Whether the (nested) list or tuple ``seq`` holds a tensor anywhere."""
+    for e in seq:
+        if isinstance(e, Tensor) or (isinstance(e, (list, tuple)) and holds_tensors(e)):
+            return True
+    return False
+
+
+def stack_nested(seq, dtype=None) -> Tensor:
+    """A tensor from a (nested) list or tuple holding tensors, stacked along new leading
+    axes by recorded ops, so gradients reach the tensors in it (NumPy's conversion would
+    copy their values and silently cut the graph; Paddle's ``to_tensor`` stacks them too).
+    Dtypes promote as in arithmetic: tensors and arrays by NumPy's rules, Python numbers
+    weakly. Elements of different shapes raise a ``ValueError`` naming them.
+
+    Example:
+        >>> import primflow as pf
+        >>> a = pf.to_tensor(3.0, stop_gradient=False)
+        >>> t = stack_nested([a, 2.0 * a, 1.0])
+        >>> t.numpy(), t.stop_gradient
+        (array([3., 6., 1.], dtype=float32), False)
+    """
+    items = [stack_nested(e, dtype) if isinstance(e, (list, tuple)) and holds_tensors(e)
+             else e for e in seq]
+    if not items:
+        raise ValueError("cannot build a tensor from an empty list of tensors")
+    if dtype is not None:
+        target = dtypes.as_dtype(dtype)
+    else:
+        strong = [e if isinstance(e, Tensor) else Tensor(e) for e in items
+                  if not isinstance(e, _SCALARS)]
+        target = strong[0].dtype
+        for e in strong[1:]:
+            target = dtypes.promote_types(target, e.dtype)
+        for e in items:
+            if isinstance(e, _SCALARS):
+                target = dtypes.result_type_with_scalar(target, e)
+    tensors = [as_tensor(e, target) for e in items]
+    shape = tuple(tensors[0]._shape)
+    for i, t in enumerate(tensors):
+        if tuple(t._shape) != shape:
+            raise ValueError(f"cannot build a tensor from a list holding tensors of different "
+                             f"shapes: element 0 has shape {list(shape)}, element {i} has "
+                             f"shape {t.shape}; every element must have the same shape")
+    rows = [prims.reshape(t, shape=(1, *shape)) for t in tensors]
+    return rows[0] if len(rows) == 1 else prims.concatenate(*rows, axis=0)
 
 
 def alias(x: Tensor) -> Tensor:

@@ -283,6 +283,8 @@ def prod(x, axis=None, keepdim=False) -> Tensor:
     rest = tuple(x._shape[i] for i in kept)
     flat = prims.reshape(moved, shape=(n,) + rest)
     out = full(rest, 1, x.dtype)
+    if n == 0:  # the empty product is 1, still a function of x (its gradient is empty)
+        out = prims.add(out, prims.reduce_sum(flat, axes=(0,)))
     for i in range(n):
         row = prims.slice(flat, start=(i,) + (0,) * len(rest), limit=(i + 1,) + rest,
                           strides=(1,) * (len(rest) + 1))

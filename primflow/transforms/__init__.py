@@ -2,5 +2,5 @@
 (jit comes with the compiler issue)."""
 
 from .jacobians import hessian, jacfwd, jacrev
-from .jit import TracerConversionError, jit, to_static
+from .jit import TraceTooLongError, TracerConversionError, jit, to_static
 from .vmap import BatchTrace, BatchTracer, vmap

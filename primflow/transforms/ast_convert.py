@@ -26,10 +26,13 @@ from __future__ import annotations
 import ast
 import inspect
 import itertools
+import operator
 import textwrap
+import types
 
 from ..core.pytree import replace_at
 from ..core.tensor import Tensor
+from ..core.trace import TRANSFORM_ATTR
 from ..ops.math import logical_and, logical_not, logical_or
 
 _counter = itertools.count()
@@ -110,7 +113,7 @@ class runtime:  # noqa: N801 - a namespace the generated code reads as __pf_rt
     def for_range(args, body_fn, values):
         if not any(_traced(a) for a in args):
             values = tuple(values)
-            for i in range(*[int(a) for a in args]):
+            for i in range(*[operator.index(a) for a in args]):  # (2.5 or a float tensor: no)
                 values = tuple(body_fn(i, *values))
             return values
         from .control import fori_loop
@@ -128,8 +131,14 @@ class runtime:  # noqa: N801 - a namespace the generated code reads as __pf_rt
     def call(fn):
         """``fn`` with its control flow converted when it is a plain Python function of
         the user's (not primflow's, the standard library's or an installed package's)
-        that has some; else ``fn`` itself. Converted once per function."""
-        return _converted_callee(fn)
+        that has some; else ``fn`` itself. Converted once per function. A primflow function
+        (``pf.jvp``, ``pf.cond``, ``pf.vjp``...) gets the user functions passed to it
+        converted the same way."""
+        converted = _converted_callee(fn)
+        if converted is fn and getattr(fn, "__module__", None) and (
+                fn.__module__ == "primflow" or fn.__module__.startswith("primflow.")):
+            return _with_converted_arguments(fn)
+        return converted
 
     @staticmethod
     def and_(a, b_thunk):
@@ -158,18 +167,33 @@ class runtime:  # noqa: N801 - a namespace the generated code reads as __pf_rt
 _callees = {}  # id(function) -> (function, its converted version or itself)
 
 
-def _converted_callee(fn):
-    import types
+def _with_converted_arguments(fn):
+    """``fn`` called with the user functions among its arguments converted."""
+    def call(*args, **kwargs):
+        args = [_converted_callee(a) if isinstance(a, types.FunctionType) else a for a in args]
+        kwargs = {k: _converted_callee(v) if isinstance(v, types.FunctionType) else v
+                  for k, v in kwargs.items()}
+        return fn(*args, **kwargs)
 
+    return call
+
+
+def _converted_callee(fn):
+    spec = getattr(fn, TRANSFORM_ATTR, None) if callable(fn) else None
+    if spec is not None:  # pf.grad(helper) called from converted code: convert the helper
+        inner, rebuild = spec
+        new = [_converted_callee(g) for g in inner]
+        return fn if all(a is b for a, b in zip(new, inner)) else rebuild(*new)
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
     if not isinstance(target, types.FunctionType):
         return fn
     entry = _callees.get(id(target))
     if entry is None or entry[0] is not target:
         new = target
-        # closures are left alone: the conversion would freeze their variables' values
-        # (functions nested in converted code are converted with it already)
-        if not target.__closure__ and _user_code(target.__code__.co_filename):
+        # (closures too: the converted function shares their cells, see ``build``; not
+        # functions made by converted code, which are converted already)
+        code = target.__code__
+        if RUNTIME not in code.co_freevars and _user_code(code.co_filename):
             try:
                 converted, count = convert(target)
                 new = converted if count else target
@@ -654,8 +678,8 @@ class _CallsConverted(ast.NodeTransformer):
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and (
                 func.value.id == RUNTIME):
             return node
-        if not isinstance(func, (ast.Name, ast.Attribute)):
-            return node
+        if not isinstance(func, (ast.Name, ast.Attribute, ast.Call)):
+            return node  # (a Call: `pf.grad(helper)(x)` converts the helper)
         node.func = ast.copy_location(_call(_rt("call"), func), func)
         self.wrapped += 1
         return node
@@ -680,8 +704,14 @@ def function_ast(fn):
         raise Unconvertible("a generator or coroutine")
     if "__class__" in code.co_freevars:
         raise Unconvertible("it uses super() or __class__")
+    if getattr(fn, TRANSFORM_ATTR, None) is not None:
+        raise Unconvertible("it is a primflow transform's wrapper (its own source is "
+                            "primflow's; the function it transforms is converted instead)")
     try:
-        lines, first = inspect.getsourcelines(fn)
+        # the source of fn's own code object: inspect.getsourcelines(fn) would follow
+        # __wrapped__ (functools.wraps) to the function a wrapper wraps, and recompiling
+        # that source in the wrapper's place would compute the wrapped function instead
+        lines, first = inspect.getsourcelines(code)
     except (OSError, TypeError) as e:
         raise Unconvertible(f"its source is not available ({e})") from None
     source = textwrap.dedent("".join(lines))
@@ -690,7 +720,7 @@ def function_ast(fn):
     except SyntaxError as e:
         raise Unconvertible(f"its source does not parse on its own ({e})") from None
     node = tree.body[0] if tree.body else None
-    if not isinstance(node, ast.FunctionDef):
+    if not isinstance(node, ast.FunctionDef) or node.name != code.co_name:
         raise Unconvertible("its source is not a plain `def`")
     ast.increment_lineno(tree, first - 1)
     return node, code.co_filename, first
@@ -698,7 +728,8 @@ def function_ast(fn):
 
 def build(fn, node, filename, extra_names=()):
     """Compiles the ``FunctionDef`` ``node`` as a replacement for ``fn``: same globals,
-    closure values, defaults and name."""
+    defaults, name and closure cells (shared, not copied: when the enclosing function
+    rebinds a variable, the replacement reads the new value, as ``fn`` does)."""
     code = fn.__code__
     freevars = list(code.co_freevars)
     cells = dict(zip(freevars, fn.__closure__ or ()))
@@ -716,16 +747,14 @@ def build(fn, node, filename, extra_names=()):
     compiled = compile(module, filename, "exec")
     namespace = {}
     exec(compiled, fn.__globals__, namespace)  # noqa: S102 - the user's own code, rewritten
-    values = []
-    for name in freevars:
-        try:
-            values.append(cells[name].cell_contents)
-        except ValueError:  # an empty cell: defined later in the enclosing function
-            raise Unconvertible(f"the closure variable {name!r} has no value yet") from None
-    new = namespace["__pf_factory"](runtime, *values,
-                                    *[None for _ in extra_names])
-    new.__defaults__ = fn.__defaults__
+    made = namespace["__pf_factory"](runtime, *[None] * (len(freevars) + len(extra_names)))
+    # the made function's cells for the runtime and extra names, fn's own for its variables
+    own = dict(zip(made.__code__.co_freevars, made.__closure__ or ()))
+    closure = tuple(cells.get(name, own.get(name)) for name in made.__code__.co_freevars)
+    new = types.FunctionType(made.__code__, fn.__globals__, made.__name__, fn.__defaults__,
+                             closure)
     new.__kwdefaults__ = fn.__kwdefaults__
+    new.__qualname__ = getattr(fn, "__qualname__", made.__qualname__)
     new.__wrapped_original__ = fn
     return new
 
@@ -748,6 +777,22 @@ def convert(fn):
         >>> pf.jit(fixed, full_graph=True)(pf.to_tensor([-1.0, -2.0])).numpy()
         array([1., 2.], dtype=float32)
     """
+    spec = getattr(fn, TRANSFORM_ATTR, None)
+    if spec is not None:  # pf.grad(f), pf.vmap(f), ...: convert f, make the transform again
+        inner, rebuild = spec
+        results, first_error = [], None
+        for g in inner:
+            try:
+                results.append(convert(g))
+            except Unconvertible as e:
+                first_error = first_error or e
+                results.append((g, 0))
+        count = sum(n for _, n in results)
+        if not count:
+            if first_error is not None:
+                raise first_error
+            return fn, 0
+        return rebuild(*[g for g, _ in results]), count
     node, filename, _ = function_ast(fn)
     converted = convert_ast(node)
     return build(fn, node, filename), converted

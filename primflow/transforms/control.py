@@ -46,6 +46,7 @@ from ..ops.manipulation import stack
 from ..ops.math import equal, where
 from .jit import JitTrace, JitTracer
 from ..ops.reduction import any as any_
+from ..ops.reduction import argmax
 from ..prims import move_axis, with_batch_front
 from .vmap import BatchTrace, BatchTracer
 
@@ -276,10 +277,11 @@ def apply_control(kind, params, operands):
     if kind == "cond":
         branches = params["branches"]
         index = _concrete(operands[0])
+        message = params.get("message")  # a staged check (see _finished_within)
         if index is None or index is _BATCHED:
             outs = [evaluate_bound(b, operands[1:]) for b in branches]
-            return _select(operands[0], outs)
-        return evaluate_bound(branches[_check_index(_as_int(index), len(branches))],
+            return _select(operands[0], outs, message)
+        return evaluate_bound(branches[_check_index(_as_int(index), len(branches), message)],
                               operands[1:])
     if kind == "while":
         k = params["n_carry"]
@@ -315,21 +317,26 @@ def _apply_staged(kind, params, operands, run):
         return results
     if kind == "cond":
         return _attach(results, operands, "cond", lambda cts: _cond_vjp(
-            params["branches"], operands, results, cts))
+            params["branches"], operands, results, cts, params.get("message")))
     return _attach(results, operands, "while_loop", _while_vjp_error)
 
 
-def _check_index(i, n):
+def _check_index(i, n, message=None):
+    """``i`` when it is a valid branch index; else an IndexError, or for a check staged as
+    a ``cond`` (``message`` given, see ``_finished_within``) a RuntimeError saying it."""
     if not 0 <= i < n:
+        if message is not None:
+            raise RuntimeError(message)
         raise IndexError(f"switch: the branch index is {i} but there are {n} branches "
                          f"(valid indices 0..{n - 1})")
     return i
 
 
-def _select(index, outs):
+def _select(index, outs, message=None):
     """Per-lane choice among branch results (all computed): a batched ``cond``."""
     if index.dtype is dtypes.bool_:
         return [where(index, b, a) for a, b in zip(outs[0], outs[1])]
+    index = _checked_lanes(index, len(outs), message)
     result = list(outs[0])
     for j in range(1, len(outs)):
         pick = equal(index, as_tensor(j, dtype=index.dtype))
@@ -337,9 +344,46 @@ def _select(index, outs):
     return result
 
 
+def _checked_lanes(index, n, message=None):
+    """A batched branch index whose lanes all lie in ``0..n-1``: the rule unbatched
+    ``switch`` follows, eagerly and compiled, holds per lane (JAX clamps instead; a silent
+    clamp, or branch 0, hides bugs). Concrete lanes are checked now; staged ones (pf.vmap
+    inside pf.jit) go through a ``cond`` on the first bad lane's index (0 when none) with
+    ``n`` identity branches, so the compiled program raises the same IndexError when it
+    runs, before the selection that reads its result."""
+    lanes = _lanes(index)
+    if lanes is not None:
+        values = get_backend().to_numpy(lanes).reshape(-1)
+        bad = ((values < 0) | (values >= n)).nonzero()[0]
+        if len(bad):
+            k = int(bad[0])
+            if message is not None:
+                raise RuntimeError(message)
+            raise IndexError(f"switch: the branch index is {int(values[k])} in vmap lane {k} "
+                             f"but there are {n} branches (valid indices 0..{n - 1})")
+        return index
+    return _with_payload(index, lambda lanes_value: _staged_index_check(lanes_value, n,
+                                                                         message))
+
+
+def _with_payload(t, fn):
+    """``t`` with the array under its vmap levels replaced by ``fn(array)``."""
+    if isinstance(t, BatchTracer):
+        return BatchTracer(t._trace, _with_payload(t.val, fn), t.bdim)
+    return fn(t)
+
+
+def _staged_index_check(lanes_value, n, message):
+    flat = lanes_value.reshape([-1])
+    bad = (flat < 0) | (flat >= n)
+    first_bad = (flat * bad.astype(flat.dtype))[argmax(bad)]  # 0 when every lane is valid
+    return _branch(first_bad, [lambda v: v] * n, (lanes_value,), "pf.switch",
+                   [f"branch {i}'s result" for i in range(n)], message)
+
+
 # ---- reverse-mode rules of staged operations ---------------------------------------------
 
-def _cond_vjp(branches, operands, results, cts):
+def _cond_vjp(branches, operands, results, cts, message=None):
     index, ops = operands[0], operands[1:]
     cts = [zeros_like(r) if c is None else c for r, c in zip(results, cts)]
     floats = _float_positions(ops)
@@ -350,7 +394,8 @@ def _cond_vjp(branches, operands, results, cts):
             return _region_vjp(branch, vals, floats, gs)
         return run
 
-    grads = switch(index, [branch_vjp(b) for b in branches], *ops, *cts)
+    grads = _branch(index, [branch_vjp(b) for b in branches], (*ops, *cts), "pf.switch",
+                    [f"branch {i}'s vjp" for i in range(len(branches))], message)
     full = [None] * len(operands)
     for i, g in zip(floats, grads):
         full[1 + i] = g
@@ -766,7 +811,9 @@ def switch(index, branches, *operands):
     """``branches[index](*operands)`` (JAX ``lax.switch``); ``index`` an integer scalar.
 
     An index outside ``0..len(branches)-1`` raises ``IndexError`` (JAX clamps it; a silent
-    clamp hides bugs).
+    clamp hides bugs): eagerly; under ``pf.jit``, where the index is traced, when the
+    compiled program runs; under ``pf.vmap`` when any lane's index is out of range (naming
+    the lane when the lanes are concrete).
 
     Example:
         >>> import primflow as pf
@@ -783,12 +830,15 @@ def switch(index, branches, *operands):
                    [f"branch {i}'s result" for i in range(len(branches))])
 
 
-def _branch(index, branches, operands, what, names):
+def _branch(index, branches, operands, what, names, message=None):
+    """``branches[index](*operands)``, concrete, staged as a ``cond`` or batched;
+    ``message``: this is a check, which raises a RuntimeError saying it when ``index`` is
+    out of range (``_check_index``)."""
     value = _concrete(index)
     if value is not None and value is not _BATCHED:
         i = _as_int(value) if index.dtype is not dtypes.bool_ else int(bool(
             _first(value)))
-        return branches[_check_index(i, len(branches))](*operands)
+        return branches[_check_index(i, len(branches), message)](*operands)
     op_leaves, op_tree = _leaves(operands)
     if value is None and not _foreign(op_leaves):
         avals = [Aval(x._shape, x.dtype) for x in op_leaves]
@@ -805,8 +855,10 @@ def _branch(index, branches, operands, what, names):
         regions, captures = _unify(traced, len(op_leaves))
         if not _foreign(captures):
             idx = index.astype("int32") if index.dtype is not dtypes.int32 else index
-            outs = apply_control("cond", {"branches": tuple(regions)},
-                                 [idx] + op_leaves + captures)
+            params = {"branches": tuple(regions)}
+            if message is not None:
+                params["message"] = message
+            outs = apply_control("cond", params, [idx] + op_leaves + captures)
             return tree_unflatten(trees[0], outs)
     # batched predicate (or staged values mixed with other transforms): run every branch
     # and select
@@ -817,7 +869,7 @@ def _branch(index, branches, operands, what, names):
     for j in range(1, len(branches)):
         _check_same(what, results[0][1], results[0][0], names[0], results[j][1],
                     results[j][0], names[j])
-    return tree_unflatten(results[0][1], _select(index, [r[0] for r in results]))
+    return tree_unflatten(results[0][1], _select(index, [r[0] for r in results], message))
 
 
 class _AvalView:
@@ -836,7 +888,10 @@ def while_loop(cond_fun, body_fun, init_val, max_steps=None):
     ``grad`` works); under ``pf.jit`` it is one ``while`` operation, forward-mode
     differentiable only. ``max_steps=n`` makes it a bounded loop (a ``scan`` of ``n``
     masked steps that stop changing the value once ``cond_fun`` is false), which is
-    reverse-differentiable everywhere.
+    reverse-differentiable everywhere. If ``cond_fun`` is still true after ``n`` steps (on
+    any vmap lane), the loop raises a ``RuntimeError`` instead of returning the ``n``-step
+    value: at once when the condition is concrete, and under ``pf.jit`` when the compiled
+    program runs.
 
     Example:
         >>> import primflow as pf
@@ -860,7 +915,9 @@ def while_loop(cond_fun, body_fun, init_val, max_steps=None):
         return leaves
 
     if max_steps is not None:
-        return _bounded_while(cond_flat, body_flat, init_leaves, init_tree, int(max_steps))
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 0:
+            raise ValueError(f"pf.while_loop: max_steps must be an int >= 0, got {max_steps!r}")
+        return _bounded_while(cond_flat, body_flat, init_leaves, init_tree, max_steps)
     if staging_trace() is not None:
         avals = [Aval(x._shape, x.dtype) for x in init_leaves]
         cfn, ccaps, _ = _trace_region(cond_flat, avals, "cond")
@@ -881,7 +938,62 @@ def _bounded_while(cond_flat, body_flat, init_leaves, init_tree, max_steps):
         return [where(active, b, a) for a, b in zip(carry, new)], None
 
     out, _ = scan(step, list(init_leaves), None, length=max_steps)
-    return tree_unflatten(init_tree, out)
+    return tree_unflatten(init_tree, _finished_within(cond_flat, out, max_steps))
+
+
+def _finished_within(cond_flat, carry, max_steps):
+    """``carry`` after a bounded loop, once its condition is false on it; while it is still
+    true ``max_steps`` was too few and the value is not the loop's result: a concrete
+    condition (eager, vmap lanes, jvp, grad) raises now; a staged one (pf.jit) sends the
+    carry through a ``cond`` with one identity branch whose index is 1 while any lane is
+    still running, so the compiled program raises the same error when it runs."""
+    message = (f"pf.while_loop: the loop condition is still true after max_steps={max_steps} "
+               f"steps, so the value reached is not the loop result; raise max_steps to the "
+               f"number of steps the loop needs (or check that its condition becomes false)")
+    still = cond_flat(carry)
+    lanes = _lanes(still)
+    if lanes is not None:
+        if get_backend().to_numpy(lanes).any():
+            raise RuntimeError(message)
+        return carry
+    while isinstance(still, BatchTracer):  # every lane's flag, under vmap inside jit
+        still = still.val
+    index = any_(still).astype("int32")
+    payloads = []
+    for c in carry:
+        _collect_payloads(c, payloads)
+    checked = iter(_branch(index, [lambda *v: list(v)], payloads, "pf.while_loop",
+                           ["the carry"], message))
+    return [_replace_payloads(c, checked) for c in carry]
+
+
+def _collect_payloads(t, out):
+    """Appends the staged values under ``t``'s vmap/jvp/jet levels to ``out``."""
+    if isinstance(t, BatchTracer):
+        _collect_payloads(t.val, out)
+    elif isinstance(t, JVPTracer):
+        _collect_payloads(t.primal, out)
+        if t.tangent is not None:
+            _collect_payloads(t.tangent, out)
+    elif type(t) is TaylorTracer:
+        for s in t.series:
+            _collect_payloads(s, out)
+    else:
+        out.append(t)
+
+
+def _replace_payloads(t, new):
+    """``t`` rebuilt on the next values of the iterator ``new`` (``_collect_payloads``
+    order)."""
+    if isinstance(t, BatchTracer):
+        return BatchTracer(t._trace, _replace_payloads(t.val, new), t.bdim)
+    if isinstance(t, JVPTracer):
+        primal = _replace_payloads(t.primal, new)
+        tangent = None if t.tangent is None else _replace_payloads(t.tangent, new)
+        return JVPTracer(t._trace, primal, tangent)
+    if type(t) is TaylorTracer:
+        return TaylorTracer(t._trace, [_replace_payloads(s, new) for s in t.series])
+    return next(new)
 
 
 def fori_loop(lower, upper, body_fun, init_val):
@@ -890,13 +1002,21 @@ def fori_loop(lower, upper, body_fun, init_val):
 
     With Python-int (or concrete) bounds the trip count is static: under ``pf.jit`` it is a
     ``scan``, reverse-differentiable. Bounds staged by ``pf.jit`` make it a ``while_loop``
-    (forward mode only).
+    (forward mode only). Bounds must be integers: a float (``2.5``, or ``3.0``) raises a
+    ``TypeError`` rather than being truncated.
 
     Example:
         >>> import primflow as pf
         >>> float(pf.fori_loop(0, 4, lambda i, v: v + i, pf.to_tensor(0, dtype="int64")))
         6.0
     """
+    for name, bound in (("lower", lower), ("upper", upper)):
+        dtype = as_tensor(bound).dtype
+        if dtype.is_floating or dtype is dtypes.bool_:
+            raise TypeError(f"pf.fori_loop: {name} must be an integer (a Python int or an "
+                            f"integer tensor), got {bound!r} ({dtype.name}); a loop runs a "
+                            f"whole number of steps: round it explicitly (int(...)) if that "
+                            f"is what you mean")
     lo, hi = _concrete(as_tensor(lower)), _concrete(as_tensor(upper))
     if lo is not None and lo is not _BATCHED and hi is not None and hi is not _BATCHED:
         lo, hi = _as_int(lo), _as_int(hi)

@@ -8,8 +8,10 @@ from __future__ import annotations
 import functools
 
 from ..autodiff.forward import jvp
-from ..autodiff.functional import check_argnums, vjp
+from ..autodiff.functional import (check_argnums, check_input_dtypes, check_output_dtypes,
+                                   holomorphic_result, vjp)
 from ..core.pytree import replace_at, tree_flatten, tree_unflatten
+from ..core.trace import mark_transform
 from ..ops.helpers import as_tensor, exact_reshape
 from ..ops.creation import eye, zeros_like
 from .second_order import hessian_by_adjoints
@@ -30,9 +32,13 @@ def _assemble(blocks_per_out, out_tree, in_tree, argnums):
     return tree_unflatten(out_tree, per_out)
 
 
-def jacrev(f, argnums=0, has_aux=False):
+def jacrev(f, argnums=0, has_aux=False, holomorphic=False):
     """Jacobian by reverse mode: ``vmap`` of ``vjp`` over the output basis. Output dims
     come first: ``jacrev(f)(x).shape == f(x).shape + x.shape``.
+
+    Inputs and outputs must be real (JAX's rule: the Jacobian of a complex function is
+    ambiguous); ``holomorphic=True`` takes complex ones and gives the complex derivative
+    ``df_i/dz_j`` of a holomorphic function.
 
     Example:
         >>> import primflow as pf
@@ -49,7 +55,9 @@ def jacrev(f, argnums=0, has_aux=False):
             return f(*replace_at(args, nums, diff))
 
         diff_args = tuple(args[i] for i in nums)
+        check_input_dtypes("jacrev", diff_args, holomorphic, complex_allowed=False)
         out, vjp_fn, *aux = vjp(restricted, *diff_args, has_aux=has_aux)
+        check_output_dtypes("jacrev", out, holomorphic)
         out_leaves, out_tree = tree_flatten(out)
         in_leaves, in_tree = tree_flatten(diff_args)
         in_leaves = [as_tensor(x) for x in in_leaves]
@@ -65,14 +73,20 @@ def jacrev(f, argnums=0, has_aux=False):
             blocks_per_out.append([exact_reshape(r, o.shape + x.shape)
                                    for r, x in zip(rows, in_leaves)])
         result = _assemble(blocks_per_out, out_tree, in_tree, argnums)
+        if holomorphic:  # reverse mode gives conj(J) (PyTorch's convention)
+            result = holomorphic_result(result)
         return (result, aux[0]) if has_aux else result
 
-    return wrapped
+    return mark_transform(wrapped, (f,), lambda new: jacrev(new, argnums, has_aux, holomorphic))
 
 
-def jacfwd(f, argnums=0, has_aux=False):
+def jacfwd(f, argnums=0, has_aux=False, holomorphic=False):
     """Jacobian by forward mode: ``vmap`` of ``jvp`` over the input basis. Output dims
     come first, as for ``jacrev``.
+
+    Inputs must be real (JAX's rule; complex outputs are fine: the Jacobian of a map from
+    reals to complex numbers); ``holomorphic=True`` takes complex inputs and outputs and
+    gives the complex derivative of a holomorphic function.
 
     Example:
         >>> import primflow as pf
@@ -86,6 +100,7 @@ def jacfwd(f, argnums=0, has_aux=False):
         nums = check_argnums(argnums, len(args))
         in_leaves, in_tree = tree_flatten(tuple(args[i] for i in nums))
         in_leaves = [as_tensor(x) for x in in_leaves]
+        check_input_dtypes("jacfwd", in_leaves, holomorphic, complex_allowed=False)
         aux_box = []
 
         def restricted(*leaves):
@@ -106,6 +121,8 @@ def jacfwd(f, argnums=0, has_aux=False):
 
             cols = vmap(push, out_axes=-1)(_basis(x.size, x, x._shape))
             col_leaves, out_tree = tree_flatten(cols)
+            if holomorphic:
+                check_output_dtypes("jacfwd", col_leaves, holomorphic)
             columns_per_in.append([exact_reshape(c, c.shape[:-1] + x.shape)
                                    for c in col_leaves])
         blocks_per_out = [list(col) for col in zip(*columns_per_in)]
@@ -114,10 +131,10 @@ def jacfwd(f, argnums=0, has_aux=False):
             return result, aux_box[-1] if aux_box else None
         return result
 
-    return wrapped
+    return mark_transform(wrapped, (f,), lambda new: jacfwd(new, argnums, has_aux, holomorphic))
 
 
-def hessian(f, argnums=0, has_aux=False):
+def hessian(f, argnums=0, has_aux=False, holomorphic=False):
     """Hessian of a function, equal to ``jacfwd(jacrev(f))`` (forward over reverse), the
     output dims first. For a scalar output it is computed by second-order adjoints
     (transforms/second_order.py), which is cheaper: one forward Jacobian sweep instead of
@@ -139,12 +156,15 @@ def hessian(f, argnums=0, has_aux=False):
         array([[ 6.,  0.],
                [ 0., 12.]], dtype=float32)
     """
-    forward_over_reverse = jacfwd(jacrev(f, argnums, has_aux=has_aux), argnums,
-                                  has_aux=has_aux)
+    forward_over_reverse = jacfwd(jacrev(f, argnums, has_aux=has_aux, holomorphic=holomorphic),
+                                  argnums, has_aux=has_aux, holomorphic=holomorphic)
 
     @functools.wraps(f)
     def wrapped(*args):
-        result = hessian_by_adjoints(f, args, argnums, has_aux)
+        nums = check_argnums(argnums, len(args))
+        check_input_dtypes("hessian", [args[i] for i in nums], holomorphic,
+                           complex_allowed=False)
+        result = None if holomorphic else hessian_by_adjoints(f, args, argnums, has_aux)
         return forward_over_reverse(*args) if result is None else result
 
-    return wrapped
+    return mark_transform(wrapped, (f,), lambda new: hessian(new, argnums, has_aux, holomorphic))

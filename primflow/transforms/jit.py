@@ -10,7 +10,15 @@ run the compiled program.
 
 * Tensors ``f`` closes over (a layer's parameters, data) become extra program inputs read
   at every call, so updates to them are seen; constants created inside ``f`` are recorded
-  as ``full``/``iota`` operations and folded.
+  as ``full``/``iota`` operations and folded. What ``f`` computes from other values while
+  tracing is baked into the program, so each call first checks it still holds (guards,
+  a few identity checks): if a closure variable or a module global that ``f``'s own code
+  reads was rebound (a new tensor, another number), or a tensor whose value was read while
+  tracing (an op on constants only, ``float(w)``) was changed in place, ``f`` is traced
+  again. Results always match eager code; values that change on every call retrace on
+  every call (``RetraceWarning`` says which): pass those as arguments. Values reached
+  otherwise (attributes of objects, a helper's globals) are not checked: pass them as
+  arguments too if they change.
 * ``pf.grad``, ``backward``, ``pf.vmap``, ``pf.jvp`` inside ``f`` work as in eager code:
   their traces nest inside the jit trace and what they compute is recorded too.
 * Differentiating *through* a jitted function (its inputs or the parameters it reads
@@ -59,42 +67,69 @@ from __future__ import annotations
 import enum
 import functools
 import inspect
+import sys
+import types
 import warnings
+import weakref
 
 from ..backends import get_backend
 from ..core import dtypes
+from ..core.config import config
 from ..core import random as _random
 from ..core.primitive import Aval, PrimitiveError, record_custom
 from ..core.pytree import replace_at, tree_flatten, tree_unflatten
 from ..core.state import state
 from ..core.tensor import Tensor
-from ..core.trace import Trace, Tracer, new_trace, outside_update_error
+from ..core.trace import (TRANSFORM_ATTR, Trace, Tracer, TracerConversionError, new_trace,
+                          outside_update_error)
 from ..ir import IMPURE, Builder, evaluate_bound, normalize_params
 from ..ir.regions import all_ops
 
 __all__ = ["RETRACE_WARNING_THRESHOLD", "JitTrace", "JitTracer", "Jitted", "Lowered",
-           "RetraceWarning", "TracerConversionError", "jit", "to_static"]
+           "RetraceWarning", "TraceTooLongError", "TracerConversionError", "jit", "to_static"]
 
 # after this many traces of one jitted function, warn (once) that its signature keeps
 # changing; read at each trace, so it can be changed at run time
 RETRACE_WARNING_THRESHOLD = 8
 
 
-class TracerConversionError(TypeError):
-    """A concrete value was asked of a traced value inside ``pf.jit`` (with
-    ``full_graph=True``; otherwise the graph breaks there, see ``jit``).
+class TraceTooLongError(RuntimeError):
+    """Tracing a function recorded more than ``pf.config.jit_max_trace_ops`` operations:
+    most likely a Python loop whose condition is known while tracing never ends (it is
+    unrolled into the program one iteration at a time).
 
     Example:
         >>> import primflow as pf
-        >>> @pf.jit(full_graph=True)
-        ... def f(x):
-        ...     return x * 2 if float(x.sum()) > 0 else x
-        >>> try:
-        ...     f(pf.ones([2]))
-        ... except pf.TracerConversionError as e:
-        ...     print(type(e).__name__)
-        TracerConversionError
+        >>> def f(x):
+        ...     n = 0
+        ...     while n < 10:  # n is never increased
+        ...         x = x * 2.0
+        ...     return x
+        >>> with pf.config.override(jit_max_trace_ops=100):
+        ...     try:
+        ...         pf.jit(f).lower(pf.ones([2]))
+        ...     except pf.TraceTooLongError as e:
+        ...         print(type(e).__name__)
+        TraceTooLongError
     """
+
+
+def _too_long_message(fn_name):
+    from .ast_convert import _user_code  # noqa: PLC0415 - ast_convert imports this module
+
+    frame, where = sys._getframe(1), ""
+    while frame is not None:
+        code = frame.f_code
+        if _user_code(code.co_filename):
+            where = f", at {code.co_filename}:{frame.f_lineno} (in {code.co_name})"
+            break
+        frame = frame.f_back
+    return (f"pf.jit({fn_name}): tracing recorded more than {config.jit_max_trace_ops:,} "
+            f"operations{where}. A Python loop whose condition is known while tracing "
+            f"(`while n < 10` on a Python number) is unrolled into the program one iteration "
+            f"at a time, and this one does not seem to end. Make its condition depend on a "
+            f"tensor (it becomes one pf.while_loop operation), use pf.fori_loop or pf.scan, "
+            f"or, if the program really is this long, raise pf.config.jit_max_trace_ops")
 
 
 class RetraceWarning(UserWarning):
@@ -211,6 +246,17 @@ class JitTrace(Trace):
         self.finished = False
         self.fn_name = builder.fn.name
         self.arg_labels = {}  # id(input tracer) -> "argument 0 ('x')": refused in-place
+        # id(tensor) -> (weak reference, version) of concrete tensors read while tracing:
+        # what was computed from them is baked in, so a change in place retraces
+        self.reads = {}
+
+    def read_constants(self, tensors):
+        for t in tensors:
+            if isinstance(t, Tracer):
+                continue
+            known = self.reads.get(id(t))
+            if known is None or known[0]() is not t:
+                self.reads[id(t)] = (weakref.ref(t), t._version)
 
     @property
     def transform_name(self):  # errors name the function: "pf.jit(step)"
@@ -235,6 +281,8 @@ class JitTrace(Trace):
         return entry[1]
 
     def process_primitive(self, prim, args, params):
+        if len(self.builder.fn.ops) >= config.jit_max_trace_ops:
+            raise TraceTooLongError(_too_long_message(self.fn_name))
         params = normalize_params(params)
         ins = [self.lift(a) for a in args]
         try:
@@ -258,6 +306,7 @@ class _Entry:
         "capture_avals",
         "captures",
         "executable",
+        "guards",
         "impure",
         "n_args",
         "name",
@@ -266,6 +315,7 @@ class _Entry:
         "out_tree",
         "program",
         "random",
+        "reads",
         "reseed",
         "single",
         "traced",
@@ -371,6 +421,7 @@ class Jitted:
         self.traces = 0  # how many times f was traced (cache misses)
         self.hits = 0
         self._last_signature = None  # description of the last traced call (retrace warning)
+        self._stale_reason = None  # what made the last cached program stale (retrace warning)
         self._warned_retrace = False
         self._param_names = None
         # Python control flow on traced values (issue 16): the AST-converted function
@@ -501,6 +552,8 @@ class Jitted:
         self._warned_retrace = True
         changed = _signature_changes(previous, signature) if previous else []
         what = ("; ".join(changed) if changed else
+                f"the arguments' signature is unchanged, but {self._stale_reason} (pass "
+                f"values that change as arguments)" if self._stale_reason else
                 "the arguments' signature is unchanged: a tensor the function closes over "
                 "changed shape or dtype")
         warnings.warn(
@@ -547,12 +600,16 @@ class Jitted:
         self.clear_cache()
         return True
 
-    def _recover(self, error, args, kwargs):
+    def _recover(self, error, args, kwargs, run=True):
         """After a ``TracerConversionError`` while tracing: convert the function's control
         flow and trace again; if that fails too, break the graph (or raise under
-        ``full_graph``)."""
+        ``full_graph``). Runs the function on the arguments, unless ``run`` is False
+        (``lower``: trace only)."""
         if self._convert():
             try:
+                if not run:
+                    self._lookup(args, kwargs)
+                    return None
                 return self._call_compiled(args, kwargs)
             except TracerConversionError as e:
                 error = e
@@ -579,7 +636,7 @@ class Jitted:
                           f"split it ({e}): it runs eagerly. Reason: {error}",
                           GraphBreakWarning, stacklevel=3)
             self._broken = lambda a, kw: source(*a, **kw)
-        return self._broken(args, kwargs)
+        return self._broken(args, kwargs) if run else None
 
     def _call_compiled(self, args, kwargs):
         if not kwargs and not self.static_argnums:
@@ -597,7 +654,7 @@ class Jitted:
                 if self._extra_key is not None:
                     key += (self._extra_key(),)
                 entry = self._fast.get(key)
-                if entry is not None and _captures_fit(entry):
+                if entry is not None and _captures_fit(entry) and not _stale(entry):
                     self.hits += 1
                     return self._run(entry, list(args))
                 entry = self._lookup(args, kwargs)
@@ -626,7 +683,9 @@ class Jitted:
                 leaves[i] = Tensor(leaf)
         key = self._signature(leaves, treedef, static)
         entry = self._cache.get(key)
-        if entry is None or not _captures_fit(entry):
+        stale = None if entry is None else _stale(entry)
+        if entry is None or not _captures_fit(entry) or stale:
+            self._stale_reason = stale
             entry = self._trace(args, kwargs, static_pos, leaves, treedef)
             self._cache[key] = entry
             self._check_retraces(self._describe_call(leaves, treedef, static, key))
@@ -636,7 +695,11 @@ class Jitted:
 
     def lower(self, *args, **kwargs) -> Lowered:
         """Traces (or finds in the cache) the program for these arguments without running
-        it. ``jitted.lower(x).as_text()`` prints it."""
+        it. ``jitted.lower(x).as_text()`` prints it. A function with graph breaks is run
+        once (its eager pieces decide what the compiled ones get); one that can be neither
+        compiled nor split is described, not run. Tracing stops with a
+        ``TraceTooLongError`` after ``pf.config.jit_max_trace_ops`` operations (a Python
+        loop that never ends, unrolled while tracing)."""
         if not state.trace_stack:
             stager = _stager(args, kwargs)
             if stager is not None:  # distributed tensors: they stage their own program
@@ -645,8 +708,11 @@ class Jitted:
             try:
                 self._lookup(args, kwargs)
             except TracerConversionError as e:
-                self._recover(e, args, kwargs)
-        if self._broken is not None and hasattr(self._broken, "describe"):
+                self._recover(e, args, kwargs, run=False)
+        if self._broken is not None:
+            if not hasattr(self._broken, "describe"):
+                return _BrokenLowered("# the function can be neither compiled nor split: it "
+                                      "runs eagerly")
             return _BrokenLowered(self._broken.describe(args, kwargs))
         hits = self.hits
         entry = self._lookup(args, kwargs)
@@ -789,7 +855,8 @@ class Jitted:
                       any_requires_grad=any(requires),
                       single=out_tree.kind == "leaf" and len(outputs) == 1,
                       capture_avals=[(v.aval.shape, v.aval.dtype)
-                                     for v in fn.inputs[len(fn.inputs) - len(captures):]])
+                                     for v in fn.inputs[len(fn.inputs) - len(captures):]],
+                      guards=variable_guards(self.fun), reads=list(trace.reads.values()))
 
     # ---- running ---------------------------------------------------------------------------
     def _run(self, entry, tensors):
@@ -839,6 +906,70 @@ def _fresh_keys(entry):
 def _unflatten_outputs(entry, results):
     leaves = [results[s] if isinstance(s, int) else s[1] for s in entry.out_slots]
     return tree_unflatten(entry.out_tree, leaves)
+
+
+def variable_guards(fn):
+    """What a program traced from ``fn`` assumed about the variables ``fn`` reads:
+    ``(holder, name, value, description)`` for each closure cell (name None) and each
+    module global named in the user's own code (holder: the globals dict), following the
+    functions a transform wrapper calls (pf.grad(f): f's too) and a converted function's
+    original. Modules are left out (rebinding one is not something programs do)."""
+    from .ast_convert import RUNTIME, _user_code  # noqa: PLC0415 - ast_convert imports jit
+
+    guards, seen, stack = [], set(), [fn]
+    while stack:
+        f = stack.pop()
+        if f is None or id(f) in seen:
+            continue
+        seen.add(id(f))
+        spec = getattr(f, TRANSFORM_ATTR, None)
+        if spec is not None:
+            stack.extend(spec[0])
+        stack.append(getattr(f, "__wrapped_original__", None))
+        stack.append(getattr(f, "__pf_source__", None))
+        code = getattr(f, "__code__", None)
+        if code is None:
+            continue
+        owner = (getattr(f, "__qualname__", None) or code.co_name).rpartition("<locals>.")[2]
+        for name, cell in zip(code.co_freevars, getattr(f, "__closure__", None) or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # not assigned yet: nothing was read
+                continue
+            if name != RUNTIME and not isinstance(value, types.ModuleType):
+                guards.append((cell, None, value, f"the variable {name!r} that {owner} closes "
+                                                  f"over was rebound"))
+        if _user_code(code.co_filename):
+            names = f.__globals__
+            for name in code.co_names:
+                value = names.get(name, _MISSING)
+                if value is not _MISSING and not isinstance(value, types.ModuleType):
+                    guards.append((names, name, value, f"the global {name!r} was rebound"))
+    return guards
+
+
+_MISSING = object()
+_CONSTANT_TYPES = (int, float, complex, bool, str, bytes, type(None))
+
+
+def _stale(entry):
+    """What changed since ``entry`` was traced (a description), or None: a variable it
+    read was rebound to another object (a Python number to another value), or a tensor
+    read eagerly while tracing was changed in place."""
+    for holder, name, value, what in entry.guards:
+        try:
+            now = holder.cell_contents if name is None else holder[name]
+        except (ValueError, KeyError):
+            return what
+        if now is not value and not (type(now) is type(value) and type(now) in _CONSTANT_TYPES
+                                     and (now == value or now != now and value != value)):
+            return what
+    for ref, version in entry.reads:
+        t = ref()
+        if t is not None and t._version != version:
+            return (f"a tensor ({t.dtype.name}{list(t._shape)}) whose value the trace read was "
+                    f"changed in place")
+    return None
 
 
 def _captures_fit(entry):
@@ -1076,7 +1207,10 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), optimize=True, backe
             tensors, pytrees of them, NumPy arrays (made constant tensors) or immutable
             Python constants (returned as traced); other results raise a ``TypeError``.
             It must not update its tensor arguments in place (``x.add_``, ``x[i] = v``):
-            inputs are immutable, return new values instead.
+            inputs are immutable, return new values instead. Tensors it closes over are
+            read at every call; closure variables and module globals its code reads are
+            checked at every call, and rebinding one (``scale = 3.0``, ``w = new_tensor``)
+            traces it again, so results match eager code (JAX would keep the old value).
         static_argnums: positions of arguments whose *values* are part of the signature
             (configuration: ints, strings, tuples...; they must be hashable). Python
             scalars are always static: pass a number that changes on every call as a
@@ -1110,7 +1244,8 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), optimize=True, backe
     Warns:
         RetraceWarning: once, when the function has been traced
         ``RETRACE_WARNING_THRESHOLD`` (8) times, naming what changed between the last two
-        signatures (a Python scalar's value, a shape...).
+        signatures (a Python scalar's value, a shape...) or what made the last program
+        stale (a rebound closure variable or global, see the module docstring).
 
     Example:
         >>> import primflow as pf

@@ -13,7 +13,8 @@ import functools
 from ..core.primitive import Aval
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.tensor import Tensor
-from ..core.trace import Trace, Tracer, new_trace
+from ..core.trace import (Trace, Tracer, escaped_tracer_error, is_active, mark_transform,
+                          new_trace)
 from ..ops.helpers import as_tensor
 from ..prims import move_axis, with_batch_front
 
@@ -138,20 +139,29 @@ def vmap(f, in_axes=0, out_axes=0):
         results = [_unbatch(o, trace, ax, size) for o, ax in zip(out_leaves, o_axes)]
         return tree_unflatten(out_def, results)
 
-    return vmapped
+    return mark_transform(vmapped, (f,), lambda new: vmap(new, in_axes, out_axes))
 
 
 def _unbatch(out, trace, out_axis, size):
     """The output leaf with the mapped axis at ``out_axis`` (broadcast if f ignored it)."""
     batched = isinstance(out, BatchTracer) and out._trace is trace
+    if not batched and isinstance(out, Tracer) and not is_active(out._trace):
+        raise escaped_tracer_error(out)  # kept from an earlier transform, returned now
     if out_axis is None:
         if batched:
             raise ValueError("vmap: out_axes=None but the output depends on the mapped input")
         return out
+    if not isinstance(out_axis, int) or isinstance(out_axis, bool):
+        raise TypeError(f"vmap out_axes entries must be ints or None, got {out_axis!r}")
     if not batched:
         out = as_tensor(out)
         val, bdim = with_batch_front(out, None, size), 0
     else:
         val, bdim = out.val, out.bdim
     ndim = len(val._shape)
+    if not -ndim <= out_axis < ndim:
+        raise ValueError(f"vmap: out_axes {out_axis} is out of range for an output of shape "
+                         f"{list(val._shape[:bdim]) + list(val._shape[bdim + 1:])} per example "
+                         f"({ndim} dims with the mapped one); it must lie in [{-ndim}, "
+                         f"{ndim - 1}]")
     return move_axis(val, bdim, out_axis % ndim)
