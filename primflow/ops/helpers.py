@@ -5,6 +5,7 @@ promote dtypes (NumPy rules, Python scalars weak), broadcast shapes and normalis
 from __future__ import annotations
 
 import copy
+import operator
 
 from .. import prims
 from ..backends import register_cache
@@ -151,38 +152,90 @@ def float_operand(x) -> Tensor:
     return x if x.dtype.is_floating else cast(x, dtypes.default_float())
 
 
-def normalize_axis(axis, ndim, allow_none=True) -> tuple:
-    """Axis argument (None, int, list or tuple) to a sorted tuple of non-negative dims."""
+def int_arg(value, what, minimum=None) -> int:
+    """``value`` as a Python int for the argument ``what`` (a phrase such as ``"fft: n"``).
+
+    Ints, NumPy integers and one-element integer tensors pass; a float (even ``2.0``), a
+    bool or a string raises TypeError (as NumPy and PyTorch do for sizes: a silently
+    truncated ``2.5`` is a wrong shape), a value below ``minimum`` ValueError.
+
+    Example:
+        >>> from primflow.ops.helpers import int_arg
+        >>> int_arg(3, "n")
+        3
+        >>> int_arg(2.5, "fft: n")
+        Traceback (most recent call last):
+        ...
+        TypeError: fft: n must be an int, got 2.5 (float)
+    """
+    if isinstance(value, bool):  # an int subclass, but never meant as a size or an axis
+        raise TypeError(f"{what} must be an int, got {value!r} (bool)")
+    try:
+        out = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an int, got {value!r} "
+                        f"({type(value).__name__})") from None
+    if minimum is not None and out < minimum:
+        raise ValueError(f"{what} must be >= {minimum}, got {out}")
+    return out
+
+
+def int_list(value, what) -> list:
+    """An int or a sequence of ints (list, tuple, 1-d integer tensor...) as a list of
+    Python ints, each checked by ``int_arg``; the argument ``what`` is named in errors.
+
+    Example:
+        >>> from primflow.ops.helpers import int_list
+        >>> int_list(2, "axis"), int_list((0, -1), "axis")
+        ([2], [0, -1])
+    """
+    if type(value) is int:  # the common case, kept cheap (reductions call this)
+        return [value]
+    if isinstance(value, Tensor):
+        if not (value.dtype.is_integer and value.ndim <= 1):
+            raise TypeError(f"{what} must be ints, got a {value.dtype.name} tensor of shape "
+                            f"{value.shape}; use an int list or a 1-d integer tensor")
+        value = value.tolist()
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        if isinstance(value, bool) or not hasattr(value, "__index__"):
+            raise TypeError(f"{what} must be an int or a list/tuple of ints, got {value!r} "
+                            f"({type(value).__name__})")
+        return [int_arg(value, what)]
+    items = list(value)
+    for i, v in enumerate(items):
+        if type(v) is not int:
+            items[i] = int_arg(v, f"{what}[{i}]")
+    return items
+
+
+def normalize_axis(axis, ndim, allow_none=True, what="axis") -> tuple:
+    """Axis argument (None, int, list or tuple) to a sorted tuple of non-negative dims; a
+    non-int entry, an axis out of range or one named twice raises (naming ``what``)."""
     if axis is None:
         if not allow_none:
             raise ValueError("an axis is required")
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
     out = set()
-    for a in axes:
-        if not isinstance(a, int):
-            raise TypeError(f"axis entries must be ints, got {a!r}")
+    for a in int_list(axis, what):
         if not -max(ndim, 1) <= a < max(ndim, 1):
-            raise ValueError(f"axis {a} is out of range for a tensor with {ndim} dims")
-        out.add(a % ndim if ndim else 0)
+            raise ValueError(f"{what} {a} is out of range for a tensor with {ndim} dims")
+        a = a % ndim if ndim else 0
+        if a in out:
+            raise ValueError(f"{what} {axis!r} names dim {a} twice (a tensor with {ndim} dims); "
+                             f"give each dim once")
+        out.add(a)
     if ndim == 0:
         return ()
     return tuple(sorted(out))
 
 
-def shape_arg(shape) -> tuple:
-    """Shape argument (list, tuple, int or 1-d int tensor) to a tuple of ints."""
-    if isinstance(shape, Tensor):
-        shape = shape.tolist()
-    if isinstance(shape, int):
-        return (shape,)
-    try:
-        out = tuple(int(s) for s in shape)
-    except TypeError:
-        raise TypeError(f"shape must be a list or tuple of ints, got {shape!r}") from None
+def shape_arg(shape, what="shape") -> tuple:
+    """Shape argument (list, tuple, int or 1-d int tensor) to a tuple of ints >= 0; a
+    float, bool or negative entry raises, naming ``what``."""
+    out = tuple(int_list(shape, what))
     for s in out:
         if s < 0:
-            raise ValueError(f"shape entries must be >= 0, got {list(out)}")
+            raise ValueError(f"{what} entries must be >= 0, got {list(out)}")
     return out
 
 
