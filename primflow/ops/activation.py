@@ -201,13 +201,20 @@ def _shifted(x, axes):
 def softmax(x, axis=-1, dtype=None) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``axis``, shifted by the maximum for stability.
 
+    ``-inf`` entries (masks) get probability exactly 0 and gradient 0; a row that is all
+    ``-inf`` gives nan, as in PyTorch and JAX (there is no distribution to normalise). An
+    empty input gives an empty result.
+
     Example:
         >>> import primflow as pf
         >>> pf.nn.functional.softmax(pf.to_tensor([0.0, 0.0])).numpy()
         array([0.5, 0.5], dtype=float32)
     """
     x = float_operand(x) if dtype is None else cast(as_tensor(x), dtype)
-    return _fused.call("softmax", _softmax, (x,), axes=normalize_axis(axis, x.ndim))
+    axes = normalize_axis(axis, x.ndim)
+    if not x.size:  # nothing to normalise (PyTorch returns the empty tensor)
+        return prims.reshape(x, shape=tuple(x._shape))
+    return _fused.call("softmax", _softmax, (x,), axes=axes)
 
 
 def _softmax(x, *, axes):
@@ -218,13 +225,19 @@ def _softmax(x, *, axes):
 def log_softmax(x, axis=-1, dtype=None) -> Tensor:
     """``x - logsumexp(x)`` along ``axis``, computed stably.
 
+    ``-inf`` entries (masks) stay ``-inf`` with gradient 0; a row that is all ``-inf``
+    gives nan, as in PyTorch and JAX. An empty input gives an empty result.
+
     Example:
         >>> import primflow as pf
         >>> pf.nn.functional.log_softmax(pf.to_tensor([0.0, 0.0])).numpy().round(4)
         array([-0.6931, -0.6931], dtype=float32)
     """
     x = float_operand(x) if dtype is None else cast(as_tensor(x), dtype)
-    return _fused.call("log_softmax", _log_softmax, (x,), axes=normalize_axis(axis, x.ndim))
+    axes = normalize_axis(axis, x.ndim)
+    if not x.size:
+        return prims.reshape(x, shape=tuple(x._shape))
+    return _fused.call("log_softmax", _log_softmax, (x,), axes=axes)
 
 
 def _log_softmax(x, *, axes):

@@ -8,6 +8,7 @@ import math as _math
 
 from .. import prims
 from ..core import dtypes
+from ..core.primitive import PrimitiveError
 from ..core.tensor import Tensor
 from .helpers import (as_tensor, binary_operands, broadcast_shapes, broadcast_to, cast,
                        float_operand, full)
@@ -63,7 +64,9 @@ def divide(x, y) -> Tensor:
 
 
 def floor_divide(x, y) -> Tensor:
-    """``floor(x / y)`` (not differentiable).
+    """``floor(x / y)`` (not differentiable). Integers divide exactly (no float rounding)
+    and a zero integer divisor raises ZeroDivisionError, as in PyTorch (an integer has no
+    inf or nan to give); floats give inf/nan as in NumPy.
 
     Example:
         >>> import primflow as pf
@@ -73,12 +76,12 @@ def floor_divide(x, y) -> Tensor:
     x, y = binary_operands(x, y)
     if x.dtype.is_floating:
         return prims.floor(prims.div(x, y))
-    f = dtypes.float64
-    return cast(prims.floor(prims.div(cast(x, f), cast(y, f))), x.dtype)
+    return _integer_division(x, y, "floor_divide")
 
 
 def remainder(x, y) -> Tensor:
-    """``x - floor(x / y) * y`` (sign of y, as NumPy's ``mod``).
+    """``x - floor(x / y) * y`` (sign of y, as NumPy's ``mod``). A zero integer divisor
+    raises ZeroDivisionError, as ``floor_divide``.
 
     Example:
         >>> import primflow as pf
@@ -86,8 +89,22 @@ def remainder(x, y) -> Tensor:
         array([1., 2.], dtype=float32)
     """
     x, y = binary_operands(x, y)
-    return prims.sub(x, prims.mul(floor_divide(x, y), y))
+    if x.dtype.is_floating:
+        return prims.sub(x, prims.mul(floor_divide(x, y), y))
+    return prims.sub(x, prims.mul(_integer_division(x, y, "remainder"), y))
 
+
+def _integer_division(x, y, name):
+    """``x // y`` of integer (or bool) tensors by the div primitive's integer kind; the
+    kernel's ZeroDivisionError (also raised by compiled code) is re-raised naming ``name``."""
+    if x.dtype.is_bool:
+        x, y = cast(x, dtypes.int64), cast(y, dtypes.int64)
+    try:
+        return prims.div(x, y)
+    except PrimitiveError as e:
+        if isinstance(e.__cause__, ZeroDivisionError):
+            raise ZeroDivisionError(f"{name}: {e.__cause__}") from None
+        raise
 
 
 def pow(x, y) -> Tensor:  # noqa: A001 - public name
