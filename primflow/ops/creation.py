@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math as _math
+import numbers
 
 from .. import prims
 from ..backends import backend_for_device, get_backend
 from ..core import dtypes
 from ..core.random import next_key
 from ..core.tensor import Tensor
-from .helpers import as_tensor, binary_operands, cast, shape_arg
+from ..core.trace import Tracer
+from .helpers import as_tensor, binary_operands, cast, int_arg, shape_arg
 
 
 def _float_dtype(dtype):
@@ -56,10 +58,31 @@ def full(shape, fill_value, dtype=None) -> Tensor:
         >>> pf.full([2], 3.0).numpy()
         array([3., 3.], dtype=float32)
     """
+    _check_number(fill_value, "full: fill_value")
     if dtype is None:
         dtype = dtypes.dtype_of_python(fill_value) if isinstance(
             fill_value, (bool, int, float)) else dtypes.default_float()
     return prims.full(shape=shape_arg(shape), value=fill_value, dtype=dtypes.as_dtype(dtype))
+
+
+def _check_number(value, what):
+    """TypeError unless ``value`` is a number (Python, NumPy scalar or one-element tensor)."""
+    if isinstance(value, (numbers.Number, Tensor)) or getattr(value, "shape", None) == ():
+        return
+    raise TypeError(f"{what} must be a number, got {value!r} ({type(value).__name__})")
+
+
+def _real_arg(value, what) -> float:
+    """A finite real Python number for the argument ``what`` (random and range bounds;
+    a one-element real tensor gives its value)."""
+    if isinstance(value, Tensor) and value.size == 1 and not value.dtype.is_complex:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a real number, got {value!r} "
+                        f"({type(value).__name__})")
+    if not _math.isfinite(value):
+        raise ValueError(f"{what} must be finite, got {value}")
+    return value
 
 
 def zeros(shape, dtype=None) -> Tensor:
@@ -133,6 +156,7 @@ def full_like(x, fill_value, dtype=None) -> Tensor:
         >>> pf.full_like(pf.zeros([2]), 7.0).numpy()
         array([7., 7.], dtype=float32)
     """
+    _check_number(fill_value, "full_like: fill_value")
     return _like(x, fill_value, dtype)
 
 
@@ -146,7 +170,8 @@ def arange(start=0, end=None, step=1, dtype=None) -> Tensor:
     """
     if end is None:
         start, end = 0, start
-    if step == 0:
+    start, end = _real_arg(start, "arange: start"), _real_arg(end, "arange: end")
+    if _real_arg(step, "arange: step") == 0:
         raise ValueError("arange: step must not be zero")
     if dtype is None:
         is_int = all(isinstance(v, int) for v in (start, end, step))
@@ -170,9 +195,8 @@ def linspace(start, stop, num, dtype=None) -> Tensor:
         array([0. , 0.5, 1. ], dtype=float32)
     """
     dtype = _float_dtype(dtype)
-    num = int(num)
-    if num < 1:
-        raise ValueError(f"linspace: num must be >= 1, got {num}")
+    num = int_arg(num, "linspace: num", minimum=1)
+    start, stop = _real_arg(start, "linspace: start"), _real_arg(stop, "linspace: stop")
     f64 = dtypes.float64
     idx = prims.iota(shape=(num,), dtype=f64, dimension=0)
     step = (stop - start) / (num - 1) if num > 1 else 0.0
@@ -194,7 +218,8 @@ def eye(num_rows, num_columns=None, dtype=None) -> Tensor:
                [0., 1.]], dtype=float32)
     """
     num_columns = num_rows if num_columns is None else num_columns
-    shape = (int(num_rows), int(num_columns))
+    shape = (int_arg(num_rows, "eye: num_rows", minimum=0),
+             int_arg(num_columns, "eye: num_columns", minimum=0))
     rows = prims.iota(shape=shape, dtype=dtypes.int64, dimension=0)
     cols = prims.iota(shape=shape, dtype=dtypes.int64, dimension=1)
     return cast(prims.eq(rows, cols), _float_dtype(dtype))
@@ -209,8 +234,8 @@ def rand(shape, dtype=None) -> Tensor:
         >>> a.shape, bool(((a >= 0) & (a < 1)).all())
         ([2, 3], True)
     """
-    return prims.random_uniform(shape=shape_arg(shape), dtype=_float_dtype(dtype),
-                                key=next_key())
+    return prims.random_uniform(shape=shape_arg(shape, "rand: shape"),
+                                dtype=_float_dtype(dtype), key=next_key())
 
 
 def randn(shape, dtype=None) -> Tensor:
@@ -222,12 +247,13 @@ def randn(shape, dtype=None) -> Tensor:
         >>> abs(float(a.mean())) < 0.2, abs(float(a.std()) - 1.0) < 0.1
         (True, True)
     """
-    return prims.random_normal(shape=shape_arg(shape), dtype=_float_dtype(dtype),
-                               key=next_key())
+    return prims.random_normal(shape=shape_arg(shape, "randn: shape"),
+                               dtype=_float_dtype(dtype), key=next_key())
 
 
 def uniform(shape, dtype=None, min=-1.0, max=1.0, seed=0) -> Tensor:  # noqa: A002
-    """Uniform draws in [min, max) (Paddle's argument order).
+    """Uniform draws in [min, max) (Paddle's argument order); ``min > max`` raises, as in
+    PyTorch.
 
     Example:
         >>> import primflow as pf
@@ -236,6 +262,9 @@ def uniform(shape, dtype=None, min=-1.0, max=1.0, seed=0) -> Tensor:  # noqa: A0
         True
     """
     del seed
+    lo, hi = _real_arg(min, "uniform: min"), _real_arg(max, "uniform: max")
+    if lo > hi:
+        raise ValueError(f"uniform: min ({lo}) must be <= max ({hi})")
     u = rand(shape, dtype)
     lo = prims.full(shape=tuple(u._shape), value=min, dtype=u.dtype)
     width = prims.full(shape=tuple(u._shape), value=max - min, dtype=u.dtype)
@@ -243,7 +272,8 @@ def uniform(shape, dtype=None, min=-1.0, max=1.0, seed=0) -> Tensor:  # noqa: A0
 
 
 def normal(mean=0.0, std=1.0, shape=None, dtype=None) -> Tensor:
-    """Normal draws with the given mean and std (Paddle's ``paddle.normal``).
+    """Normal draws with the given mean and std (Paddle's ``paddle.normal``); a negative
+    (or nan) std raises, as in PyTorch.
 
     Example:
         >>> import primflow as pf
@@ -252,8 +282,17 @@ def normal(mean=0.0, std=1.0, shape=None, dtype=None) -> Tensor:
     """
     if isinstance(mean, Tensor) or isinstance(std, Tensor):  # Paddle: shape from the tensors
         m, s = binary_operands(mean, std)
+        if not isinstance(s, Tracer) and s.size and not bool(
+                prims.reduce_min(prims.ge(s, prims.full(shape=tuple(s._shape), value=0,
+                                                         dtype=s.dtype)),
+                                 axes=tuple(range(s.ndim)))):
+            raise ValueError(f"normal: std must be >= 0 everywhere, got a tensor with "
+                             f"negative or nan entries (shape {s.shape})")
         z = randn(m._shape, m.dtype if m.dtype.is_floating else dtype)
         return prims.add(prims.mul(*binary_operands(z, s)), cast(m, z.dtype))
+    if not _real_arg(std, "normal: std") >= 0:
+        raise ValueError(f"normal: std must be >= 0, got {std}")
+    _real_arg(mean, "normal: mean")
     if shape is None:
         shape = [1]
     z = randn(shape, dtype)
@@ -262,7 +301,7 @@ def normal(mean=0.0, std=1.0, shape=None, dtype=None) -> Tensor:
 
 
 def randint(low=0, high=None, shape=(1,), dtype="int64") -> Tensor:
-    """Integers uniform in [low, high).
+    """Integers uniform in [low, high) (``low < high``, both ints; an integer ``dtype``).
 
     Example:
         >>> import primflow as pf
@@ -272,6 +311,12 @@ def randint(low=0, high=None, shape=(1,), dtype="int64") -> Tensor:
     """
     if high is None:
         low, high = 0, low
+    low, high = int_arg(low, "randint: low"), int_arg(high, "randint: high")
+    if low >= high:
+        raise ValueError(f"randint: low ({low}) must be < high ({high}): the range "
+                         f"[low, high) is empty")
+    if not dtypes.as_dtype(dtype).is_integer:
+        raise TypeError(f"randint: dtype must be an integer dtype, got {dtype!r}")
     u = rand(shape, "float64")
     scaled = prims.floor(prims.add(
         prims.mul(u, prims.full(shape=tuple(u._shape), value=float(high - low),
@@ -288,6 +333,7 @@ def randperm(n, dtype="int64") -> Tensor:
         >>> sorted(pf.randperm(5).tolist())
         [0, 1, 2, 3, 4]
     """
+    n = int_arg(n, "randperm: n", minimum=0)
     u = rand([n], "float64")
     # rank of each draw = number of draws smaller than it (O(n^2), fine for small n)
     col = prims.broadcast_in_dim(u, shape=(n, n), broadcast_dimensions=(0,))
