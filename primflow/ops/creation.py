@@ -11,7 +11,7 @@ from ..core import dtypes
 from ..core.random import next_key
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
-from .helpers import as_tensor, binary_operands, cast, int_arg, shape_arg
+from .helpers import as_tensor, binary_operands, cast, int_arg, new_tensor, shape_arg
 
 
 def _float_dtype(dtype):
@@ -37,10 +37,10 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
         # devices (issue 17): made as usual (dtype inference), then copied to the device
         from .tensor_methods import to_device  # noqa: PLC0415 - it imports this module
 
-        out = to_device(Tensor(data, dtype=dtype), place)
+        out = to_device(new_tensor(data, dtype, "to_tensor"), place)
         out.stop_gradient = bool(stop_gradient)
         return out
-    out = Tensor(data, dtype=dtype)
+    out = new_tensor(data, dtype, "to_tensor")
     if not isinstance(data, (list, tuple, int, float, bool)):
         # arrays may share memory with the caller's: copy, so later writes to them don't
         # change the tensor (convert_element_type always returns a new array)

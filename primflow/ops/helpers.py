@@ -5,6 +5,7 @@ promote dtypes (NumPy rules, Python scalars weak), broadcast shapes and normalis
 from __future__ import annotations
 
 import copy
+import numbers
 import operator
 
 from .. import prims
@@ -23,7 +24,81 @@ def as_tensor(x, dtype=None) -> Tensor:
             if x.dtype is not d:
                 return prims.convert_element_type(x, dtype=d)
         return x
-    return Tensor(x, dtype=dtype)
+    return new_tensor(x, dtype)
+
+
+def new_tensor(data, dtype=None, op=None) -> Tensor:
+    """``Tensor(data, dtype)``; where that fails on Python data (nested lists of unequal
+    lengths, an integer too large for the dtype, nan for an integer dtype, a string...),
+    the error names the entry at fault (and the public op ``op``) instead of NumPy's words.
+
+    Example:
+        >>> from primflow.ops.helpers import new_tensor
+        >>> new_tensor([[1, 2], [3]], op="to_tensor")
+        Traceback (most recent call last):
+        ...
+        ValueError: to_tensor: data is ragged: data[1] has length 1 but data[0] has 2; nested lists must be rectangular
+    """
+    try:
+        return Tensor(data, dtype=dtype)
+    except (OverflowError, ValueError, TypeError) as e:
+        problem = _bad_python_data(data, dtype)
+        if problem is None:
+            raise
+        error_type, message = problem
+        raise error_type(message if op is None else f"{op}: {message}") from e
+
+
+def _bad_python_data(data, dtype):
+    """``(error type, message)`` for what makes nested Python data unfit for a tensor of
+    ``dtype`` (None when nothing is found: arrays and other objects are not inspected)."""
+    leaves, lists, numbers_at = [], {}, {}  # depth -> (length, path) / path of a number
+
+    def walk(value, path, depth):
+        if isinstance(value, (list, tuple)):
+            seen = lists.setdefault(depth, (len(value), path))
+            if depth in numbers_at or seen[0] != len(value):
+                other = (f"data{numbers_at[depth]} is a number" if depth in numbers_at
+                         else f"data{seen[1]} has {seen[0]}")
+                return (ValueError, f"data is ragged: data{path} has length {len(value)} "
+                                    f"but {other}; nested lists must be rectangular")
+            for i, v in enumerate(value):
+                found = walk(v, f"{path}[{i}]", depth + 1)
+                if found:
+                    return found
+            return None
+        if depth in lists:
+            return (ValueError, f"data is ragged: data{path} is a number but data"
+                                f"{lists[depth][1]} is a list of {lists[depth][0]}; nested "
+                                f"lists must be rectangular")
+        numbers_at.setdefault(depth, path)
+        leaves.append((path, value))
+        return None
+
+    found = walk(data, "", 0)
+    if found:
+        return found
+    for path, v in leaves:
+        if not (isinstance(v, numbers.Number) or hasattr(v, "__array__")):
+            return (TypeError, f"data{path} is {v!r} ({type(v).__name__}); tensors hold "
+                               f"numbers (bool, int, float, complex)")
+    target = dtypes.int64 if dtype is None else dtypes.as_dtype(dtype)
+    if not target.is_integer:
+        return None
+    bits = 8 * target.itemsize
+    lo, hi = (0, 2 ** bits - 1) if target.name.startswith("uint") else (
+        -(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    for path, v in leaves:
+        if not isinstance(v, numbers.Real) or (dtype is None and not isinstance(
+                v, numbers.Integral)):
+            continue  # (no dtype given: floats make a float tensor)
+        if v != v or v in (float("inf"), float("-inf")):
+            return (ValueError, f"data{path} = {v} cannot be held by an integer dtype "
+                                f"({target.name}); use a float dtype")
+        if not lo <= v <= hi:
+            return (OverflowError, f"data{path} = {v} is outside the range of {target.name} "
+                                   f"[{lo}, {hi}]; use a float dtype or smaller values")
+    return None
 
 
 def alias(x: Tensor) -> Tensor:
