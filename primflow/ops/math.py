@@ -5,6 +5,7 @@ composites (tan, sinh, cosh, square, ...) written only in primitives.
 from __future__ import annotations
 
 import math as _math
+import warnings
 
 from .. import prims
 from ..core import dtypes
@@ -506,16 +507,44 @@ def isinf(x) -> Tensor:
     return prims.eq(prims.abs(x), full(x._shape, float("inf"), x.dtype))
 
 
+class ComplexWarning(RuntimeWarning):
+    """Casting a complex tensor to a real dtype keeps only the real part (NumPy's
+    ``ComplexWarning``; take ``pf.real(x)`` first to say that is meant).
+
+    Example:
+        >>> import warnings, primflow as pf
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     pf.to_tensor([1 + 2j]).astype("float32").numpy()
+        array([1.], dtype=float32)
+        >>> caught[0].category.__name__
+        'ComplexWarning'
+    """
+
+
+def warn_if_discarding_imaginary(x, dtype, name, stacklevel=3):
+    """``ComplexWarning`` when the public cast ``name`` turns complex ``x`` into the real
+    ``dtype`` (internal casts, such as a gradient rule's, take the real part on purpose)."""
+    if x.dtype.is_complex and not dtype.is_complex:
+        warnings.warn(f"{name}: casting a complex tensor ({x.dtype.name}{x.shape}) to "
+                      f"{dtype.name} discards the imaginary part; use pf.real(x) (or "
+                      f"pf.abs(x)) to say which real value you want", ComplexWarning,
+                      stacklevel=stacklevel)
+
+
 def astype(x, dtype) -> Tensor:
     """``x`` converted to ``dtype``; a new tensor even when the dtype is the same (the
-    aliasing rule of ops/manipulation.py).
+    aliasing rule of ops/manipulation.py). Complex to real keeps the real part and warns
+    (``ComplexWarning``), as NumPy and PyTorch do.
 
     Example:
         >>> import primflow as pf
         >>> pf.astype(pf.to_tensor([1.5, 2.5]), 'int64').numpy()
         array([1, 2])
     """
-    return prims.convert_element_type(as_tensor(x), dtype=dtypes.as_dtype(dtype))
+    x, dtype = as_tensor(x), dtypes.as_dtype(dtype)
+    warn_if_discarding_imaginary(x, dtype, "astype")
+    return prims.convert_element_type(x, dtype=dtype)
 
 
 def scale(x, scale=1.0, bias=0.0, bias_after_scale=True) -> Tensor:
