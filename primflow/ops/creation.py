@@ -11,7 +11,8 @@ from ..core import dtypes
 from ..core.random import next_key
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
-from .helpers import as_tensor, binary_operands, cast, int_arg, new_tensor, shape_arg
+from .helpers import (as_tensor, binary_operands, cast, int_arg, new_tensor, real_arg,
+                      shape_arg)
 
 
 def _float_dtype(dtype):
@@ -70,19 +71,6 @@ def _check_number(value, what):
     if isinstance(value, (numbers.Number, Tensor)) or getattr(value, "shape", None) == ():
         return
     raise TypeError(f"{what} must be a number, got {value!r} ({type(value).__name__})")
-
-
-def _real_arg(value, what) -> float:
-    """A finite real Python number for the argument ``what`` (random and range bounds;
-    a one-element real tensor gives its value)."""
-    if isinstance(value, Tensor) and value.size == 1 and not value.dtype.is_complex:
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{what} must be a real number, got {value!r} "
-                        f"({type(value).__name__})")
-    if not _math.isfinite(value):
-        raise ValueError(f"{what} must be finite, got {value}")
-    return value
 
 
 def zeros(shape, dtype=None) -> Tensor:
@@ -170,8 +158,8 @@ def arange(start=0, end=None, step=1, dtype=None) -> Tensor:
     """
     if end is None:
         start, end = 0, start
-    start, end = _real_arg(start, "arange: start"), _real_arg(end, "arange: end")
-    if _real_arg(step, "arange: step") == 0:
+    start, end = real_arg(start, "arange: start"), real_arg(end, "arange: end")
+    if real_arg(step, "arange: step") == 0:
         raise ValueError("arange: step must not be zero")
     if dtype is None:
         is_int = all(isinstance(v, int) for v in (start, end, step))
@@ -196,7 +184,7 @@ def linspace(start, stop, num, dtype=None) -> Tensor:
     """
     dtype = _float_dtype(dtype)
     num = int_arg(num, "linspace: num", minimum=1)
-    start, stop = _real_arg(start, "linspace: start"), _real_arg(stop, "linspace: stop")
+    start, stop = real_arg(start, "linspace: start"), real_arg(stop, "linspace: stop")
     f64 = dtypes.float64
     idx = prims.iota(shape=(num,), dtype=f64, dimension=0)
     step = (stop - start) / (num - 1) if num > 1 else 0.0
@@ -262,7 +250,7 @@ def uniform(shape, dtype=None, min=-1.0, max=1.0, seed=0) -> Tensor:  # noqa: A0
         True
     """
     del seed
-    lo, hi = _real_arg(min, "uniform: min"), _real_arg(max, "uniform: max")
+    lo, hi = real_arg(min, "uniform: min"), real_arg(max, "uniform: max")
     if lo > hi:
         raise ValueError(f"uniform: min ({lo}) must be <= max ({hi})")
     u = rand(shape, dtype)
@@ -290,9 +278,9 @@ def normal(mean=0.0, std=1.0, shape=None, dtype=None) -> Tensor:
                              f"negative or nan entries (shape {s.shape})")
         z = randn(m._shape, m.dtype if m.dtype.is_floating else dtype)
         return prims.add(prims.mul(*binary_operands(z, s)), cast(m, z.dtype))
-    if not _real_arg(std, "normal: std") >= 0:
+    if not real_arg(std, "normal: std") >= 0:
         raise ValueError(f"normal: std must be >= 0, got {std}")
-    _real_arg(mean, "normal: mean")
+    real_arg(mean, "normal: mean")
     if shape is None:
         shape = [1]
     z = randn(shape, dtype)

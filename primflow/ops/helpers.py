@@ -5,6 +5,7 @@ promote dtypes (NumPy rules, Python scalars weak), broadcast shapes and normalis
 from __future__ import annotations
 
 import copy
+import math
 import numbers
 import operator
 
@@ -302,6 +303,25 @@ def normalize_axis(axis, ndim, allow_none=True, what="axis") -> tuple:
     if ndim == 0:
         return ()
     return tuple(sorted(out))
+
+
+def real_arg(value, what) -> float:
+    """A finite real Python number for the argument ``what`` (bounds, slopes, epsilons;
+    a one-element real tensor gives its value).
+
+    Example:
+        >>> from primflow.ops.helpers import real_arg
+        >>> real_arg(0.5, "p")
+        0.5
+    """
+    if isinstance(value, Tensor) and value.size == 1 and not value.dtype.is_complex:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a real number, got {value!r} "
+                        f"({type(value).__name__})")
+    if not math.isfinite(value):
+        raise ValueError(f"{what} must be finite, got {value}")
+    return value
 
 
 def shape_arg(shape, what="shape") -> tuple:
