@@ -305,7 +305,7 @@ def randint(low=0, high=None, shape=(1,), dtype="int64") -> Tensor:
                          f"[low, high) is empty")
     if not dtypes.as_dtype(dtype).is_integer:
         raise TypeError(f"randint: dtype must be an integer dtype, got {dtype!r}")
-    u = rand(shape, "float64")
+    u = rand(shape_arg(shape, "randint: shape"), "float64")
     scaled = prims.floor(prims.add(
         prims.mul(u, prims.full(shape=tuple(u._shape), value=float(high - low),
                                 dtype=dtypes.float64)),
