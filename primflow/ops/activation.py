@@ -143,14 +143,21 @@ def gelu(x, approximate=False) -> Tensor:
         >>> float(pf.nn.functional.gelu(pf.to_tensor(0.0)))
         0.0
     """
-    if approximate in ("none", "tanh"):
-        approximate = approximate == "tanh"
-    if not isinstance(approximate, bool):
-        raise ValueError(f"gelu: approximate must be True/False (or 'tanh'/'none'), got "
-                         f"{approximate!r}")
-    if not approximate:  # no fast path: a fused erf form won < 1.3x (backends/numpy_fused.py)
+    # the erf form has no fast path: a fused one won < 1.3x (backends/numpy_fused.py)
+    if not gelu_approximation(approximate, "gelu"):
         return _gelu(float_operand(x), approximate=False)
     return _fused.call("gelu_tanh", _gelu, (float_operand(x),), approximate=True)
+
+
+def gelu_approximation(approximate, who) -> bool:
+    """gelu's ``approximate`` as a bool: Paddle's True/False or PyTorch's "tanh"/"none"
+    (any other value raises: a truthy typo silently chose the tanh form)."""
+    if approximate in ("none", "tanh"):
+        return approximate == "tanh"
+    if not isinstance(approximate, bool):
+        raise ValueError(f"{who}: approximate must be True/False (or 'tanh'/'none'), got "
+                         f"{approximate!r}")
+    return approximate
 
 
 def _gelu(x, *, approximate):
@@ -312,11 +319,12 @@ def layer_norm(x, normalized_shape=None, weight=None, bias=None, epsilon=1e-05) 
     axes = _norm_axes(x, normalized_shape)
     weight, bias = _affine_operand(weight, x, axes), _affine_operand(bias, x, axes)
     return _fused.call("layer_norm", _layer_norm, (x, weight, bias), axes=axes,
-                       epsilon=_epsilon(epsilon, "layer_norm"))
+                       epsilon=epsilon_arg(epsilon, "layer_norm"))
 
 
-def _epsilon(epsilon, name):
-    """A normalisation's ``epsilon``: a real number >= 0 (a negative one gives nan)."""
+def epsilon_arg(epsilon, name):
+    """A normalisation's ``epsilon`` (of the op or layer ``name``): a real number >= 0 (a
+    negative one gives nan)."""
     if real_arg(epsilon, f"{name}: epsilon") < 0:
         raise ValueError(f"{name}: epsilon must be >= 0, got {epsilon}")
     return float(epsilon)
@@ -345,7 +353,7 @@ def rms_norm(x, normalized_shape=None, weight=None, epsilon=1e-06) -> Tensor:
     x = float_operand(x)
     axes = _norm_axes(x, normalized_shape)
     return _fused.call("rms_norm", _rms_norm, (x, _affine_operand(weight, x, axes)), axes=axes,
-                       epsilon=_epsilon(epsilon, "rms_norm"))
+                       epsilon=epsilon_arg(epsilon, "rms_norm"))
 
 
 def _rms_norm(x, weight, *, axes, epsilon):
@@ -368,7 +376,7 @@ def normalize(x, p=2, axis=1, epsilon=1e-12) -> Tensor:
     x = float_operand(x)
     axes = normalize_axis(axis, x.ndim)
     n = norm(x, p=p, axis=axes, keepdim=True)
-    n = prims.maximum(n, _const(n, _epsilon(epsilon, "normalize")))
+    n = prims.maximum(n, _const(n, epsilon_arg(epsilon, "normalize")))
     return prims.div(x, broadcast_to(n, x._shape))
 
 

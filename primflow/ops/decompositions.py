@@ -27,7 +27,7 @@ from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
-from .helpers import as_tensor, broadcast_shapes, broadcast_to, cast, full
+from .helpers import as_tensor, broadcast_shapes, broadcast_to, cast, full, int_arg, int_list
 from . import math as em
 from . import reduction
 from .manipulation import moveaxis, squeeze, stack
@@ -542,8 +542,7 @@ def matrix_power(x, n, name=None) -> Tensor:
                [0., 1.]], dtype=float32)
     """
     a = _matrix(x, "matrix_power")
-    if not isinstance(n, int):
-        raise TypeError(f"matrix_power: n must be an int, got {n!r}")
+    n = int_arg(n, "matrix_power: n")
     if n < 0:
         a, n = inv(a), -n
     result = None
@@ -633,9 +632,12 @@ def vector_norm(x, p=2.0, axis=None, keepdim=False, name=None) -> Tensor:
 
 
 def _matrix_axes(x, axis):
-    axis = list(axis)
+    axis = int_list(axis, "matrix_norm: axis")
     if len(axis) != 2:
         raise ValueError(f"matrix_norm: axis must name two dims, got {axis}")
+    if any(not -x.ndim <= a < x.ndim for a in axis):
+        raise ValueError(f"matrix_norm: axis {axis} is out of range for a tensor of shape "
+                         f"{x.shape}")
     a0, a1 = (a % x.ndim for a in axis)
     if a0 == a1:
         raise ValueError(f"matrix_norm: axis must name two different dims, got {axis}")

@@ -35,10 +35,10 @@ def new_tensor(data, dtype=None, op=None) -> Tensor:
 
     Example:
         >>> from primflow.ops.helpers import new_tensor
-        >>> new_tensor([[1, 2], [3]], op="to_tensor")
+        >>> new_tensor([[1, 2], [3]], op="to_tensor")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ValueError: to_tensor: data is ragged: data[1] has length 1 but data[0] has 2; nested lists must be rectangular
+        ValueError: to_tensor: data is ragged: data[1] has length 1 but data[0] has 2; ...
     """
     try:
         return Tensor(data, dtype=dtype)
