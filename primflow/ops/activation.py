@@ -267,6 +267,9 @@ def _log_softmax(x, *, axes):
 # ---- normalisation -------------------------------------------------------------------------
 
 def _norm_axes(x, normalized_shape):
+    if x.ndim == 0:
+        raise ValueError("layer_norm/rms_norm: a 0-d input has no dims to normalise; give it "
+                         "at least one dim")
     if normalized_shape is None:
         normalized_shape = [x._shape[-1]]
     elif isinstance(normalized_shape, int):

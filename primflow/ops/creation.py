@@ -11,8 +11,8 @@ from ..core import dtypes
 from ..core.random import next_key
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
-from .helpers import (as_tensor, binary_operands, cast, int_arg, new_tensor, real_arg,
-                      shape_arg)
+from .helpers import (as_tensor, binary_operands, cast, int_arg, integer_misfit, new_tensor,
+                      real_arg, shape_arg)
 
 
 def _float_dtype(dtype):
@@ -63,7 +63,13 @@ def full(shape, fill_value, dtype=None) -> Tensor:
     if dtype is None:
         dtype = dtypes.dtype_of_python(fill_value) if isinstance(
             fill_value, (bool, int, float)) else dtypes.default_float()
-    return prims.full(shape=shape_arg(shape), value=fill_value, dtype=dtypes.as_dtype(dtype))
+    dtype = dtypes.as_dtype(dtype)
+    if dtype.is_integer and isinstance(fill_value, (int, float)) and not isinstance(
+            fill_value, bool):
+        found = integer_misfit(fill_value, dtype)
+        if found:
+            raise found[0](f"full: fill_value {fill_value} {found[1]}")
+    return prims.full(shape=shape_arg(shape), value=fill_value, dtype=dtype)
 
 
 def _check_number(value, what):

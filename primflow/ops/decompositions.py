@@ -45,6 +45,9 @@ def _matrix(x, name, square=True):
     if not d.is_floating:
         raise TypeError(f"{name}: expects a floating-point matrix, got {d.name}{x.shape}; "
                         f"convert first, e.g. x.astype('float64')")
+    if d.name == "float16":  # LAPACK has no half precision (bfloat16 runs in float32)
+        raise TypeError(f"{name}: float16 matrices are not supported (LAPACK computes in "
+                        f"float32 or float64); convert first, e.g. x.astype('float32')")
     if x.ndim < 2:
         raise ValueError(f"{name}: expects a matrix (at least 2 dims), got shape {x.shape}")
     if square and x._shape[-1] != x._shape[-2]:

@@ -71,6 +71,15 @@ def _axes(x, axes, s, name):
     return tuple(out)
 
 
+def _check_points(x, axes, s, name):
+    """A transform over an empty axis has no points (NumPy's own error, wrapped, said
+    "invalid number of data points"); ``s`` (or ``n``) zero-pads it."""
+    for a in axes:
+        if x._shape[a] == 0 and s is None:
+            raise ValueError(f"{name}: axis {a} of the input (shape {x.shape}) is empty: a "
+                             f"transform needs at least one point; pass n (or s) to zero-pad")
+
+
 def _resize(x, axis, n, name):
     """``x`` cut or zero-padded to length ``n`` along ``axis`` (NumPy's ``n=``/``s=``)."""
     if n < 1:
@@ -90,6 +99,7 @@ def _resize(x, axis, n, name):
 def _c2c(x, s, axes, norm, kind, name):
     x, s = _complex_input(x), _lengths(s, name)
     axes = _axes(x, axes, s, name)
+    _check_points(x, axes, s, name)
     if s is not None:
         for a, n in zip(axes, s):
             x = _resize(x, a, n, name)
@@ -99,6 +109,7 @@ def _c2c(x, s, axes, norm, kind, name):
 def _r2c(x, s, axes, norm, name):
     x, s = _real_input(x, name), _lengths(s, name)
     axes = _axes(x, axes, s, name)
+    _check_points(x, axes, s, name)
     if s is not None:
         for a, n in zip(axes, s):
             x = _resize(x, a, n, name)

@@ -86,19 +86,33 @@ def _bad_python_data(data, dtype):
     target = dtypes.int64 if dtype is None else dtypes.as_dtype(dtype)
     if not target.is_integer:
         return None
-    bits = 8 * target.itemsize
-    lo, hi = (0, 2 ** bits - 1) if target.name.startswith("uint") else (
-        -(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
     for path, v in leaves:
         if not isinstance(v, numbers.Real) or (dtype is None and not isinstance(
                 v, numbers.Integral)):
             continue  # (no dtype given: floats make a float tensor)
-        if v != v or v in (float("inf"), float("-inf")):
-            return (ValueError, f"data{path} = {v} cannot be held by an integer dtype "
-                                f"({target.name}); use a float dtype")
-        if not lo <= v <= hi:
-            return (OverflowError, f"data{path} = {v} is outside the range of {target.name} "
-                                   f"[{lo}, {hi}]; use a float dtype or smaller values")
+        found = integer_misfit(v, target)
+        if found:
+            error_type, what = found
+            return error_type, f"data{path} = {v} {what}; use a float dtype"
+    return None
+
+
+def integer_misfit(value, dtype):
+    """``(error type, reason)`` when the real Python number ``value`` cannot be stored in
+    the integer ``dtype`` (nan/inf, or outside its range), else None.
+
+    Example:
+        >>> from primflow.core import dtypes
+        >>> integer_misfit(300, dtypes.uint8)
+        (<class 'OverflowError'>, 'is outside the range of uint8 [0, 255]')
+    """
+    if value != value or value in (float("inf"), float("-inf")):
+        return ValueError, f"cannot be held by an integer dtype ({dtype.name})"
+    bits = 8 * dtype.itemsize
+    lo, hi = (0, 2 ** bits - 1) if dtype.name.startswith("uint") else (
+        -(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    if not lo <= value <= hi:
+        return OverflowError, f"is outside the range of {dtype.name} [{lo}, {hi}]"
     return None
 
 
@@ -208,17 +222,31 @@ def binary_operands(x, y):
     if x_is_t and type(y) in _SCALARS:
         dx = x.dtype
         d = dtypes.result_type_with_scalar(dx, y)
+        if type(y) is int and d.is_integer:
+            _check_int_scalar(y, d)
         if d is not dx:
             x = prims.convert_element_type(x, dtype=d)
         return x, scalar_constant(x._shape, y, d)
     if y_is_t and type(x) in _SCALARS:
         dy = y.dtype
         d = dtypes.result_type_with_scalar(dy, x)
+        if type(x) is int and d.is_integer:
+            _check_int_scalar(x, d)
         if d is not dy:
             y = prims.convert_element_type(y, dtype=d)
         return scalar_constant(y._shape, x, d), y
     # lists, arrays, or two scalars: make tensors and try again
     return binary_operands(x if x_is_t else as_tensor(x), y if y_is_t else as_tensor(y))
+
+
+def _check_int_scalar(value, dtype):
+    """A Python int operand takes the integer tensor's dtype (weak typing): refuse one it
+    cannot hold instead of NumPy's error from inside a kernel."""
+    found = integer_misfit(value, dtype)
+    if found:
+        raise OverflowError(f"the Python int {value} {found[1]}, the dtype of the tensor it "
+                            f"meets; cast the tensor first (e.g. x.astype('int64') or "
+                            f"x.astype('float64'))")
 
 
 def float_operand(x) -> Tensor:
@@ -322,6 +350,23 @@ def real_arg(value, what) -> float:
     if not math.isfinite(value):
         raise ValueError(f"{what} must be finite, got {value}")
     return value
+
+
+def single_axis(axis, ndim, what="axis") -> int:
+    """One axis (an int) of a tensor with ``ndim`` dims as a dim in ``[0, ndim)``; a 0-d
+    tensor has none (NumPy's and PyTorch's rule), a list of axes is refused.
+
+    Example:
+        >>> from primflow.ops.helpers import single_axis
+        >>> single_axis(-1, 3)
+        2
+    """
+    a = int_arg(axis, what)
+    if ndim == 0:
+        raise ValueError(f"{what} {a}: a 0-d tensor has no axes; reshape it to 1-d first")
+    if not -ndim <= a < ndim:
+        raise ValueError(f"{what} {a} is out of range for a tensor with {ndim} dims")
+    return a % ndim
 
 
 def shape_arg(shape, what="shape") -> tuple:

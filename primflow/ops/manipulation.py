@@ -22,7 +22,7 @@ from ..core import dtypes
 from ..core.tensor import Tensor, register_view, view_of
 from ..core.trace import Tracer
 from .helpers import (as_tensor, broadcast_shapes, broadcast_to, cast, int_arg, int_list,
-                      normalize_axis, shape_arg)
+                      normalize_axis, shape_arg, single_axis)
 
 
 def reshape(x, shape) -> Tensor:
@@ -267,7 +267,7 @@ def concat(x, axis=0) -> Tensor:
     ndim = tensors[0].ndim
     if ndim == 0:
         raise ValueError("concat: zero-dimensional tensors cannot be concatenated; use stack")
-    (axis,) = normalize_axis(axis, ndim)
+    axis = single_axis(axis, ndim, "concat: axis")
     for i, t_ in enumerate(tensors):
         if t_.ndim != ndim or any(a != b for j, (a, b) in
                                   enumerate(zip(t_._shape, tensors[0]._shape)) if j != axis):
@@ -306,7 +306,7 @@ def stack(x, axis=0) -> Tensor:
             raise ValueError(f"stack: tensor {i} has shape {t_.shape} but tensor 0 has "
                              f"{tensors[0].shape}; all must be equal")
     ndim = tensors[0].ndim + 1
-    (axis,) = normalize_axis(axis, ndim)  # a position in the result
+    axis = single_axis(axis, ndim, "stack: axis")  # a position in the result
     return concat([unsqueeze(t_, axis) for t_ in tensors], axis=axis)
 
 
@@ -320,7 +320,7 @@ def split(x, num_or_sections, axis=0) -> list:
         [[2, 2], [3, 2]]
     """
     x = as_tensor(x)
-    (axis,) = normalize_axis(axis, x.ndim)
+    axis = single_axis(axis, x.ndim, "split: axis")
     n = x._shape[axis]
     if not isinstance(num_or_sections, (list, tuple, Tensor)):
         num_or_sections = int_arg(num_or_sections, "split: num_or_sections", minimum=1)
@@ -365,7 +365,7 @@ def unbind(x, axis=0) -> list:
         [array([1, 2]), array([3, 4])]
     """
     x = as_tensor(x)
-    (axis,) = normalize_axis(axis, x.ndim)
+    axis = single_axis(axis, x.ndim, "unbind: axis")
     return [squeeze(p, axis) for p in split(x, x._shape[axis], axis)]
 
 
@@ -392,7 +392,7 @@ def index_select(x, index, axis=0) -> Tensor:
         raise TypeError(f"index_select: index must be an integer tensor, got {index.dtype}")
     if index.ndim != 1:
         raise ValueError(f"index_select: index must be 1-d, got shape {index.shape}")
-    (axis,) = normalize_axis(axis, x.ndim)
+    axis = single_axis(axis, x.ndim, "index_select: axis")
     _check_index_range(index, x._shape[axis], "index_select")
     moved = moveaxis(x, axis, 0)
     picked = prims.gather(moved, prims.reshape(index, shape=(index.size, 1)))

@@ -11,6 +11,7 @@ from .. import prims
 from ..core import dtypes
 from ..core.primitive import PrimitiveError
 from ..core.tensor import Tensor
+from ..core.trace import Tracer
 from .helpers import (as_tensor, binary_operands, broadcast_shapes, broadcast_to, cast,
                        float_operand, full)
 
@@ -120,6 +121,11 @@ def pow(x, y) -> Tensor:  # noqa: A001 - public name
         if y >= 0 or x.dtype.is_floating:
             return prims.integer_pow(x, y=y)
     x, y = binary_operands(x, y)
+    if x.dtype.is_integer and not isinstance(y, Tracer) and y.size and int(
+            prims.reduce_min(y, axes=tuple(range(y.ndim))).item()) < 0:
+        raise ValueError(f"pow: integers to negative integer powers are not allowed (the "
+                         f"result is not an integer; NumPy and PyTorch refuse them too); cast "
+                         f"the base to a float dtype first, e.g. x.astype('float32')")
     return prims.pow(x, y)
 
 

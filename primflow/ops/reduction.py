@@ -11,7 +11,7 @@ from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
 from . import _fused
-from .helpers import as_tensor, cast, float_operand, full, int_arg, normalize_axis
+from .helpers import as_tensor, cast, float_operand, full, normalize_axis, single_axis
 from .math import isfinite
 
 
@@ -111,7 +111,7 @@ def _arg(prim, x, axis, keepdim, dtype, name):
     if axis is None:
         x = prims.reshape(x, shape=(x.size,))
         axis = 0
-    (axis,) = normalize_axis(int_arg(axis, f"{name}: axis"), x.ndim, what=f"{name}: axis")
+    axis = single_axis(axis, x.ndim, f"{name}: axis")
     _check_nonempty(x, (axis,), name)
     index_dtype = dtypes.as_dtype(dtype)
     if not index_dtype.is_integer:
@@ -295,7 +295,7 @@ def cumsum(x, axis=None, dtype=None) -> Tensor:
     if axis is None:
         x = prims.reshape(x, shape=(x.size,))
         axis = 0
-    (axis,) = normalize_axis(axis, x.ndim)
+    axis = single_axis(axis, x.ndim, "cumsum: axis")
     return prims.cumsum(x, axis=axis, reverse=False)
 
 
