@@ -74,7 +74,8 @@ def full(shape, fill_value, dtype=None) -> Tensor:
 
 def _check_number(value, what):
     """TypeError unless ``value`` is a number (Python, NumPy scalar or one-element tensor)."""
-    if isinstance(value, (numbers.Number, Tensor)) or getattr(value, "shape", None) == ():
+    if type(value) in (float, int, bool) or isinstance(value, (numbers.Number, Tensor)) or (
+            getattr(value, "shape", None) == ()):
         return
     raise TypeError(f"{what} must be a number, got {value!r} ({type(value).__name__})")
 

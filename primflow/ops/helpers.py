@@ -106,14 +106,24 @@ def integer_misfit(value, dtype):
         >>> integer_misfit(300, dtypes.uint8)
         (<class 'OverflowError'>, 'is outside the range of uint8 [0, 255]')
     """
-    if value != value or value in (float("inf"), float("-inf")):
+    if not isinstance(value, numbers.Integral) and not math.isfinite(value):
         return ValueError, f"cannot be held by an integer dtype ({dtype.name})"
-    bits = 8 * dtype.itemsize
-    lo, hi = (0, 2 ** bits - 1) if dtype.name.startswith("uint") else (
-        -(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    lo, hi = _integer_range(dtype)
     if not lo <= value <= hi:
         return OverflowError, f"is outside the range of {dtype.name} [{lo}, {hi}]"
     return None
+
+
+_INTEGER_RANGES = {}  # dtype -> (lowest, highest): binary ops with an int scalar look it up
+
+
+def _integer_range(dtype):
+    found = _INTEGER_RANGES.get(dtype)
+    if found is None:
+        bits = 8 * dtype.itemsize
+        found = _INTEGER_RANGES[dtype] = (0, 2 ** bits - 1) if dtype.name.startswith(
+            "uint") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    return found
 
 
 def alias(x: Tensor) -> Tensor:
@@ -242,8 +252,9 @@ def binary_operands(x, y):
 def _check_int_scalar(value, dtype):
     """A Python int operand takes the integer tensor's dtype (weak typing): refuse one it
     cannot hold instead of NumPy's error from inside a kernel."""
-    found = integer_misfit(value, dtype)
-    if found:
+    lo, hi = _integer_range(dtype)
+    if not lo <= value <= hi:
+        found = integer_misfit(value, dtype)
         raise OverflowError(f"the Python int {value} {found[1]}, the dtype of the tensor it "
                             f"meets; cast the tensor first (e.g. x.astype('int64') or "
                             f"x.astype('float64'))")
@@ -319,6 +330,8 @@ def normalize_axis(axis, ndim, allow_none=True, what="axis") -> tuple:
         if not allow_none:
             raise ValueError("an axis is required")
         return tuple(range(ndim))
+    if type(axis) is int and -ndim <= axis < ndim:  # the common case, kept cheap
+        return (axis % ndim,)
     out = set()
     for a in int_list(axis, what):
         if not -max(ndim, 1) <= a < max(ndim, 1):
