@@ -94,6 +94,8 @@ def numel(x):
         >>> pf.numel(pf.ones([2, 3]))
         6
     """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"numel expects a Tensor, got {type(x).__name__}")
     return x.size
 
 

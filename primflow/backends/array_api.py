@@ -26,6 +26,7 @@ import numpy as np
 from ..core import dtypes
 from . import blas
 from .base import Backend
+from .numpy_backend import INTEGER_DIVISION_BY_ZERO
 
 # primitive name -> the standard's function where the names differ (the rest are the same)
 STANDARD_NAMES = {
@@ -345,11 +346,18 @@ def _kernels(backend):
         yt = xp.reshape(xp.permute_dims(y, tuple(rb + rc + y_free)), (b, k, n))
         return xp.reshape(matmul(xt, yt), batch_shape + x_free_shape + y_free_shape)
 
-    # the elementwise kernels are the namespace's functions of the same name
+    def div(x, y):  # on integers floor division refusing a zero divisor (numpy_backend._div)
+        if xp.isdtype(x.dtype, "integral"):
+            if not bool(xp.all(y)):
+                raise ZeroDivisionError(INTEGER_DIVISION_BY_ZERO)
+            return xp.floor_divide(x, y)
+        return xp.divide(x, y)
+
+    # the other elementwise kernels are the namespace's functions of the same name
     # (``derive_kernel``); rsqrt, logistic, integer_pow, iota, full, the random draws and
     # the LU helpers are the defaults of ``defaults.py``
     kernels = {
-        "erf": erf, "convert_element_type": convert_element_type,
+        "erf": erf, "div": div, "convert_element_type": convert_element_type,
         # reductions
         "reduce_sum": reduce_sum, "reduce_max": reduce_max, "reduce_min": reduce_min,
         "argmax": argmax, "argmin": argmin, "cumsum": cumsum,

@@ -268,6 +268,24 @@ def _dot_general(x, y, *, contracting, batch):
     return blas.matmul(xt, yt).reshape(batch_shape + x_free_shape + y_free_shape)
 
 
+INTEGER_DIVISION_BY_ZERO = ("integer division by zero: the divisor has a zero element (an "
+                            "integer tensor has no inf or nan to give); mask the zeros, or "
+                            "cast to a float dtype to get inf/nan")
+
+
+def _div(x, y):
+    """``x / y``; on integers Python's floor division ``x // y``, which refuses a zero
+    divisor (NumPy's would give 0 with a warning, a wrong quotient that looks valid)."""
+    if x.dtype.kind in "iu":
+        if not np.all(y):
+            raise ZeroDivisionError(INTEGER_DIVISION_BY_ZERO)
+        return np.floor_divide(x, y)
+    return np.divide(x, y)
+
+
+_div.__wrapped__ = np.divide  # generated code calls the ufunc for floats (numpy_codegen)
+
+
 def _random_uniform(*, shape, dtype, key):
     return np.random.default_rng(key).random(shape, dtype=_TO_NATIVE[dtype])
 
@@ -283,7 +301,7 @@ KERNELS = {
     "abs": np.abs, "sign": np.sign, "erf": _erf if _scipy_erf is None else _scipy_erf,
     "logistic": _logistic, "floor": np.floor, "ceil": np.ceil, "round": np.rint, "integer_pow": _integer_pow,
     # elementwise binary
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": _div, "pow": np.power,
     "maximum": np.maximum, "minimum": np.minimum, "atan2": np.arctan2,
     # compare and select
     "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,

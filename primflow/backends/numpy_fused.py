@@ -104,9 +104,13 @@ def _log_softmax_bwd(g, residuals, x, *, needs, axes):
 
 def _logsumexp_fwd(x, *, axes, keepdim):
     m = np.max(x, axis=axes, keepdims=True)
+    # an infinite maximum shifts by 0 (as the decomposition): all -inf gives log(0) = -inf,
+    # the intended result, so that division by zero is not reported
+    m[~np.isfinite(m)] = 0
     e = np.subtract(x, m)
     np.exp(e, out=e)
-    lse = np.add(m, np.log(np.sum(e, axis=axes, keepdims=True)))
+    with np.errstate(divide="ignore"):
+        lse = np.add(m, np.log(np.sum(e, axis=axes, keepdims=True)))
     out = lse if keepdim else lse.reshape([d for i, d in enumerate(x.shape) if i not in axes])
     return out, (lse,)  # lse with the reduced dims kept (size 1)
 

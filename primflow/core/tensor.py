@@ -231,6 +231,13 @@ class Tensor:
             raise TypeError("len() of a 0-d tensor")
         return self._shape[0]
 
+    def __iter__(self):
+        # without it Python iterates through __getitem__ until IndexError, which a 0-d
+        # tensor raises at once: list(scalar) would be [] instead of an error
+        if not self._shape:
+            raise TypeError("iteration over a 0-d tensor; use x.item() for its value")
+        return (self[i] for i in range(self._shape[0]))
+
     __hash__ = object.__hash__  # elementwise __eq__ comes from ops; hash by identity
 
     # NumPy operands on the left (`np_array * x`, `np.float64(2) * x`) must defer to our

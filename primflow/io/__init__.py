@@ -79,11 +79,17 @@ class BatchSampler:
 
     def __init__(self, dataset=None, sampler=None, shuffle=False, batch_size=1,
                  drop_last=False):
-        if not isinstance(batch_size, int) or batch_size < 1:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"BatchSampler: batch_size must be a positive int, got "
                              f"{batch_size!r}")
         if (dataset is None) == (sampler is None):
             raise ValueError("BatchSampler: give exactly one of dataset and sampler")
+        for flag, value in (("shuffle", shuffle), ("drop_last", drop_last)):
+            if not isinstance(value, bool):  # Paddle: "shuffle should be a boolean value"
+                raise TypeError(f"BatchSampler: {flag} must be True or False, got {value!r}")
+        if dataset is not None and not hasattr(dataset, "__len__"):
+            raise TypeError(f"BatchSampler: the dataset must have a length (a Dataset, list "
+                            f"or TensorDataset), got {type(dataset).__name__}")
         self.dataset, self.sampler = dataset, sampler
         self.shuffle, self.batch_size, self.drop_last = shuffle, batch_size, drop_last
 
@@ -215,6 +221,7 @@ class DataLoader:
                  batch_sampler=None, batch_size=1, shuffle=False, drop_last=False,
                  collate_fn=None, num_workers=0, use_buffer_reader=True, prefetch_factor=2,
                  use_shared_memory=True, timeout=0, worker_init_fn=None):
+        _check_loader_args(dataset, num_workers, collate_fn)
         self.dataset = dataset
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or drop_last:
@@ -262,6 +269,19 @@ def _as_tensors(sample):
     if type(sample) in (bool, int, float):
         return to_tensor(sample, dtype=_python_number_dtype([sample]))
     return to_tensor(sample)
+
+
+def _check_loader_args(dataset, num_workers, collate_fn):
+    """Clear errors for DataLoader arguments that would otherwise fail later, far from the
+    call (or never: a negative ``num_workers`` was ignored)."""
+    if dataset is None or not hasattr(dataset, "__getitem__"):
+        raise TypeError(f"DataLoader: dataset must support indexing (a Dataset, list or "
+                        f"TensorDataset), got {type(dataset).__name__}")
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+        raise ValueError(f"DataLoader: num_workers must be an int >= 0, got {num_workers!r}")
+    if collate_fn is not None and not callable(collate_fn):
+        raise TypeError(f"DataLoader: collate_fn must be callable, got "
+                        f"{type(collate_fn).__name__}")
 
 
 __all__ = ["Dataset", "TensorDataset", "BatchSampler", "DistributedBatchSampler",

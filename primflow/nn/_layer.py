@@ -19,7 +19,7 @@ from collections import OrderedDict
 from ..core import dtypes
 from ..core.state import no_grad
 from ..core.tensor import Tensor
-from ..ops.helpers import cast
+from ..ops.helpers import cast, int_list
 from ..ops.creation import to_tensor
 from ..ops.tensor_methods import to_device
 from .. import amp as _amp
@@ -154,12 +154,7 @@ class Parameter(Tensor):
 
 
 def _check_shape(shape, who):
-    if isinstance(shape, int):
-        shape = [shape]
-    try:
-        out = [int(d) for d in shape]
-    except TypeError:
-        raise TypeError(f"{who}: shape must be a list of ints, got {shape!r}") from None
+    out = int_list(shape, f"{who}: shape")
     if any(d <= 0 for d in out):
         raise ValueError(f"{who}: every dimension of shape must be positive, got {out}")
     return out

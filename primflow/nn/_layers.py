@@ -11,7 +11,7 @@ from ..ops import activation as F
 from ..ops import losses as _losses
 from ..ops import math as _math
 from .. import amp as _amp
-from ..ops.helpers import as_tensor, cast
+from ..ops.helpers import as_tensor, cast, int_list, real_arg
 from ..ops.linalg import linear
 from ..ops.manipulation import flatten
 from . import initializer as _init
@@ -219,7 +219,7 @@ class GELU(Layer):
 
     def __init__(self, approximate=False, name=None):
         super().__init__(name_scope=name)
-        self.approximate = bool(approximate)
+        self.approximate = F.gelu_approximation(approximate, "GELU")
 
     def forward(self, x):
         return F.gelu(x, approximate=self.approximate)
@@ -239,7 +239,8 @@ class Softplus(Layer):
 
     def __init__(self, beta=1.0, threshold=20.0, name=None):
         super().__init__(name_scope=name)
-        self.beta, self.threshold = float(beta), float(threshold)
+        self.beta = real_arg(beta, "Softplus: beta")
+        self.threshold = real_arg(threshold, "Softplus: threshold")
 
     def forward(self, x):
         return F.softplus(x, beta=self.beta, threshold=self.threshold)
@@ -259,7 +260,7 @@ class LeakyReLU(Layer):
 
     def __init__(self, negative_slope=0.01, name=None):
         super().__init__(name_scope=name)
-        self.negative_slope = float(negative_slope)
+        self.negative_slope = real_arg(negative_slope, "LeakyReLU: negative_slope")
 
     def forward(self, x):
         return F.leaky_relu(x, self.negative_slope)
@@ -279,7 +280,7 @@ class ELU(Layer):
 
     def __init__(self, alpha=1.0, name=None):
         super().__init__(name_scope=name)
-        self.alpha = float(alpha)
+        self.alpha = real_arg(alpha, "ELU: alpha")
 
     def forward(self, x):
         return F.elu(x, self.alpha)
@@ -324,8 +325,8 @@ class LogSoftmax(Softmax):
 # ---- normalisation, dropout, reshaping ------------------------------------------------------
 
 def _normalized_shape(shape, who):
-    shape = [shape] if isinstance(shape, int) else list(shape)
-    if not shape or any(not isinstance(d, int) or d <= 0 for d in shape):
+    shape = int_list(shape, f"{who}: normalized_shape")
+    if not shape or any(d <= 0 for d in shape):
         raise ValueError(f"{who}: normalized_shape must be a positive int or a list of them, "
                          f"got {shape}")
     return shape
@@ -346,7 +347,7 @@ class LayerNorm(Layer):
                  name=None):
         super().__init__(name_scope=name)
         self.normalized_shape = _normalized_shape(normalized_shape, "LayerNorm")
-        self.epsilon = float(epsilon)
+        self.epsilon = F.epsilon_arg(epsilon, "LayerNorm")
         self.weight = self.create_parameter(self.normalized_shape, attr=weight_attr,
                                             default_initializer=_init.Constant(1.0))
         self.bias = self.create_parameter(self.normalized_shape, attr=bias_attr, is_bias=True)
@@ -375,7 +376,7 @@ class RMSNorm(Layer):
     def __init__(self, normalized_shape, epsilon=1e-06, weight_attr=None, name=None):
         super().__init__(name_scope=name)
         self.normalized_shape = _normalized_shape(normalized_shape, "RMSNorm")
-        self.epsilon = float(epsilon)
+        self.epsilon = F.epsilon_arg(epsilon, "RMSNorm")
         self.weight = self.create_parameter(self.normalized_shape, attr=weight_attr,
                                             default_initializer=_init.Constant(1.0))
 
@@ -406,7 +407,7 @@ class Dropout(Layer):
 
     def __init__(self, p=0.5, axis=None, mode="upscale_in_train", name=None):
         super().__init__(name_scope=name)
-        if not 0.0 <= float(p) <= 1.0:
+        if not 0.0 <= real_arg(p, "Dropout: p") <= 1.0:
             raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
         if mode not in ("upscale_in_train", "downscale_in_infer"):
             raise ValueError(f"Dropout: mode must be 'upscale_in_train' or "

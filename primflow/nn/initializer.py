@@ -27,20 +27,14 @@ from ..core.state import no_grad
 from ..core.tensor import Tensor
 from ..ops import creation
 from ..ops import math as _ops_math
-from ..ops.helpers import as_tensor, cast
+from ..ops.helpers import as_tensor, cast, shape_arg
 
 __all__ = ["Assign", "Constant", "Initializer", "KaimingNormal", "KaimingUniform", "Normal",
            "TruncatedNormal", "Uniform", "XavierNormal", "XavierUniform", "calculate_gain"]
 
 
 def _shape_tuple(shape):
-    try:
-        out = tuple(int(d) for d in shape)
-    except TypeError:
-        raise TypeError(f"shape must be a list or tuple of ints, got {shape!r}") from None
-    if any(d < 0 for d in out):
-        raise ValueError(f"shape {list(out)} has a negative dimension")
-    return out
+    return shape_arg(shape, "initializer: shape")
 
 
 def compute_fans(shape):

@@ -17,11 +17,11 @@ from .linalg import dot, inner, linear, matmul, mm, outer
 from .manipulation import (broadcast_tensors, chunk, concat, expand, flatten, flip,
                            gather, index_select, moveaxis, reshape, split, squeeze, stack, t,
                            tile, transpose, tril, triu, unbind, unsqueeze)
-from .math import (abs, add, astype, atan2, ceil, clip, cos, cosh, divide, equal, erf,
-                   exp, expm1, floor, floor_divide, greater_equal, greater_than, isfinite,
-                   isinf, isnan, lerp, less_equal, less_than, log, log1p, log2, log10,
-                   logical_and, logical_not, logical_or, maximum, minimum, multiply, neg,
-                   not_equal, pow, reciprocal, remainder, round, rsqrt, scale, sign,
+from .math import (ComplexWarning, abs, add, astype, atan2, ceil, clip, cos, cosh, divide,
+                   equal, erf, exp, expm1, floor, floor_divide, greater_equal, greater_than,
+                   isfinite, isinf, isnan, lerp, less_equal, less_than, log, log1p, log2,
+                   log10, logical_and, logical_not, logical_or, maximum, minimum, multiply,
+                   neg, not_equal, pow, reciprocal, remainder, round, rsqrt, scale, sign,
                    sin, sinh, sqrt, square, subtract, tan, tanh, where)
 from .reduction import (all, any, argmax, argmin, cumsum, logsumexp, max, mean, min, norm,
                         prod, std, sum, var)

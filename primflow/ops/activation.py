@@ -17,7 +17,8 @@ from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
 from . import _fused
-from .helpers import as_tensor, broadcast_to, cast, float_operand, full, normalize_axis
+from .helpers import (as_tensor, broadcast_to, cast, float_operand, full, normalize_axis,
+                      real_arg)
 from .creation import rand
 from .reduction import _broadcast_back, mean, norm, sum as _sum
 
@@ -62,6 +63,7 @@ def leaky_relu(x, negative_slope=0.01) -> Tensor:
         >>> pf.nn.functional.leaky_relu(pf.to_tensor([-1.0, 2.0]), 0.1).numpy()
         array([-0.1,  2. ], dtype=float32)
     """
+    negative_slope = real_arg(negative_slope, "leaky_relu: negative_slope")
     x = float_operand(x)
     return prims.select(prims.gt(x, _const(x, 0)), x, prims.mul(x, _const(x, negative_slope)))
 
@@ -74,6 +76,7 @@ def elu(x, alpha=1.0) -> Tensor:
         >>> pf.nn.functional.elu(pf.to_tensor([-1.0, 2.0])).numpy()
         array([-0.63212055,  2.        ], dtype=float32)
     """
+    alpha = real_arg(alpha, "elu: alpha")
     x = float_operand(x)
     zero = _const(x, 0)
     negative_part = prims.mul(_const(x, alpha), prims.expm1(prims.minimum(x, zero)))
@@ -102,6 +105,8 @@ def softplus(x, beta=1.0, threshold=20.0) -> Tensor:
         0.693147
     """
     del threshold
+    if real_arg(beta, "softplus: beta") == 0:
+        raise ValueError("softplus: beta must be nonzero (the result divides by it)")
     return _fused.call("softplus", _softplus, (float_operand(x),), beta=float(beta))
 
 
@@ -131,15 +136,28 @@ def _silu(x):
 def gelu(x, approximate=False) -> Tensor:
     """Gaussian error linear unit: ``0.5 x (1 + erf(x / sqrt 2))``; with
     ``approximate=True`` the tanh form ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
+    PyTorch's spellings ``approximate="none"`` / ``"tanh"`` are accepted too.
 
     Example:
         >>> import primflow as pf
         >>> float(pf.nn.functional.gelu(pf.to_tensor(0.0)))
         0.0
     """
-    if not approximate:  # no fast path: a fused erf form won < 1.3x (backends/numpy_fused.py)
+    # the erf form has no fast path: a fused one won < 1.3x (backends/numpy_fused.py)
+    if not gelu_approximation(approximate, "gelu"):
         return _gelu(float_operand(x), approximate=False)
     return _fused.call("gelu_tanh", _gelu, (float_operand(x),), approximate=True)
+
+
+def gelu_approximation(approximate, who) -> bool:
+    """gelu's ``approximate`` as a bool: Paddle's True/False or PyTorch's "tanh"/"none"
+    (any other value raises: a truthy typo silently chose the tanh form)."""
+    if approximate in ("none", "tanh"):
+        return approximate == "tanh"
+    if not isinstance(approximate, bool):
+        raise ValueError(f"{who}: approximate must be True/False (or 'tanh'/'none'), got "
+                         f"{approximate!r}")
+    return approximate
 
 
 def _gelu(x, *, approximate):
@@ -201,13 +219,20 @@ def _shifted(x, axes):
 def softmax(x, axis=-1, dtype=None) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``axis``, shifted by the maximum for stability.
 
+    ``-inf`` entries (masks) get probability exactly 0 and gradient 0; a row that is all
+    ``-inf`` gives nan, as in PyTorch and JAX (there is no distribution to normalise). An
+    empty input gives an empty result.
+
     Example:
         >>> import primflow as pf
         >>> pf.nn.functional.softmax(pf.to_tensor([0.0, 0.0])).numpy()
         array([0.5, 0.5], dtype=float32)
     """
     x = float_operand(x) if dtype is None else cast(as_tensor(x), dtype)
-    return _fused.call("softmax", _softmax, (x,), axes=normalize_axis(axis, x.ndim))
+    axes = normalize_axis(axis, x.ndim)
+    if not x.size:  # nothing to normalise (PyTorch returns the empty tensor)
+        return prims.reshape(x, shape=tuple(x._shape))
+    return _fused.call("softmax", _softmax, (x,), axes=axes)
 
 
 def _softmax(x, *, axes):
@@ -218,13 +243,19 @@ def _softmax(x, *, axes):
 def log_softmax(x, axis=-1, dtype=None) -> Tensor:
     """``x - logsumexp(x)`` along ``axis``, computed stably.
 
+    ``-inf`` entries (masks) stay ``-inf`` with gradient 0; a row that is all ``-inf``
+    gives nan, as in PyTorch and JAX. An empty input gives an empty result.
+
     Example:
         >>> import primflow as pf
         >>> pf.nn.functional.log_softmax(pf.to_tensor([0.0, 0.0])).numpy().round(4)
         array([-0.6931, -0.6931], dtype=float32)
     """
     x = float_operand(x) if dtype is None else cast(as_tensor(x), dtype)
-    return _fused.call("log_softmax", _log_softmax, (x,), axes=normalize_axis(axis, x.ndim))
+    axes = normalize_axis(axis, x.ndim)
+    if not x.size:
+        return prims.reshape(x, shape=tuple(x._shape))
+    return _fused.call("log_softmax", _log_softmax, (x,), axes=axes)
 
 
 def _log_softmax(x, *, axes):
@@ -236,6 +267,9 @@ def _log_softmax(x, *, axes):
 # ---- normalisation -------------------------------------------------------------------------
 
 def _norm_axes(x, normalized_shape):
+    if x.ndim == 0:
+        raise ValueError("layer_norm/rms_norm: a 0-d input has no dims to normalise; give it "
+                         "at least one dim")
     if normalized_shape is None:
         normalized_shape = [x._shape[-1]]
     elif isinstance(normalized_shape, int):
@@ -288,7 +322,15 @@ def layer_norm(x, normalized_shape=None, weight=None, bias=None, epsilon=1e-05) 
     axes = _norm_axes(x, normalized_shape)
     weight, bias = _affine_operand(weight, x, axes), _affine_operand(bias, x, axes)
     return _fused.call("layer_norm", _layer_norm, (x, weight, bias), axes=axes,
-                       epsilon=float(epsilon))
+                       epsilon=epsilon_arg(epsilon, "layer_norm"))
+
+
+def epsilon_arg(epsilon, name):
+    """A normalisation's ``epsilon`` (of the op or layer ``name``): a real number >= 0 (a
+    negative one gives nan)."""
+    if real_arg(epsilon, f"{name}: epsilon") < 0:
+        raise ValueError(f"{name}: epsilon must be >= 0, got {epsilon}")
+    return float(epsilon)
 
 
 def _layer_norm(x, weight, bias, *, axes, epsilon):
@@ -314,7 +356,7 @@ def rms_norm(x, normalized_shape=None, weight=None, epsilon=1e-06) -> Tensor:
     x = float_operand(x)
     axes = _norm_axes(x, normalized_shape)
     return _fused.call("rms_norm", _rms_norm, (x, _affine_operand(weight, x, axes)), axes=axes,
-                       epsilon=float(epsilon))
+                       epsilon=epsilon_arg(epsilon, "rms_norm"))
 
 
 def _rms_norm(x, weight, *, axes, epsilon):
@@ -337,7 +379,7 @@ def normalize(x, p=2, axis=1, epsilon=1e-12) -> Tensor:
     x = float_operand(x)
     axes = normalize_axis(axis, x.ndim)
     n = norm(x, p=p, axis=axes, keepdim=True)
-    n = prims.maximum(n, _const(n, epsilon))
+    n = prims.maximum(n, _const(n, epsilon_arg(epsilon, "normalize")))
     return prims.div(x, broadcast_to(n, x._shape))
 
 
@@ -359,10 +401,10 @@ def dropout(x, p=0.5, training=True, axis=None) -> Tensor:
         >>> bool((cols == cols[0]).all())  # one decision per column
         True
     """
-    if not 0.0 <= p < 1.0:
+    if not 0.0 <= real_arg(p, "dropout: p") < 1.0:
         if p == 1.0:
             return prims.mul(x, _const(x, 0.0)) if training else x
-        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+        raise ValueError(f"dropout: p (the drop probability) must be in [0, 1], got {p}")
     x = float_operand(x)
     if not training or p == 0.0:
         return x

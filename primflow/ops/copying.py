@@ -7,6 +7,7 @@ from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
 from .creation import to_tensor
+from .math import warn_if_discarding_imaginary
 from .tensor_methods import _inplace
 
 
@@ -22,7 +23,9 @@ def cast(x, dtype) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"cast expects a Tensor, got {type(x).__name__}; use "
                         f"pf.to_tensor(data, dtype=...) for other data")
-    return prims.convert_element_type(x, dtype=dtypes.as_dtype(dtype))
+    dtype = dtypes.as_dtype(dtype)
+    warn_if_discarding_imaginary(x, dtype, "cast")
+    return prims.convert_element_type(x, dtype=dtype)
 
 
 def clone(x) -> Tensor:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math as _math
+import numbers
 
 from .. import prims
 from ..backends import backend_for_device, get_backend
@@ -10,7 +11,8 @@ from ..core import dtypes
 from ..core.random import next_key
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
-from .helpers import as_tensor, binary_operands, cast, holds_tensors, shape_arg, stack_nested
+from .helpers import (as_tensor, binary_operands, cast, holds_tensors, int_arg, integer_misfit,
+                      new_tensor, real_arg, shape_arg, stack_nested)
 
 
 def _float_dtype(dtype):
@@ -43,17 +45,16 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
         # devices (issue 17): made as usual (dtype inference), then copied to the device
         from .tensor_methods import to_device  # noqa: PLC0415 - it imports this module
 
-        out = to_device(Tensor(data, dtype=dtype), place)
+        out = to_device(new_tensor(data, dtype, "to_tensor"), place)
         out.stop_gradient = bool(stop_gradient)
         return out
-    out = Tensor(data, dtype=dtype)
+    out = new_tensor(data, dtype, "to_tensor")
     if not isinstance(data, (list, tuple, int, float, bool)):
         # arrays may share memory with the caller's: copy, so later writes to them don't
         # change the tensor (convert_element_type always returns a new array)
         out = prims.convert_element_type(out, dtype=out.dtype)
     out.stop_gradient = bool(stop_gradient)
     return out
-
 
 
 def _stacked_to_tensor(data, dtype, place, stop_gradient):
@@ -76,10 +77,25 @@ def full(shape, fill_value, dtype=None) -> Tensor:
         >>> pf.full([2], 3.0).numpy()
         array([3., 3.], dtype=float32)
     """
+    _check_number(fill_value, "full: fill_value")
     if dtype is None:
         dtype = dtypes.dtype_of_python(fill_value) if isinstance(
             fill_value, (bool, int, float)) else dtypes.default_float()
-    return prims.full(shape=shape_arg(shape), value=fill_value, dtype=dtypes.as_dtype(dtype))
+    dtype = dtypes.as_dtype(dtype)
+    if dtype.is_integer and isinstance(fill_value, (int, float)) and not isinstance(
+            fill_value, bool):
+        found = integer_misfit(fill_value, dtype)
+        if found:
+            raise found[0](f"full: fill_value {fill_value} {found[1]}")
+    return prims.full(shape=shape_arg(shape), value=fill_value, dtype=dtype)
+
+
+def _check_number(value, what):
+    """TypeError unless ``value`` is a number (Python, NumPy scalar or one-element tensor)."""
+    if type(value) in (float, int, bool) or isinstance(value, (numbers.Number, Tensor)) or (
+            getattr(value, "shape", None) == ()):
+        return
+    raise TypeError(f"{what} must be a number, got {value!r} ({type(value).__name__})")
 
 
 def zeros(shape, dtype=None) -> Tensor:
@@ -153,6 +169,7 @@ def full_like(x, fill_value, dtype=None) -> Tensor:
         >>> pf.full_like(pf.zeros([2]), 7.0).numpy()
         array([7., 7.], dtype=float32)
     """
+    _check_number(fill_value, "full_like: fill_value")
     return _like(x, fill_value, dtype)
 
 
@@ -166,7 +183,8 @@ def arange(start=0, end=None, step=1, dtype=None) -> Tensor:
     """
     if end is None:
         start, end = 0, start
-    if step == 0:
+    start, end = real_arg(start, "arange: start"), real_arg(end, "arange: end")
+    if real_arg(step, "arange: step") == 0:
         raise ValueError("arange: step must not be zero")
     if dtype is None:
         is_int = all(isinstance(v, int) for v in (start, end, step))
@@ -190,9 +208,8 @@ def linspace(start, stop, num, dtype=None) -> Tensor:
         array([0. , 0.5, 1. ], dtype=float32)
     """
     dtype = _float_dtype(dtype)
-    num = int(num)
-    if num < 1:
-        raise ValueError(f"linspace: num must be >= 1, got {num}")
+    num = int_arg(num, "linspace: num", minimum=1)
+    start, stop = real_arg(start, "linspace: start"), real_arg(stop, "linspace: stop")
     f64 = dtypes.float64
     idx = prims.iota(shape=(num,), dtype=f64, dimension=0)
     step = (stop - start) / (num - 1) if num > 1 else 0.0
@@ -214,7 +231,8 @@ def eye(num_rows, num_columns=None, dtype=None) -> Tensor:
                [0., 1.]], dtype=float32)
     """
     num_columns = num_rows if num_columns is None else num_columns
-    shape = (int(num_rows), int(num_columns))
+    shape = (int_arg(num_rows, "eye: num_rows", minimum=0),
+             int_arg(num_columns, "eye: num_columns", minimum=0))
     rows = prims.iota(shape=shape, dtype=dtypes.int64, dimension=0)
     cols = prims.iota(shape=shape, dtype=dtypes.int64, dimension=1)
     return cast(prims.eq(rows, cols), _float_dtype(dtype))
@@ -229,8 +247,8 @@ def rand(shape, dtype=None) -> Tensor:
         >>> a.shape, bool(((a >= 0) & (a < 1)).all())
         ([2, 3], True)
     """
-    return prims.random_uniform(shape=shape_arg(shape), dtype=_float_dtype(dtype),
-                                key=next_key())
+    return prims.random_uniform(shape=shape_arg(shape, "rand: shape"),
+                                dtype=_float_dtype(dtype), key=next_key())
 
 
 def randn(shape, dtype=None) -> Tensor:
@@ -242,12 +260,13 @@ def randn(shape, dtype=None) -> Tensor:
         >>> abs(float(a.mean())) < 0.2, abs(float(a.std()) - 1.0) < 0.1
         (True, True)
     """
-    return prims.random_normal(shape=shape_arg(shape), dtype=_float_dtype(dtype),
-                               key=next_key())
+    return prims.random_normal(shape=shape_arg(shape, "randn: shape"),
+                               dtype=_float_dtype(dtype), key=next_key())
 
 
 def uniform(shape, dtype=None, min=-1.0, max=1.0, seed=0) -> Tensor:  # noqa: A002
-    """Uniform draws in [min, max) (Paddle's argument order).
+    """Uniform draws in [min, max) (Paddle's argument order); ``min > max`` raises, as in
+    PyTorch.
 
     Example:
         >>> import primflow as pf
@@ -256,6 +275,9 @@ def uniform(shape, dtype=None, min=-1.0, max=1.0, seed=0) -> Tensor:  # noqa: A0
         True
     """
     del seed
+    lo, hi = real_arg(min, "uniform: min"), real_arg(max, "uniform: max")
+    if lo > hi:
+        raise ValueError(f"uniform: min ({lo}) must be <= max ({hi})")
     u = rand(shape, dtype)
     lo = prims.full(shape=tuple(u._shape), value=min, dtype=u.dtype)
     width = prims.full(shape=tuple(u._shape), value=max - min, dtype=u.dtype)
@@ -263,7 +285,8 @@ def uniform(shape, dtype=None, min=-1.0, max=1.0, seed=0) -> Tensor:  # noqa: A0
 
 
 def normal(mean=0.0, std=1.0, shape=None, dtype=None) -> Tensor:
-    """Normal draws with the given mean and std (Paddle's ``paddle.normal``).
+    """Normal draws with the given mean and std (Paddle's ``paddle.normal``); a negative
+    (or nan) std raises, as in PyTorch.
 
     Example:
         >>> import primflow as pf
@@ -272,8 +295,17 @@ def normal(mean=0.0, std=1.0, shape=None, dtype=None) -> Tensor:
     """
     if isinstance(mean, Tensor) or isinstance(std, Tensor):  # Paddle: shape from the tensors
         m, s = binary_operands(mean, std)
+        if not isinstance(s, Tracer) and s.size and not bool(
+                prims.reduce_min(prims.ge(s, prims.full(shape=tuple(s._shape), value=0,
+                                                         dtype=s.dtype)),
+                                 axes=tuple(range(s.ndim)))):
+            raise ValueError(f"normal: std must be >= 0 everywhere, got a tensor with "
+                             f"negative or nan entries (shape {s.shape})")
         z = randn(m._shape, m.dtype if m.dtype.is_floating else dtype)
         return prims.add(prims.mul(*binary_operands(z, s)), cast(m, z.dtype))
+    if not real_arg(std, "normal: std") >= 0:
+        raise ValueError(f"normal: std must be >= 0, got {std}")
+    real_arg(mean, "normal: mean")
     if shape is None:
         shape = [1]
     z = randn(shape, dtype)
@@ -282,7 +314,7 @@ def normal(mean=0.0, std=1.0, shape=None, dtype=None) -> Tensor:
 
 
 def randint(low=0, high=None, shape=(1,), dtype="int64") -> Tensor:
-    """Integers uniform in [low, high).
+    """Integers uniform in [low, high) (``low < high``, both ints; an integer ``dtype``).
 
     Example:
         >>> import primflow as pf
@@ -292,7 +324,13 @@ def randint(low=0, high=None, shape=(1,), dtype="int64") -> Tensor:
     """
     if high is None:
         low, high = 0, low
-    u = rand(shape, "float64")
+    low, high = int_arg(low, "randint: low"), int_arg(high, "randint: high")
+    if low >= high:
+        raise ValueError(f"randint: low ({low}) must be < high ({high}): the range "
+                         f"[low, high) is empty")
+    if not dtypes.as_dtype(dtype).is_integer:
+        raise TypeError(f"randint: dtype must be an integer dtype, got {dtype!r}")
+    u = rand(shape_arg(shape, "randint: shape"), "float64")
     scaled = prims.floor(prims.add(
         prims.mul(u, prims.full(shape=tuple(u._shape), value=float(high - low),
                                 dtype=dtypes.float64)),
@@ -308,6 +346,7 @@ def randperm(n, dtype="int64") -> Tensor:
         >>> sorted(pf.randperm(5).tolist())
         [0, 1, 2, 3, 4]
     """
+    n = int_arg(n, "randperm: n", minimum=0)
     u = rand([n], "float64")
     # rank of each draw = number of draws smaller than it (O(n^2), fine for small n)
     col = prims.broadcast_in_dim(u, shape=(n, n), broadcast_dimensions=(0,))

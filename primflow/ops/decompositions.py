@@ -27,7 +27,7 @@ from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
-from .helpers import as_tensor, broadcast_shapes, broadcast_to, cast, full
+from .helpers import as_tensor, broadcast_shapes, broadcast_to, cast, full, int_arg, int_list
 from . import math as em
 from . import reduction
 from .manipulation import moveaxis, squeeze, stack
@@ -45,6 +45,9 @@ def _matrix(x, name, square=True):
     if not d.is_floating:
         raise TypeError(f"{name}: expects a floating-point matrix, got {d.name}{x.shape}; "
                         f"convert first, e.g. x.astype('float64')")
+    if d.name == "float16":  # LAPACK has no half precision (bfloat16 runs in float32)
+        raise TypeError(f"{name}: float16 matrices are not supported (LAPACK computes in "
+                        f"float32 or float64); convert first, e.g. x.astype('float32')")
     if x.ndim < 2:
         raise ValueError(f"{name}: expects a matrix (at least 2 dims), got shape {x.shape}")
     if square and x._shape[-1] != x._shape[-2]:
@@ -545,8 +548,7 @@ def matrix_power(x, n, name=None) -> Tensor:
                [0., 1.]], dtype=float32)
     """
     a = _matrix(x, "matrix_power")
-    if not isinstance(n, int):
-        raise TypeError(f"matrix_power: n must be an int, got {n!r}")
+    n = int_arg(n, "matrix_power: n")
     if n < 0:
         a, n = inv(a), -n
     result = None
@@ -636,9 +638,12 @@ def vector_norm(x, p=2.0, axis=None, keepdim=False, name=None) -> Tensor:
 
 
 def _matrix_axes(x, axis):
-    axis = list(axis)
+    axis = int_list(axis, "matrix_norm: axis")
     if len(axis) != 2:
         raise ValueError(f"matrix_norm: axis must name two dims, got {axis}")
+    if any(not -x.ndim <= a < x.ndim for a in axis):
+        raise ValueError(f"matrix_norm: axis {axis} is out of range for a tensor of shape "
+                         f"{x.shape}")
     a0, a1 = (a % x.ndim for a in axis)
     if a0 == a1:
         raise ValueError(f"matrix_norm: axis must name two different dims, got {axis}")

@@ -20,7 +20,7 @@ from __future__ import annotations
 from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
-from .helpers import as_tensor, cast, full
+from .helpers import as_tensor, cast, full, int_arg, int_list
 
 _NORMS = ("backward", "ortho", "forward")
 _DUAL = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
@@ -50,12 +50,14 @@ def _real_input(x, name):
 
 
 def _axes(x, axes, s, name):
-    """Normalised transform axes: all dims (or the last len(s)) by default."""
+    """Normalised transform axes: all dims (or the last len(s)) by default. ``axes`` may be
+    one int (the ``axis`` of the 1-d transforms)."""
     ndim = x.ndim
     if axes is None:
         axes = tuple(range(ndim - (len(s) if s is not None else ndim), ndim))
-    elif isinstance(axes, int):
-        axes = (axes,)
+    else:
+        one = not isinstance(axes, (list, tuple))
+        axes = tuple(int_list(axes, f"{name}: {'axis' if one else 'axes'}"))
     out = []
     for a in axes:
         if not -ndim <= a < ndim:
@@ -69,9 +71,17 @@ def _axes(x, axes, s, name):
     return tuple(out)
 
 
+def _check_points(x, axes, s, name):
+    """A transform over an empty axis has no points (NumPy's own error, wrapped, said
+    "invalid number of data points"); ``s`` (or ``n``) zero-pads it."""
+    for a in axes:
+        if x._shape[a] == 0 and s is None:
+            raise ValueError(f"{name}: axis {a} of the input (shape {x.shape}) is empty: a "
+                             f"transform needs at least one point; pass n (or s) to zero-pad")
+
+
 def _resize(x, axis, n, name):
     """``x`` cut or zero-padded to length ``n`` along ``axis`` (NumPy's ``n=``/``s=``)."""
-    n = int(n)
     if n < 1:
         raise ValueError(f"{name}: transform length {n} must be >= 1")
     size = x._shape[axis]
@@ -87,8 +97,9 @@ def _resize(x, axis, n, name):
 
 
 def _c2c(x, s, axes, norm, kind, name):
-    x = _complex_input(x)
+    x, s = _complex_input(x), _lengths(s, name)
     axes = _axes(x, axes, s, name)
+    _check_points(x, axes, s, name)
     if s is not None:
         for a, n in zip(axes, s):
             x = _resize(x, a, n, name)
@@ -96,8 +107,9 @@ def _c2c(x, s, axes, norm, kind, name):
 
 
 def _r2c(x, s, axes, norm, name):
-    x = _real_input(x, name)
+    x, s = _real_input(x, name), _lengths(s, name)
     axes = _axes(x, axes, s, name)
+    _check_points(x, axes, s, name)
     if s is not None:
         for a, n in zip(axes, s):
             x = _resize(x, a, n, name)
@@ -105,7 +117,7 @@ def _r2c(x, s, axes, norm, name):
 
 
 def _c2r(x, s, axes, norm, name):
-    x = _complex_input(x)
+    x, s = _complex_input(x), _lengths(s, name)
     axes = _axes(x, axes, s, name)
     last = axes[-1]
     if s is None:
@@ -116,13 +128,21 @@ def _c2r(x, s, axes, norm, name):
     else:
         for a, n in zip(axes[:-1], s[:-1]):
             x = _resize(x, a, n, name)
-        n_last = int(s[-1])
+        n_last = s[-1]
+        if n_last < 1:
+            raise ValueError(f"{name}: transform length {n_last} must be >= 1")
     x = _resize(x, last, n_last // 2 + 1, name)
     return prims.fft(x, kind="irfft", axes=axes, n_last=n_last, norm=_norm(norm, name))
 
 
-def _one(n):
-    return None if n is None else (n,)
+def _lengths(s, name):
+    """The ``s=`` argument of the n-d transforms as a tuple of ints (None stays)."""
+    return None if s is None else tuple(int_list(s, f"{name}: s"))
+
+
+def _one(n, name):
+    """The ``n=`` argument of the 1-d transforms as the ``s`` of one axis."""
+    return None if n is None else (int_arg(n, f"{name}: n"),)
 
 
 # ---- one dimension -------------------------------------------------------------------------
@@ -135,7 +155,7 @@ def fft(x, n=None, axis=-1, norm="backward", name=None) -> Tensor:
         >>> pf.fft.fft(pf.to_tensor([1.0, 0.0])).numpy()
         array([1.+0.j, 1.+0.j], dtype=complex64)
     """
-    return _c2c(x, _one(n), (axis,), norm, "fft", "fft")
+    return _c2c(x, _one(n, "fft"), axis, norm, "fft", "fft")
 
 
 def ifft(x, n=None, axis=-1, norm="backward", name=None) -> Tensor:
@@ -146,7 +166,7 @@ def ifft(x, n=None, axis=-1, norm="backward", name=None) -> Tensor:
         >>> pf.fft.ifft(pf.to_tensor([1.0, 1.0])).numpy()
         array([1.+0.j, 0.+0.j], dtype=complex64)
     """
-    return _c2c(x, _one(n), (axis,), norm, "ifft", "ifft")
+    return _c2c(x, _one(n, "ifft"), axis, norm, "ifft", "ifft")
 
 
 def rfft(x, n=None, axis=-1, norm="backward", name=None) -> Tensor:
@@ -157,7 +177,7 @@ def rfft(x, n=None, axis=-1, norm="backward", name=None) -> Tensor:
         >>> pf.fft.rfft(pf.to_tensor([1.0, 2.0, 3.0])).shape
         [2]
     """
-    return _r2c(x, _one(n), (axis,), norm, "rfft")
+    return _r2c(x, _one(n, "rfft"), axis, norm, "rfft")
 
 
 def irfft(x, n=None, axis=-1, norm="backward", name=None) -> Tensor:
@@ -169,7 +189,7 @@ def irfft(x, n=None, axis=-1, norm="backward", name=None) -> Tensor:
         >>> pf.fft.irfft(pf.fft.rfft(x), n=3).numpy()
         array([1., 2., 3.])
     """
-    return _c2r(x, _one(n), (axis,), norm, "irfft")
+    return _c2r(x, _one(n, "irfft"), axis, norm, "irfft")
 
 
 def hfft(x, n=None, axis=-1, norm="backward", name=None) -> Tensor:
@@ -181,8 +201,8 @@ def hfft(x, n=None, axis=-1, norm="backward", name=None) -> Tensor:
         >>> pf.fft.hfft(pf.to_tensor([1.0, 0.0]), n=2).numpy()
         array([1., 1.], dtype=float32)
     """
-    return _c2r(prims.conj(_complex_input(x)), _one(n), (axis,), _DUAL[_norm(norm, "hfft")],
-                "hfft")
+    return _c2r(prims.conj(_complex_input(x)), _one(n, "hfft"), axis,
+                _DUAL[_norm(norm, "hfft")], "hfft")
 
 
 def ihfft(x, n=None, axis=-1, norm="backward", name=None) -> Tensor:
@@ -193,7 +213,7 @@ def ihfft(x, n=None, axis=-1, norm="backward", name=None) -> Tensor:
         >>> pf.fft.ihfft(pf.to_tensor([1.0, 1.0])).numpy()
         array([1.-0.j, 0.-0.j], dtype=complex64)
     """
-    return prims.conj(_r2c(x, _one(n), (axis,), _DUAL[_norm(norm, "ihfft")], "ihfft"))
+    return prims.conj(_r2c(x, _one(n, "ihfft"), axis, _DUAL[_norm(norm, "ihfft")], "ihfft"))
 
 
 # ---- two and n dimensions ------------------------------------------------------------------
@@ -262,7 +282,7 @@ def fftfreq(n, d=1.0, dtype=None, name=None) -> Tensor:
         >>> pf.fft.fftfreq(4, d=0.5).numpy()
         array([ 0. ,  0.5, -1. , -0.5], dtype=float32)
     """
-    n = int(n)
+    n, d = _frequency_args(n, d, "fftfreq")
     values = [k / (n * d) for k in list(range((n - 1) // 2 + 1)) + list(range(-(n // 2), 0))]
     return as_tensor(values, dtype=dtype or dtypes.default_float())
 
@@ -275,9 +295,16 @@ def rfftfreq(n, d=1.0, dtype=None, name=None) -> Tensor:
         >>> pf.fft.rfftfreq(4).numpy()
         array([0.  , 0.25, 0.5 ], dtype=float32)
     """
-    n = int(n)
+    n, d = _frequency_args(n, d, "rfftfreq")
     return as_tensor([k / (n * d) for k in range(n // 2 + 1)],
                      dtype=dtype or dtypes.default_float())
+
+
+def _frequency_args(n, d, name):
+    n = int_arg(n, f"{name}: n", minimum=0)
+    if isinstance(d, bool) or not isinstance(d, (int, float)) or not d or d != d:
+        raise ValueError(f"{name}: d (the sample spacing) must be a nonzero number, got {d!r}")
+    return n, d
 
 
 def _roll(x, shift, axis):

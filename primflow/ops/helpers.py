@@ -5,6 +5,9 @@ promote dtypes (NumPy rules, Python scalars weak), broadcast shapes and normalis
 from __future__ import annotations
 
 import copy
+import math
+import numbers
+import operator
 
 from .. import prims
 from ..backends import register_cache
@@ -26,7 +29,105 @@ def as_tensor(x, dtype=None) -> Tensor:
         return x
     if isinstance(x, (list, tuple)) and holds_tensors(x):
         return stack_nested(x, dtype)
-    return Tensor(x, dtype=dtype)
+    return new_tensor(x, dtype)
+
+
+def new_tensor(data, dtype=None, op=None) -> Tensor:
+    """``Tensor(data, dtype)``; where that fails on Python data (nested lists of unequal
+    lengths, an integer too large for the dtype, nan for an integer dtype, a string...),
+    the error names the entry at fault (and the public op ``op``) instead of NumPy's words.
+
+    Example:
+        >>> from primflow.ops.helpers import new_tensor
+        >>> new_tensor([[1, 2], [3]], op="to_tensor")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: to_tensor: data is ragged: data[1] has length 1 but data[0] has 2; ...
+    """
+    try:
+        return Tensor(data, dtype=dtype)
+    except (OverflowError, ValueError, TypeError) as e:
+        problem = _bad_python_data(data, dtype)
+        if problem is None:
+            raise
+        error_type, message = problem
+        raise error_type(message if op is None else f"{op}: {message}") from e
+
+
+def _bad_python_data(data, dtype):
+    """``(error type, message)`` for what makes nested Python data unfit for a tensor of
+    ``dtype`` (None when nothing is found: arrays and other objects are not inspected)."""
+    leaves, lists, numbers_at = [], {}, {}  # depth -> (length, path) / path of a number
+
+    def walk(value, path, depth):
+        if isinstance(value, (list, tuple)):
+            seen = lists.setdefault(depth, (len(value), path))
+            if depth in numbers_at or seen[0] != len(value):
+                other = (f"data{numbers_at[depth]} is a number" if depth in numbers_at
+                         else f"data{seen[1]} has {seen[0]}")
+                return (ValueError, f"data is ragged: data{path} has length {len(value)} "
+                                    f"but {other}; nested lists must be rectangular")
+            for i, v in enumerate(value):
+                found = walk(v, f"{path}[{i}]", depth + 1)
+                if found:
+                    return found
+            return None
+        if depth in lists:
+            return (ValueError, f"data is ragged: data{path} is a number but data"
+                                f"{lists[depth][1]} is a list of {lists[depth][0]}; nested "
+                                f"lists must be rectangular")
+        numbers_at.setdefault(depth, path)
+        leaves.append((path, value))
+        return None
+
+    found = walk(data, "", 0)
+    if found:
+        return found
+    for path, v in leaves:
+        if not (isinstance(v, numbers.Number) or hasattr(v, "__array__")):
+            return (TypeError, f"data{path} is {v!r} ({type(v).__name__}); tensors hold "
+                               f"numbers (bool, int, float, complex)")
+    target = dtypes.int64 if dtype is None else dtypes.as_dtype(dtype)
+    if not target.is_integer:
+        return None
+    for path, v in leaves:
+        if not isinstance(v, numbers.Real) or (dtype is None and not isinstance(
+                v, numbers.Integral)):
+            continue  # (no dtype given: floats make a float tensor)
+        found = integer_misfit(v, target)
+        if found:
+            error_type, what = found
+            return error_type, f"data{path} = {v} {what}; use a float dtype"
+    return None
+
+
+def integer_misfit(value, dtype):
+    """``(error type, reason)`` when the real Python number ``value`` cannot be stored in
+    the integer ``dtype`` (nan/inf, or outside its range), else None.
+
+    Example:
+        >>> from primflow.core import dtypes
+        >>> integer_misfit(300, dtypes.uint8)
+        (<class 'OverflowError'>, 'is outside the range of uint8 [0, 255]')
+    """
+    if not isinstance(value, numbers.Integral) and not math.isfinite(value):
+        return ValueError, f"cannot be held by an integer dtype ({dtype.name})"
+    lo, hi = _integer_range(dtype)
+    if not lo <= value <= hi:
+        return OverflowError, f"is outside the range of {dtype.name} [{lo}, {hi}]"
+    return None
+
+
+_INTEGER_RANGES = {}  # dtype -> (lowest, highest): binary ops with an int scalar look it up
+
+
+def _integer_range(dtype):
+    found = _INTEGER_RANGES.get(dtype)
+    if found is None:
+        bits = 8 * dtype.itemsize
+        found = _INTEGER_RANGES[dtype] = (0, 2 ** bits - 1) if dtype.name.startswith(
+            "uint") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    return found
 
 
 def holds_tensors(seq) -> bool:
@@ -183,17 +284,32 @@ def binary_operands(x, y):
     if x_is_t and type(y) in _SCALARS:
         dx = x.dtype
         d = dtypes.result_type_with_scalar(dx, y)
+        if type(y) is int and d.is_integer:
+            _check_int_scalar(y, d)
         if d is not dx:
             x = prims.convert_element_type(x, dtype=d)
         return x, scalar_constant(x._shape, y, d)
     if y_is_t and type(x) in _SCALARS:
         dy = y.dtype
         d = dtypes.result_type_with_scalar(dy, x)
+        if type(x) is int and d.is_integer:
+            _check_int_scalar(x, d)
         if d is not dy:
             y = prims.convert_element_type(y, dtype=d)
         return scalar_constant(y._shape, x, d), y
     # lists, arrays, or two scalars: make tensors and try again
     return binary_operands(x if x_is_t else as_tensor(x), y if y_is_t else as_tensor(y))
+
+
+def _check_int_scalar(value, dtype):
+    """A Python int operand takes the integer tensor's dtype (weak typing): refuse one it
+    cannot hold instead of NumPy's error from inside a kernel."""
+    lo, hi = _integer_range(dtype)
+    if not lo <= value <= hi:
+        found = integer_misfit(value, dtype)
+        raise OverflowError(f"the Python int {value} {found[1]}, the dtype of the tensor it "
+                            f"meets; cast the tensor first (e.g. x.astype('int64') or "
+                            f"x.astype('float64'))")
 
 
 def float_operand(x) -> Tensor:
@@ -203,38 +319,128 @@ def float_operand(x) -> Tensor:
     return x if x.dtype.is_floating else cast(x, dtypes.default_float())
 
 
-def normalize_axis(axis, ndim, allow_none=True) -> tuple:
-    """Axis argument (None, int, list or tuple) to a sorted tuple of non-negative dims."""
+def int_arg(value, what, minimum=None) -> int:
+    """``value`` as a Python int for the argument ``what`` (a phrase such as ``"fft: n"``).
+
+    Ints, NumPy integers and one-element integer tensors pass; a float (even ``2.0``), a
+    bool or a string raises TypeError (as NumPy and PyTorch do for sizes: a silently
+    truncated ``2.5`` is a wrong shape), a value below ``minimum`` ValueError.
+
+    Example:
+        >>> from primflow.ops.helpers import int_arg
+        >>> int_arg(3, "n")
+        3
+        >>> int_arg(2.5, "fft: n")
+        Traceback (most recent call last):
+        ...
+        TypeError: fft: n must be an int, got 2.5 (float)
+    """
+    if isinstance(value, bool):  # an int subclass, but never meant as a size or an axis
+        raise TypeError(f"{what} must be an int, got {value!r} (bool)")
+    try:
+        out = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an int, got {value!r} "
+                        f"({type(value).__name__})") from None
+    if minimum is not None and out < minimum:
+        raise ValueError(f"{what} must be >= {minimum}, got {out}")
+    return out
+
+
+def int_list(value, what) -> list:
+    """An int or a sequence of ints (list, tuple, 1-d integer tensor...) as a list of
+    Python ints, each checked by ``int_arg``; the argument ``what`` is named in errors.
+
+    Example:
+        >>> from primflow.ops.helpers import int_list
+        >>> int_list(2, "axis"), int_list((0, -1), "axis")
+        ([2], [0, -1])
+    """
+    if type(value) is int:  # the common case, kept cheap (reductions call this)
+        return [value]
+    if isinstance(value, Tensor):
+        if not (value.dtype.is_integer and value.ndim <= 1):
+            raise TypeError(f"{what} must be ints, got a {value.dtype.name} tensor of shape "
+                            f"{value.shape}; use an int list or a 1-d integer tensor")
+        value = value.tolist()
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        if isinstance(value, bool) or not hasattr(value, "__index__"):
+            raise TypeError(f"{what} must be an int or a list/tuple of ints, got {value!r} "
+                            f"({type(value).__name__})")
+        return [int_arg(value, what)]
+    items = list(value)
+    for i, v in enumerate(items):
+        if type(v) is not int:
+            items[i] = int_arg(v, f"{what}[{i}]")
+    return items
+
+
+def normalize_axis(axis, ndim, allow_none=True, what="axis") -> tuple:
+    """Axis argument (None, int, list or tuple) to a sorted tuple of non-negative dims; a
+    non-int entry, an axis out of range or one named twice raises (naming ``what``)."""
     if axis is None:
         if not allow_none:
             raise ValueError("an axis is required")
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if type(axis) is int and -ndim <= axis < ndim:  # the common case, kept cheap
+        return (axis % ndim,)
     out = set()
-    for a in axes:
-        if not isinstance(a, int):
-            raise TypeError(f"axis entries must be ints, got {a!r}")
+    for a in int_list(axis, what):
         if not -max(ndim, 1) <= a < max(ndim, 1):
-            raise ValueError(f"axis {a} is out of range for a tensor with {ndim} dims")
-        out.add(a % ndim if ndim else 0)
+            raise ValueError(f"{what} {a} is out of range for a tensor with {ndim} dims")
+        a = a % ndim if ndim else 0
+        if a in out:
+            raise ValueError(f"{what} {axis!r} names dim {a} twice (a tensor with {ndim} dims); "
+                             f"give each dim once")
+        out.add(a)
     if ndim == 0:
         return ()
     return tuple(sorted(out))
 
 
-def shape_arg(shape) -> tuple:
-    """Shape argument (list, tuple, int or 1-d int tensor) to a tuple of ints."""
-    if isinstance(shape, Tensor):
-        shape = shape.tolist()
-    if isinstance(shape, int):
-        return (shape,)
-    try:
-        out = tuple(int(s) for s in shape)
-    except TypeError:
-        raise TypeError(f"shape must be a list or tuple of ints, got {shape!r}") from None
+def real_arg(value, what) -> float:
+    """A finite real Python number for the argument ``what`` (bounds, slopes, epsilons;
+    a one-element real tensor gives its value).
+
+    Example:
+        >>> from primflow.ops.helpers import real_arg
+        >>> real_arg(0.5, "p")
+        0.5
+    """
+    if isinstance(value, Tensor) and value.size == 1 and not value.dtype.is_complex:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a real number, got {value!r} "
+                        f"({type(value).__name__})")
+    if not math.isfinite(value):
+        raise ValueError(f"{what} must be finite, got {value}")
+    return value
+
+
+def single_axis(axis, ndim, what="axis") -> int:
+    """One axis (an int) of a tensor with ``ndim`` dims as a dim in ``[0, ndim)``; a 0-d
+    tensor has none (NumPy's and PyTorch's rule), a list of axes is refused.
+
+    Example:
+        >>> from primflow.ops.helpers import single_axis
+        >>> single_axis(-1, 3)
+        2
+    """
+    a = int_arg(axis, what)
+    if ndim == 0:
+        raise ValueError(f"{what} {a}: a 0-d tensor has no axes; reshape it to 1-d first")
+    if not -ndim <= a < ndim:
+        raise ValueError(f"{what} {a} is out of range for a tensor with {ndim} dims")
+    return a % ndim
+
+
+def shape_arg(shape, what="shape") -> tuple:
+    """Shape argument (list, tuple, int or 1-d int tensor) to a tuple of ints >= 0; a
+    float, bool or negative entry raises, naming ``what``."""
+    out = tuple(int_list(shape, what))
     for s in out:
         if s < 0:
-            raise ValueError(f"shape entries must be >= 0, got {list(out)}")
+            raise ValueError(f"{what} entries must be >= 0, got {list(out)}")
     return out
 
 

@@ -31,11 +31,7 @@ def _expand_key(x, key):
     for item in key:
         if _is_index_array(item):
             arr = as_tensor(item)
-            if arr.dtype.is_bool:
-                # a k-dim mask stands for k integer index arrays (its nonzero positions)
-                items.extend(_mask_to_indices(arr))
-                continue
-            if not arr.dtype.is_integer:
+            if not (arr.dtype.is_bool or arr.dtype.is_integer):
                 raise IndexError(f"tensors used as indices must be integer or bool, got "
                                  f"{arr.dtype.name}")
             items.append(arr)
@@ -44,18 +40,43 @@ def _expand_key(x, key):
         else:
             raise IndexError(f"unsupported index {item!r}: use ints, slices, None, ..., "
                              f"integer tensors or boolean masks")
-    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+    # a k-dim mask consumes k dims
+    width = [0 if i is None or i is Ellipsis else (
+        i.ndim if isinstance(i, Tensor) and i.dtype.is_bool else 1) for i in items]
+    consumed = sum(width)
     if consumed > x.ndim:
         raise IndexError(f"too many indices ({consumed}) for a tensor of shape {x.shape}")
     ellipses = [k for k, i in enumerate(items) if i is Ellipsis]
     if len(ellipses) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    if ellipses:
-        pos = ellipses[0]
-        items[pos:pos + 1] = [slice(None)] * (x.ndim - consumed)
-    else:
-        items += [slice(None)] * (x.ndim - consumed)
-    return items
+    out, dim = [], 0
+    for item, w in zip(items, width):
+        if item is Ellipsis:
+            out += [slice(None)] * (x.ndim - consumed)
+            dim += x.ndim - consumed
+        elif isinstance(item, Tensor) and item.dtype.is_bool:
+            _check_mask_shape(item, x, dim)
+            # the mask stands for w integer index arrays (its nonzero positions)
+            out.extend(_mask_to_indices(item))
+            dim += w
+        else:
+            out.append(item)
+            dim += w
+    if not ellipses:
+        out += [slice(None)] * (x.ndim - consumed)
+    return out
+
+
+def _check_mask_shape(mask, x, dim):
+    """IndexError unless a boolean mask's shape equals the dims of ``x`` it covers (from
+    ``dim``); without it a short mask silently picks from the first entries."""
+    covered = tuple(x._shape[dim:dim + mask.ndim])
+    for k, (m, n) in enumerate(zip(mask._shape, covered)):
+        if m != n:
+            raise IndexError(
+                f"boolean index of shape {mask.shape} did not match the indexed tensor of "
+                f"shape {x.shape} along axis {dim + k}: size of axis is {n} but size of "
+                f"corresponding boolean axis is {m}")
 
 
 def _mask_to_indices(mask):

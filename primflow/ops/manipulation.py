@@ -21,7 +21,8 @@ from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor, register_view, view_of
 from ..core.trace import Tracer
-from .helpers import as_tensor, broadcast_shapes, broadcast_to, cast, normalize_axis, shape_arg
+from .helpers import (as_tensor, broadcast_shapes, broadcast_to, cast, int_arg, int_list,
+                      normalize_axis, shape_arg, single_axis)
 
 
 def reshape(x, shape) -> Tensor:
@@ -34,10 +35,8 @@ def reshape(x, shape) -> Tensor:
         [2, 3]
     """
     x = as_tensor(x)
-    if isinstance(shape, Tensor):
-        shape = shape.tolist()
-    shape = [shape] if isinstance(shape, int) else list(shape)
-    shape = [x._shape[i] if s == 0 and i < x.ndim else int(s) for i, s in enumerate(shape)]
+    shape = int_list(shape, "reshape: shape")
+    shape = [x._shape[i] if s == 0 and i < x.ndim else s for i, s in enumerate(shape)]
     if any(s < -1 for s in shape):
         raise ValueError(f"reshape: dims must be >= 0 or -1 (inferred), got {shape}")
     if shape.count(-1) > 1:
@@ -111,7 +110,8 @@ def flatten(x, start_axis=0, stop_axis=-1) -> Tensor:
     x = as_tensor(x)
     if x.ndim == 0:
         return reshape(x, [1])
-    (start,), (stop,) = normalize_axis(start_axis, x.ndim), normalize_axis(stop_axis, x.ndim)
+    (start,) = normalize_axis(start_axis, x.ndim, what="flatten: start_axis")
+    (stop,) = normalize_axis(stop_axis, x.ndim, what="flatten: stop_axis")
     if start > stop:
         raise ValueError(f"flatten: start_axis {start_axis} is after stop_axis {stop_axis}")
     shape = x.shape
@@ -128,6 +128,7 @@ def transpose(x, perm) -> Tensor:
         [3, 2]
     """
     x = as_tensor(x)
+    perm = int_list(perm, "transpose: perm")
     if len(perm) != x.ndim or any(not -x.ndim <= p < x.ndim for p in perm):
         raise ValueError(f"transpose: perm {list(perm)} is not a permutation of "
                          f"range({x.ndim}) for shape {x.shape}")
@@ -165,8 +166,11 @@ def moveaxis(x, source, destination) -> Tensor:
         [3, 4, 2]
     """
     x = as_tensor(x)
-    src = [source] if isinstance(source, int) else list(source)
-    dst = [destination] if isinstance(destination, int) else list(destination)
+    src = int_list(source, "moveaxis: source")
+    dst = int_list(destination, "moveaxis: destination")
+    if len(src) != len(dst):
+        raise ValueError(f"moveaxis: source {source!r} and destination {destination!r} "
+                         f"name different numbers of dims")
     src = [normalize_axis(s, x.ndim)[0] for s in src]
     dst = [normalize_axis(d, x.ndim)[0] for d in dst]
     order = [i for i in range(x.ndim) if i not in src]
@@ -199,7 +203,7 @@ def unsqueeze(x, axis) -> Tensor:
         [1, 3]
     """
     x = as_tensor(x)
-    axes = [axis] if isinstance(axis, int) else list(axis)
+    axes = int_list(axis, "unsqueeze: axis")
     ndim = x.ndim + len(axes)
     axes = list(normalize_axis(axes, ndim))  # positions in the result
     shape = list(x._shape)
@@ -218,8 +222,16 @@ def expand(x, shape) -> Tensor:
                [2., 2., 2.]], dtype=float32)
     """
     x = as_tensor(x)
-    shape = list(shape_arg([s if s != -1 else 1 for s in shape]) if -1 not in shape else shape)
+    shape = int_list(shape, "expand: shape")
+    if any(s < -1 for s in shape):
+        raise ValueError(f"expand: shape entries must be >= 0 or -1 (keep the input's size), "
+                         f"got {shape}")
     lead = len(shape) - x.ndim
+    if lead < 0:
+        raise ValueError(f"expand: shape {shape} has fewer dims than the input's {x.shape}")
+    if any(s == -1 for s in shape[:lead]):
+        raise ValueError(f"expand: -1 in shape {shape} names a new leading dim (the input has "
+                         f"shape {x.shape}); give its size")
     shape = [x._shape[i - lead] if s == -1 else s for i, s in enumerate(shape)]
     out = broadcast_to(x, shape)
     return _new_handle(x) if out is x else out
@@ -247,9 +259,7 @@ def concat(x, axis=0) -> Tensor:
         >>> pf.concat([pf.ones([2]), pf.zeros([3])]).shape
         [5]
     """
-    tensors = [as_tensor(t) for t in x]
-    if not tensors:
-        raise ValueError("concat needs at least one tensor")
+    tensors = _tensor_sequence(x, "concat")
     d = tensors[0].dtype
     for t_ in tensors[1:]:
         d = dtypes.promote_types(d, t_.dtype)
@@ -257,7 +267,7 @@ def concat(x, axis=0) -> Tensor:
     ndim = tensors[0].ndim
     if ndim == 0:
         raise ValueError("concat: zero-dimensional tensors cannot be concatenated; use stack")
-    (axis,) = normalize_axis(axis, ndim)
+    axis = single_axis(axis, ndim, "concat: axis")
     for i, t_ in enumerate(tensors):
         if t_.ndim != ndim or any(a != b for j, (a, b) in
                                   enumerate(zip(t_._shape, tensors[0]._shape)) if j != axis):
@@ -270,6 +280,18 @@ def concat(x, axis=0) -> Tensor:
 
 
 
+def _tensor_sequence(x, name):
+    """The list or tuple of tensors that concat and stack join; a single tensor (which
+    Python could iterate along its first dim) is refused, as PyTorch does."""
+    if isinstance(x, Tensor) or not isinstance(x, (list, tuple)):
+        what = f"a Tensor of shape {x.shape}" if isinstance(x, Tensor) else type(x).__name__
+        raise TypeError(f"{name} takes a list or tuple of tensors, got {what}; write "
+                        f"pf.{name}([a, b], axis=...)")
+    if not x:
+        raise ValueError(f"{name} needs at least one tensor, got an empty {type(x).__name__}")
+    return [as_tensor(t_) for t_ in x]
+
+
 def stack(x, axis=0) -> Tensor:
     """Joins equally shaped tensors along a new axis.
 
@@ -278,15 +300,13 @@ def stack(x, axis=0) -> Tensor:
         >>> pf.stack([pf.ones([2]), pf.zeros([2])], axis=1).shape
         [2, 2]
     """
-    tensors = [as_tensor(t_) for t_ in x]
-    if not tensors:
-        raise ValueError("stack needs at least one tensor")
+    tensors = _tensor_sequence(x, "stack")
     for i, t_ in enumerate(tensors):
         if t_._shape != tensors[0]._shape:
             raise ValueError(f"stack: tensor {i} has shape {t_.shape} but tensor 0 has "
                              f"{tensors[0].shape}; all must be equal")
     ndim = tensors[0].ndim + 1
-    (axis,) = normalize_axis(axis, ndim)  # a position in the result
+    axis = single_axis(axis, ndim, "stack: axis")  # a position in the result
     return concat([unsqueeze(t_, axis) for t_ in tensors], axis=axis)
 
 
@@ -300,15 +320,19 @@ def split(x, num_or_sections, axis=0) -> list:
         [[2, 2], [3, 2]]
     """
     x = as_tensor(x)
-    (axis,) = normalize_axis(axis, x.ndim)
+    axis = single_axis(axis, x.ndim, "split: axis")
     n = x._shape[axis]
-    if isinstance(num_or_sections, int):
+    if not isinstance(num_or_sections, (list, tuple, Tensor)):
+        num_or_sections = int_arg(num_or_sections, "split: num_or_sections", minimum=1)
         if n % num_or_sections:
             raise ValueError(f"split: size {n} of axis {axis} is not divisible by "
                              f"{num_or_sections}")
         sizes = [n // num_or_sections] * num_or_sections
     else:
-        sizes = list(num_or_sections)
+        sizes = int_list(num_or_sections, "split: num_or_sections")
+        if any(s < -1 for s in sizes) or sizes.count(-1) > 1:
+            raise ValueError(f"split: sections must be >= 0, with at most one -1 (inferred), "
+                             f"got {sizes}")
         if sizes.count(-1) == 1:
             sizes[sizes.index(-1)] = n - (sum(sizes) + 1)
         if sum(sizes) != n:
@@ -329,7 +353,7 @@ def chunk(x, chunks, axis=0) -> list:
         >>> a.numpy(), b.numpy()
         (array([0, 1]), array([2, 3]))
     """
-    return split(x, chunks, axis)
+    return split(x, int_arg(chunks, "chunk: chunks", minimum=1), axis)
 
 
 def unbind(x, axis=0) -> list:
@@ -341,7 +365,7 @@ def unbind(x, axis=0) -> list:
         [array([1, 2]), array([3, 4])]
     """
     x = as_tensor(x)
-    (axis,) = normalize_axis(axis, x.ndim)
+    axis = single_axis(axis, x.ndim, "unbind: axis")
     return [squeeze(p, axis) for p in split(x, x._shape[axis], axis)]
 
 
@@ -368,7 +392,7 @@ def index_select(x, index, axis=0) -> Tensor:
         raise TypeError(f"index_select: index must be an integer tensor, got {index.dtype}")
     if index.ndim != 1:
         raise ValueError(f"index_select: index must be 1-d, got shape {index.shape}")
-    (axis,) = normalize_axis(axis, x.ndim)
+    axis = single_axis(axis, x.ndim, "index_select: axis")
     _check_index_range(index, x._shape[axis], "index_select")
     moved = moveaxis(x, axis, 0)
     picked = prims.gather(moved, prims.reshape(index, shape=(index.size, 1)))
@@ -426,7 +450,9 @@ def tile(x, repeat_times) -> Tensor:
                [1, 2]])
     """
     x = as_tensor(x)
-    reps = list(repeat_times)
+    reps = int_list(repeat_times, "tile: repeat_times")
+    if any(r < 0 for r in reps):
+        raise ValueError(f"tile: repeat_times must be >= 0, got {reps}")
     if len(reps) < x.ndim:
         reps = [1] * (x.ndim - len(reps)) + reps
     # (prims.reshape, not reshape: the result is a copy, never a view of x)
@@ -466,6 +492,7 @@ def triu(x, diagonal=0) -> Tensor:
 
 def _triangle(x, diagonal, lower):
     x = as_tensor(x)
+    diagonal = int_arg(diagonal, "tril/triu: diagonal")
     if x.ndim < 2:
         raise ValueError(f"tril/triu need at least 2 dims, got shape {x.shape}")
     shape = tuple(x._shape)

@@ -5,10 +5,13 @@ composites (tan, sinh, cosh, square, ...) written only in primitives.
 from __future__ import annotations
 
 import math as _math
+import warnings
 
 from .. import prims
 from ..core import dtypes
+from ..core.primitive import PrimitiveError
 from ..core.tensor import Tensor
+from ..core.trace import Tracer
 from .helpers import (as_tensor, binary_operands, broadcast_shapes, broadcast_to, cast,
                        float_operand, full)
 
@@ -63,7 +66,9 @@ def divide(x, y) -> Tensor:
 
 
 def floor_divide(x, y) -> Tensor:
-    """``floor(x / y)`` (not differentiable).
+    """``floor(x / y)`` (not differentiable). Integers divide exactly (no float rounding)
+    and a zero integer divisor raises ZeroDivisionError, as in PyTorch (an integer has no
+    inf or nan to give); floats give inf/nan as in NumPy.
 
     Example:
         >>> import primflow as pf
@@ -73,12 +78,12 @@ def floor_divide(x, y) -> Tensor:
     x, y = binary_operands(x, y)
     if x.dtype.is_floating:
         return prims.floor(prims.div(x, y))
-    f = dtypes.float64
-    return cast(prims.floor(prims.div(cast(x, f), cast(y, f))), x.dtype)
+    return _integer_division(x, y, "floor_divide")
 
 
 def remainder(x, y) -> Tensor:
-    """``x - floor(x / y) * y`` (sign of y, as NumPy's ``mod``).
+    """``x - floor(x / y) * y`` (sign of y, as NumPy's ``mod``). A zero integer divisor
+    raises ZeroDivisionError, as ``floor_divide``.
 
     Example:
         >>> import primflow as pf
@@ -86,8 +91,22 @@ def remainder(x, y) -> Tensor:
         array([1., 2.], dtype=float32)
     """
     x, y = binary_operands(x, y)
-    return prims.sub(x, prims.mul(floor_divide(x, y), y))
+    if x.dtype.is_floating:
+        return prims.sub(x, prims.mul(floor_divide(x, y), y))
+    return prims.sub(x, prims.mul(_integer_division(x, y, "remainder"), y))
 
+
+def _integer_division(x, y, name):
+    """``x // y`` of integer (or bool) tensors by the div primitive's integer kind; the
+    kernel's ZeroDivisionError (also raised by compiled code) is re-raised naming ``name``."""
+    if x.dtype.is_bool:
+        x, y = cast(x, dtypes.int64), cast(y, dtypes.int64)
+    try:
+        return prims.div(x, y)
+    except PrimitiveError as e:
+        if isinstance(e.__cause__, ZeroDivisionError):
+            raise ZeroDivisionError(f"{name}: {e.__cause__}") from None
+        raise
 
 
 def pow(x, y) -> Tensor:  # noqa: A001 - public name
@@ -102,6 +121,11 @@ def pow(x, y) -> Tensor:  # noqa: A001 - public name
         if y >= 0 or x.dtype.is_floating:
             return prims.integer_pow(x, y=y)
     x, y = binary_operands(x, y)
+    if x.dtype.is_integer and not isinstance(y, Tracer) and y.size and int(
+            prims.reduce_min(y, axes=tuple(range(y.ndim))).item()) < 0:
+        raise ValueError(f"pow: integers to negative integer powers are not allowed (the "
+                         f"result is not an integer; NumPy and PyTorch refuse them too); cast "
+                         f"the base to a float dtype first, e.g. x.astype('float32')")
     return prims.pow(x, y)
 
 
@@ -489,16 +513,44 @@ def isinf(x) -> Tensor:
     return prims.eq(prims.abs(x), full(x._shape, float("inf"), x.dtype))
 
 
+class ComplexWarning(RuntimeWarning):
+    """Casting a complex tensor to a real dtype keeps only the real part (NumPy's
+    ``ComplexWarning``; take ``pf.real(x)`` first to say that is meant).
+
+    Example:
+        >>> import warnings, primflow as pf
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     pf.to_tensor([1 + 2j]).astype("float32").numpy()
+        array([1.], dtype=float32)
+        >>> caught[0].category.__name__
+        'ComplexWarning'
+    """
+
+
+def warn_if_discarding_imaginary(x, dtype, name, stacklevel=3):
+    """``ComplexWarning`` when the public cast ``name`` turns complex ``x`` into the real
+    ``dtype`` (internal casts, such as a gradient rule's, take the real part on purpose)."""
+    if x.dtype.is_complex and not dtype.is_complex:
+        warnings.warn(f"{name}: casting a complex tensor ({x.dtype.name}{x.shape}) to "
+                      f"{dtype.name} discards the imaginary part; use pf.real(x) (or "
+                      f"pf.abs(x)) to say which real value you want", ComplexWarning,
+                      stacklevel=stacklevel)
+
+
 def astype(x, dtype) -> Tensor:
     """``x`` converted to ``dtype``; a new tensor even when the dtype is the same (the
-    aliasing rule of ops/manipulation.py).
+    aliasing rule of ops/manipulation.py). Complex to real keeps the real part and warns
+    (``ComplexWarning``), as NumPy and PyTorch do.
 
     Example:
         >>> import primflow as pf
         >>> pf.astype(pf.to_tensor([1.5, 2.5]), 'int64').numpy()
         array([1, 2])
     """
-    return prims.convert_element_type(as_tensor(x), dtype=dtypes.as_dtype(dtype))
+    x, dtype = as_tensor(x), dtypes.as_dtype(dtype)
+    warn_if_discarding_imaginary(x, dtype, "astype")
+    return prims.convert_element_type(x, dtype=dtype)
 
 
 def scale(x, scale=1.0, bias=0.0, bias_after_scale=True) -> Tensor:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import builtins
 import math as _math
+import warnings
 
 from .. import prims
 from ..core import dtypes
 from ..core.tensor import Tensor
 from . import _fused
-from .helpers import as_tensor, cast, float_operand, full, normalize_axis
+from .helpers import as_tensor, cast, float_operand, full, normalize_axis, single_axis
+from .math import isfinite
 
 
 def _keep(out, x_shape, axes, keepdim):
@@ -53,8 +55,21 @@ def mean(x, axis=None, keepdim=False) -> Tensor:
     axes = normalize_axis(axis, x.ndim)
     total = prims.reduce_sum(x, axes=axes)
     n = _count(x._shape, axes)
+    if n == 0:  # NumPy: nan and "Mean of empty slice"; 0 / 0 would warn about a division
+        _warn_nan("mean", f"over {n} elements (shape {x.shape}, axis {axis!r})")
+        return _keep(_nan_like(total), x._shape, axes, keepdim)
     out = prims.div(total, full(total._shape, float(n), x.dtype))
     return _keep(out, x._shape, axes, keepdim)
+
+
+def _warn_nan(name, why):
+    # stacklevel 3: the line that called the public op
+    warnings.warn(f"{name} {why} is nan", RuntimeWarning, stacklevel=3)
+
+
+def _nan_like(total):
+    """nan of ``total``'s shape, still a function of it (a gradient flows, and is nan)."""
+    return prims.mul(total, full(total._shape, float("nan"), total.dtype))
 
 
 def max(x, axis=None, keepdim=False) -> Tensor:  # noqa: A001 - public name
@@ -87,17 +102,22 @@ def min(x, axis=None, keepdim=False) -> Tensor:  # noqa: A001 - public name
 
 def _check_nonempty(x, axes, name):
     if builtins.any(x._shape[a] == 0 for a in axes):
-        raise ValueError(f"{name} of an empty tensor (shape {x.shape}) has no identity; "
-                         f"check the input shape")
+        raise ValueError(f"{name} of an empty tensor (shape {x.shape}, reduced axes "
+                         f"{list(axes)}) has no identity; check the input shape")
 
 
-def _arg(prim, x, axis, keepdim, dtype):
+def _arg(prim, x, axis, keepdim, dtype, name):
     x = as_tensor(x)
     if axis is None:
         x = prims.reshape(x, shape=(x.size,))
         axis = 0
-    (axis,) = normalize_axis(axis, x.ndim)
-    out = prim(x, axis=axis, index_dtype=dtypes.as_dtype(dtype))
+    axis = single_axis(axis, x.ndim, f"{name}: axis")
+    _check_nonempty(x, (axis,), name)
+    index_dtype = dtypes.as_dtype(dtype)
+    if not index_dtype.is_integer:
+        raise TypeError(f"{name}: dtype must be an integer dtype (int32 or int64), got "
+                        f"{index_dtype.name}")
+    out = prim(x, axis=axis, index_dtype=index_dtype)
     return _keep(out, x._shape, (axis,), keepdim)
 
 
@@ -109,7 +129,7 @@ def argmax(x, axis=None, keepdim=False, dtype="int64") -> Tensor:
         >>> int(pf.argmax(pf.to_tensor([1.0, 5.0, 2.0])))
         1
     """
-    return _arg(prims.argmax, x, axis, keepdim, dtype)
+    return _arg(prims.argmax, x, axis, keepdim, dtype, "argmax")
 
 
 def argmin(x, axis=None, keepdim=False, dtype="int64") -> Tensor:
@@ -120,7 +140,7 @@ def argmin(x, axis=None, keepdim=False, dtype="int64") -> Tensor:
         >>> pf.argmin(pf.to_tensor([[3.0, 1.0], [0.0, 2.0]]), axis=1).numpy()
         array([1, 0])
     """
-    return _arg(prims.argmin, x, axis, keepdim, dtype)
+    return _arg(prims.argmin, x, axis, keepdim, dtype, "argmin")
 
 
 def all(x, axis=None, keepdim=False) -> Tensor:  # noqa: A001 - public name
@@ -160,7 +180,9 @@ def any(x, axis=None, keepdim=False) -> Tensor:  # noqa: A001 - public name
 
 
 def var(x, axis=None, unbiased=True, keepdim=False) -> Tensor:
-    """Variance over ``axis`` (divides by n - 1 when ``unbiased``, as Paddle does).
+    """Variance over ``axis`` (divides by n - 1 when ``unbiased``, as Paddle does). With no
+    degrees of freedom (an empty axis, or one element and ``unbiased``) the result is nan
+    and a RuntimeWarning says why, as in NumPy and PyTorch.
 
     Example:
         >>> import primflow as pf
@@ -169,11 +191,15 @@ def var(x, axis=None, unbiased=True, keepdim=False) -> Tensor:
     """
     x = float_operand(x)
     axes = normalize_axis(axis, x.ndim)
-    centered = prims.sub(x, _broadcast_back(mean(x, axes), x._shape, axes))
     n = _count(x._shape, axes)
+    ddof = 1 if unbiased else 0
+    if n - ddof <= 0:  # no degrees of freedom left: nan with a warning (NumPy, PyTorch)
+        _warn_nan("var/std", f"with {n} elements and unbiased={bool(unbiased)} (shape "
+                             f"{x.shape}, axis {axis!r}: degrees of freedom <= 0)")
+        return _keep(_nan_like(prims.reduce_sum(x, axes=axes)), x._shape, axes, keepdim)
+    centered = prims.sub(x, _broadcast_back(mean(x, axes), x._shape, axes))
     total = prims.reduce_sum(prims.integer_pow(centered, y=2), axes=axes)
-    denom = float(n - 1 if unbiased else n)
-    out = prims.div(total, full(total._shape, denom, x.dtype))
+    out = prims.div(total, full(total._shape, float(n - ddof), x.dtype))
     return _keep(out, x._shape, axes, keepdim)
 
 
@@ -197,6 +223,10 @@ def logsumexp(x, axis=None, keepdim=False) -> Tensor:
     """``log(sum(exp(x)))`` over ``axis``, computed stably by shifting with the maximum.
 
     The shift's own derivative cancels exactly, so every order of derivative is right.
+    Infinite inputs give what SciPy, PyTorch and JAX give: all ``-inf`` (or an empty axis)
+    gives ``-inf``, any ``+inf`` gives ``inf``; the gradient (softmax) is 0 at ``-inf``
+    entries of a row that has a finite one, and nan where the row has no finite maximum
+    (as PyTorch's and JAX's).
     Eager calls may run the backend's fused kernel instead (see ``ops/_fused.py``).
 
     Example:
@@ -205,12 +235,19 @@ def logsumexp(x, axis=None, keepdim=False) -> Tensor:
         0.693147
     """
     x = float_operand(x)
-    return _fused.call("logsumexp", _logsumexp, (x,), axes=normalize_axis(axis, x.ndim),
-                       keepdim=bool(keepdim))
+    axes = normalize_axis(axis, x.ndim)
+    if builtins.any(x._shape[a] == 0 for a in axes):  # log of an empty sum: log(0)
+        total = prims.reduce_sum(x, axes=axes)
+        out = prims.add(total, full(total._shape, float("-inf"), x.dtype))
+        return _keep(out, x._shape, axes, keepdim)
+    return _fused.call("logsumexp", _logsumexp, (x,), axes=axes, keepdim=bool(keepdim))
 
 
 def _logsumexp(x, *, axes, keepdim):
     m = prims.reduce_max(x, axes=axes)
+    # an infinite maximum cannot shift (x - m would be inf - inf = nan): shift by 0 there,
+    # so all -inf gives log(0) = -inf and a +inf gives inf
+    m = prims.select(isfinite(m), m, full(m._shape, 0.0, m.dtype))
     shifted = prims.exp(prims.sub(x, _broadcast_back(m, x._shape, axes)))
     out = prims.add(m, prims.log(prims.reduce_sum(shifted, axes=axes)))
     return _keep(out, x._shape, axes, keepdim)
@@ -232,10 +269,9 @@ def norm(x, p=2, axis=None, keepdim=False) -> Tensor:
         out = prims.sqrt(prims.reduce_sum(prims.integer_pow(x, y=2), axes=axes))
     elif p in (1, 1.0):
         out = prims.reduce_sum(prims.abs(x), axes=axes)
-    elif p == float("inf"):
-        out = prims.reduce_max(prims.abs(x), axes=axes)
-    elif p == float("-inf"):
-        out = prims.reduce_min(prims.abs(x), axes=axes)
+    elif p in (float("inf"), float("-inf")):
+        _check_nonempty(x, axes, f"norm with p={p}")
+        out = (prims.reduce_max if p > 0 else prims.reduce_min)(prims.abs(x), axes=axes)
     elif isinstance(p, (int, float)) and p > 0:
         powered = prims.pow(prims.abs(x), full(x._shape, float(p), x.dtype))
         total = prims.reduce_sum(powered, axes=axes)
@@ -259,7 +295,7 @@ def cumsum(x, axis=None, dtype=None) -> Tensor:
     if axis is None:
         x = prims.reshape(x, shape=(x.size,))
         axis = 0
-    (axis,) = normalize_axis(axis, x.ndim)
+    axis = single_axis(axis, x.ndim, "cumsum: axis")
     return prims.cumsum(x, axis=axis, reverse=False)
 
 

@@ -159,6 +159,8 @@ class AdamW(Adam):
         if isinstance(coeff, bool) or not isinstance(coeff, (int, float)):
             raise TypeError(f"AdamW: weight_decay must be a float coefficient, got "
                             f"{type(weight_decay).__name__}")
+        if not coeff >= 0:
+            raise ValueError(f"AdamW: weight_decay must be >= 0, got {coeff}")
         self._coeff = float(coeff)
         self._lr_ratio = lr_ratio
         self._apply_decay_param_fun = apply_decay_param_fun

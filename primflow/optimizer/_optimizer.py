@@ -79,6 +79,8 @@ def _as_regularizer(weight_decay, who):
     if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)):
         raise TypeError(f"{who}: weight_decay must be a float, pf.optimizer.L2Decay or "
                         f"L1Decay, got {type(weight_decay).__name__}")
+    if not weight_decay >= 0:  # (nan too) a negative decay pushes weights to grow
+        raise ValueError(f"{who}: weight_decay must be >= 0, got {weight_decay}")
     return L2Decay(float(weight_decay))
 
 
@@ -90,7 +92,7 @@ def _check_lr(learning_rate, who):
     if isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float)):
         raise TypeError(f"{who}: learning_rate must be a float or a pf.optimizer.lr schedule, "
                         f"got {type(learning_rate).__name__}")
-    if learning_rate < 0:
+    if not learning_rate >= 0:  # (nan too)
         raise ValueError(f"{who}: learning_rate must be >= 0, got {learning_rate}")
     return float(learning_rate)
 

@@ -631,10 +631,28 @@ def _svd_step(u0, s0, v0, f, r1, r2, su, sv):
     c = ca if su is None else ew.add(ca, mx.scale(su, 0.5))
     d = da if sv is None else ew.add(da, mx.scale(sv, 0.5))
     sk = ew.neg(mx.diagonal(q1))
-    projected = ew.sub(r1, mx.mm(u0, p1))  # (I - u0 u0^T) r1
-    one = creation.full(shape=tuple(s0._shape), value=1.0, dtype=s0.dtype)
-    u_perp = ew.neg(_scale_columns(projected, ew.div(one, s0)))
-    return ew.add(mx.mm(u0, c), u_perp), sk, mx.mm(v0, d)
+    uk = mx.mm(u0, c)
+    if _is_tall(u0):  # (I - u0 u0^T) is 0 for a square matrix: no term to add
+        projected = ew.sub(r1, mx.mm(u0, p1))  # (I - u0 u0^T) r1
+        uk = ew.sub(uk, _scale_columns(projected, _reciprocal_or_zero(s0)))
+    return uk, sk, mx.mm(v0, d)
+
+
+def _is_tall(u):
+    """Whether the U factor [..., m, n] has more rows than columns (m > n)."""
+    return u._shape[-2] > u._shape[-1]
+
+
+def _reciprocal_or_zero(s):
+    """``1 / s``, 0 where ``s == 0``. It scales the (I - U U^T) part of U's derivative, which
+    exists only for tall matrices: there a zero singular value's left vector is not unique
+    (its derivative is undefined, see pf.linalg.svd), and 0 instead of inf keeps 0 * inf =
+    nan out of the derivatives that are defined (the singular values', and the other
+    vectors')."""
+    zero = creation.full(shape=tuple(s._shape), value=0.0, dtype=s.dtype)
+    one = creation.full(shape=tuple(s._shape), value=1.0, dtype=s.dtype)
+    is_zero = cmp.eq(s, zero)
+    return cmp.select(is_zero, zero, ew.div(one, cmp.select(is_zero, one, s)))
 
 
 def _svd_jvp(g, out, a):
@@ -655,9 +673,10 @@ def _svd_vjp(g, out, a):
     k = _scale_rows(ew.mul(f, ew.sub(vt_vbar, mx.mT(vt_vbar))), s)
     inner = ew.add(ew.add(j, k), mx.diag_embed(s_bar))
     core = mx.mm(u, mx.mm(inner, mx.mT(v)))
-    one = creation.full(shape=tuple(s._shape), value=1.0, dtype=s.dtype)
+    if not _is_tall(u):  # (I - U U^T) is 0 for a square matrix
+        return core
     outside = ew.sub(u_bar, mx.mm(u, ut_ubar))  # (I - U U^T) U_bar
-    return ew.add(core, mx.mm(_scale_columns(outside, ew.div(one, s)), mx.mT(v)))
+    return ew.add(core, mx.mm(_scale_columns(outside, _reciprocal_or_zero(s)), mx.mT(v)))
 
 
 def _svd_taylor(primals, series, out=None):

@@ -308,7 +308,9 @@ def _div_taylor(primals, series, out=None):
 
 div = Primitive("div", family=ELEMENTWISE_BINARY, shard=sr.SINGLE, infer=binary_infer("div"),
                 jvp=(_div_x_jvp, _div_y_jvp), saves_out=True, taylor=_div_taylor,
-                linear_in=(0,), doc="x / y")  # linear in the numerator
+                linear_in=(0,),  # linear in the numerator
+                doc="x / y (on integers floor division; a zero integer divisor raises "
+                    "ZeroDivisionError)")
 
 
 def _pow_x_jvp(g, out, x, y):  # y * x^(y-1)
