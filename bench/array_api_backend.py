@@ -1,5 +1,5 @@
 """The array-API backend over NumPy against the NumPy backend on W2 (jitted collapsed
-biharmonic, N = 1,024) and W3's plate step: milliseconds per call and the ratio (issue 17's
+biharmonic, N = 1,024) and W3's plate step: milliseconds per call and the ratio (the
 target: within 1.3x). Jitted programs on the array-API backend run code generated over the
 namespace (``compiler/array_api_codegen.py``): the NumPy backend's fusion groups, memory
 plan, row blocks and threads, with ``out=`` where the namespace's functions take it (NumPy's

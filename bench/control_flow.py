@@ -1,4 +1,4 @@
-"""Control flow under ``pf.jit``: RK4 over 1,000 steps inside ``pf.scan`` (issue 16).
+"""Control flow under ``pf.jit``: RK4 over 1,000 steps inside ``pf.scan``.
 
 The problem: ``dy/dt = W2 tanh(W1 y + b1) + b2`` with a state of 256 values (MLP
 256 -> 64 -> 256, float64), integrated with fixed-step RK4; the loss is the mean square of

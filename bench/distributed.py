@@ -1,4 +1,4 @@
-"""Distributed benchmarks (issue 15), ratios from one run:
+"""Distributed benchmarks, ratios from one run:
 
 1. ``all_reduce`` of 1e6 and 1e7 float64 on 2 ranks: ``primflow.distributed.all_reduce``
    against raw mpi4py ``Allreduce`` on the same buffers (best of several calls), out of

@@ -1,4 +1,4 @@
-"""Linear algebra and FFT forward + backward (issue 18), primflow next to hand-written
+"""Linear algebra and FFT forward + backward, primflow next to hand-written
 NumPy/SciPy adjoints and (when importable) torch eager. One process, one thread per
 framework; only the ratios of one run mean anything (see README.md).
 

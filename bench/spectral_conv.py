@@ -1,4 +1,4 @@
-"""SpectralConv1D/2D (issue 19): the layers' real DFT matrices next to the same layer
+"""SpectralConv1D/2D: the layers' real DFT matrices next to the same layer
 written with ``pf.fft`` (rfft/irfft, rfft2/irfft2), compiled forward + backward, float32,
 one thread. The layer keeps whichever is faster; only the ratios of one run mean anything
 (see README.md).

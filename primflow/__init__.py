@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 from . import backends as _backends  # noqa: F401 - installs the NumPy backend into core
 from .core.dtypes import (DType, bool_, float32, float64, get_default_dtype, int32, int64,
                           set_default_dtype)
-from .core.dtypes import complex64, complex128  # issue 18: complex numbers
+from .core.dtypes import complex64, complex128  # complex numbers
 from .core.primitive import NonDifferentiableError, PrimitiveError, primitives
 from .core.random import seed
 from .core.config import config
@@ -28,7 +28,7 @@ from . import prims
 from .ops import *  # noqa: F401,F403 - the NumPy-like public surface (ops.__all__)
 from .ops import abs, all, any, max, min, pow, round, sum  # noqa: A004 - shadow builtins here
 from .ops import __all__ as _ops_names
-from .ops import fft, linalg  # the pf.fft and pf.linalg namespaces (issue 18)
+from .ops import fft, linalg  # the pf.fft and pf.linalg namespaces
 from .ops.aliases import create as _create_aliases
 from . import autodiff
 from . import autograd
@@ -39,7 +39,7 @@ from .core.state import decompose, is_decomposing, set_decompose
 from .transforms import hessian, jacfwd, jacrev, vmap
 from .transforms import TraceTooLongError, TracerConversionError, jit, to_static
 from .core.trace import EscapedTracerError
-# control flow (issue 16): JAX's lax spellings and Paddle's static.nn
+# control flow: JAX's lax spellings and Paddle's static.nn
 from .transforms.control import cond, fori_loop, scan, switch, while_loop
 from . import static
 from .core.pytree import tree_flatten, tree_map, tree_unflatten
@@ -48,17 +48,17 @@ from .nn import ParamAttr, create_parameter
 from . import optimizer
 from .optimizer import regularizer
 from .serialization import load, save
-# threads (issue 14): one knob for compiled programs' row blocks, BLAS and numba
+# threads: one knob for compiled programs' row blocks, BLAS and numba
 from .backends.threads import get_num_threads, set_num_threads
 # distributed training over MPI and data loading (mpi4py is imported only when used)
 from . import distributed, io
 
-# ---- Paddle compatibility (issue 20): storage dtypes, copies/casts, incubate.autograd ----
+# ---- Paddle compatibility: storage dtypes, copies/casts, incubate.autograd ----
 from .core.dtypes import float16, int8, int16, uint8  # noqa: E402
 from .ops import assign, cast, clone  # noqa: E402,F401
 from . import incubate  # noqa: E402
 from . import device  # noqa: E402
-# ---- bfloat16 storage (issue 17; NumPy holds it through the optional ml_dtypes package) ----
+# ---- bfloat16 storage (NumPy holds it through the optional ml_dtypes package) ----
 from .core.dtypes import bfloat16  # noqa: E402
 from .device import get_device, is_compiled_with_cuda, set_device  # noqa: E402,F401
 
@@ -99,7 +99,7 @@ def numel(x):
     return x.size
 
 
-# ---- multi-hardware (issue 17): selecting the backend tensors are made and computed on ----
+# ---- multi-hardware: selecting the backend tensors are made and computed on ----
 from .backends import backend, get_backend, set_backend  # noqa: E402,F401
 from . import amp  # noqa: E402 - mixed precision for nn layers (pf.amp.auto_cast)
 
@@ -125,13 +125,13 @@ __all__ = sorted(set(_ops_names) | set(_aliases) | {
     "tree_flatten", "tree_map", "tree_unflatten",
     # nn, io
     "ParamAttr", "create_parameter", "load", "save",
-    # control flow (issue 16)
+    # control flow
     "static", "cond", "switch", "while_loop", "fori_loop", "scan",
-    # threads (issue 14)
+    # threads
     "get_num_threads", "set_num_threads",
-    # complex and storage dtypes (issues 18, 20), devices (issue 20)
+    # complex and storage dtypes, devices
     "complex64", "complex128", "float16", "int8", "int16", "uint8", "get_device",
     "set_device", "is_compiled_with_cuda",
-    # backends and mixed precision (issue 17)
+    # backends and mixed precision
     "backend", "get_backend", "set_backend", "amp", "bfloat16",
 })

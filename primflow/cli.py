@@ -52,7 +52,7 @@ import sys
 
 EXTRAS = ("scipy", "matplotlib", "tqdm", "rich", "numba", "mpi4py")
 DEMOS = ("plate", "beam", "poisson", "burgers", "heat")
-# high-dimensional PDEs and inverse problems (issue 19)
+# high-dimensional PDEs and inverse problems
 HIGH_DIM_DEMOS = ("poisson-hd", "allen-cahn-hd")
 DEMOS += HIGH_DIM_DEMOS + ("plate-inverse",)
 OPERATOR_DEMOS = ("fno-burgers", "fno-darcy")
@@ -359,7 +359,7 @@ def _run_demo(args, out_dir, out, err):
     return 0 if result.status == "ok" else 1
 
 
-# ---- high-dimensional PDEs and inverse problems (issue 19) ---------------------------------
+# ---- high-dimensional PDEs and inverse problems ---------------------------------
 
 def _check_issue19_options(args):
     high_dim = args.name in HIGH_DIM_DEMOS
@@ -623,7 +623,7 @@ def build_parser():
                       help="start a new run in an --out that holds a previous one (without "
                            "--resume or --overwrite such a folder is refused); the old "
                            "checkpoint stays until the new run writes its first one")
-    # high-dimensional PDEs and inverse problems (issue 19)
+    # high-dimensional PDEs and inverse problems
     demo.add_argument("--dim", type=int,
                       help="poisson-hd / allen-cahn-hd: the dimension (default 100)")
     demo.add_argument("--samples", type=int,

@@ -1,6 +1,6 @@
 """The aliasing rule (ops/manipulation.py, Paddle's): view-like ops return a new Tensor
 that shares data with its input, also when nothing changes; other ops share nothing.
-Issue 20: ``pf.reshape(x, x.shape)`` and ``flatten`` of a 1-d tensor returned ``x``
+``pf.reshape(x, x.shape)`` and ``flatten`` of a 1-d tensor returned ``x``
 itself, so an in-place write into the result changed ``x`` while a reshape to a new shape
 did not."""
 

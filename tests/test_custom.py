@@ -269,7 +269,7 @@ def test_custom_nodes_are_custom_rules():
     assert isinstance(y._node.prim, CustomRule) and "custom_vjp" in y._node.prim.name
 
 
-# ---- PyLayer: tensors by keyword and in lists (issue 20), PyLayerContext flags -------------
+# ---- PyLayer: tensors by keyword and in lists, PyLayerContext flags -------------
 
 class _ScaledSum(pf.autograd.PyLayer):
     """out = w * sum(xs); backward: d/dxs[i] = w * g, d/dw = sum(xs) * g."""

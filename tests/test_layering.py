@@ -315,10 +315,10 @@ def test_the_patch_check_is_not_vacuous(tmp_path):
 # the code generators read the IR (so they live in compiler/) and write NumPy/numba source
 NUMPY_CODEGEN = {"compiler/numpy_codegen.py", "compiler/numba_codegen.py",
                  "compiler/numba_worker.py"}
-# the FNO data generators (issue 19): PDE solvers producing training data with numpy.fft,
+# the FNO data generators: PDE solvers producing training data with numpy.fft,
 # never differentiated or traced
 NUMPY_CODEGEN |= {"science/neural_operators/data.py"}
-# whole-loop numba kernels for scan/while (issue 16)
+# whole-loop numba kernels for scan/while
 NUMPY_CODEGEN |= {"compiler/numba_loops.py"}
 
 

@@ -521,7 +521,7 @@ class TestRepr:
         assert "bool" in rb and "True" in rb and "False" in rb
 
 
-# ---- storage dtypes for Paddle code (issue 20) ----------------------------------------------
+# ---- storage dtypes for Paddle code ----------------------------------------------
 
 @pytest.mark.parametrize("name", ["uint8", "int8", "int16", "float16"])
 def test_small_storage_dtypes(name, tmp_path):

@@ -28,7 +28,7 @@ from primflow.backends import base, fast_paths
 from primflow.backends.defaults import DEFAULTS
 from primflow.core.primitive import get_primitive
 
-TARGET = 65  # issue 17: the required set stays at the primitives plus allocation (~60)
+TARGET = 65  # the required set stays at the primitives plus allocation (~60)
 PAGE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "backend-contract.md"
 
 

@@ -1,4 +1,4 @@
-"""W7: fused composite kernels vs their primitive decomposition (issue 7, "N+1").
+"""W7: fused composite kernels vs their primitive decomposition ("N+1").
 
 First-order forward + backward, eager, float32, at 4096 x 768:
 
@@ -14,9 +14,9 @@ eager path: the backend's fused forward and backward kernels) and ``decomposed``
 (``pf.set_decompose(True)``: the primitive decomposition, what transforms and higher
 derivatives use). Reported: median ms per step, and the peak memory one step allocates on
 top of its inputs (tracemalloc, which sees NumPy's buffers), measured after the timing.
-Target (issue 7): fused >= 2x faster than decomposed, and less memory.
+Target: fused >= 2x faster than decomposed, and less memory.
 
-``rms_norm-jit`` (issue 6): the same step under ``pf.jit`` (the traced program is the
+``rms_norm-jit``: the same step under ``pf.jit`` (the traced program is the
 primitive decomposition, fused and compiled by the jit: numba kernels for the arithmetic
 groups when numba is installed), against the eager decomposed step: target >= 2x faster.
 Its compile time is reported as in ``bench/jit_support.py``, and its gradients are checked

@@ -1,4 +1,4 @@
-"""W8: eager vs pf.jit (issue 6): the same Python function run op by op or compiled.
+"""W8: eager vs pf.jit: the same Python function run op by op or compiled.
 
     chain-N       float32 elementwise chain ``z = x*y + 1; tanh(z) * (1 - z*z) + exp(-x)``
                   on N elements (N = 1e4 and 1e6)

@@ -66,7 +66,7 @@ def register_cache(cache: dict) -> dict:
     return cache
 
 
-# ---- selecting a backend by name (issue 17) --------------------------------------------------
+# ---- selecting a backend by name --------------------------------------------------
 _NUMPY = _active
 _by_namespace = {}  # one backend per namespace and device: compiled programs are per backend
 

@@ -74,7 +74,7 @@ class Backend(abc.ABC):
     def is_native(self, obj) -> bool:
         """Whether ``obj`` is this backend's array type."""
 
-    # ---- kernels that are derived or composed (issue 17) ------------------------------------
+    # ---- kernels that are derived or composed ------------------------------------
     def derive_kernel(self, name, family):
         """A kernel for the primitive ``name`` (of ``family``, a ``Family``) that this backend
         derives instead of listing it in ``kernels``, or None. Backends over a library of

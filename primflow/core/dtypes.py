@@ -80,7 +80,7 @@ complex128 = DType("complex128", "c", 16, 6)
 
 ALL_DTYPES = (bool_, int32, int64, float32, float64, complex64, complex128)
 
-# Paddle compatibility (issue 20): smaller storage dtypes. They hold data and convert; the
+# Paddle compatibility: smaller storage dtypes. They hold data and convert; the
 # ranks place them in the promotion lattice (uint8 < int8 < int16 < int32, float16 <
 # float32). uint8 counts as an integer kind; mixed uint8/int8 promotes to int16.
 uint8 = DType("uint8", "i", 1, 0.25)
@@ -88,7 +88,7 @@ int8 = DType("int8", "i", 1, 0.5)
 int16 = DType("int16", "i", 2, 0.75)
 float16 = DType("float16", "f", 2, 2.5)
 ALL_DTYPES += (uint8, int8, int16, float16)
-# bfloat16 (issue 17): a storage dtype (float32's exponent range, 8 bits of precision);
+# bfloat16: a storage dtype (float32's exponent range, 8 bits of precision);
 # backends hold it natively where they can (NumPy through the optional ml_dtypes package)
 # and compute in float32 where they lack a kernel for it. float16 meeting bfloat16 gives
 # float32 (neither holds the other), as in PyTorch and JAX.

@@ -16,7 +16,7 @@ from ._layers import (ELU, GELU, BCEWithLogitsLoss, CrossEntropyLoss, Dropout, F
                       Identity, L1Loss, LayerNorm, LeakyReLU, Linear, LogSoftmax, Mish,
                       MSELoss, NLLLoss, ReLU, ReLU6, RMSNorm, Sigmoid, SiLU, Sin,
                       SmoothL1Loss, Softmax, Softplus, Softsign, Swish, Tanh, Tanhshrink)
-# Fourier layers of neural operators (issue 19)
+# Fourier layers of neural operators
 from ._spectral import SpectralConv1D, SpectralConv2D
 
 __all__ = ["BCEWithLogitsLoss", "ClipGradByGlobalNorm", "ClipGradByNorm", "ClipGradByValue",
@@ -26,5 +26,5 @@ __all__ = ["BCEWithLogitsLoss", "ClipGradByGlobalNorm", "ClipGradByNorm", "ClipG
            "RMSNorm", "ReLU", "ReLU6", "Sequential", "SiLU", "Sigmoid", "Sin", "SmoothL1Loss",
            "Softmax", "Softplus", "Softsign", "Swish", "Tanh", "Tanhshrink", "create_parameter",
            "functional", "functional_call", "initializer", "utils",
-           # Fourier layers of neural operators (issue 19)
+           # Fourier layers of neural operators
            "SpectralConv1D", "SpectralConv2D"]

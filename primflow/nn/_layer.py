@@ -530,7 +530,7 @@ class Layer:
         del blocking
         if dtype is None and device is not None and _looks_like_dtype(device):
             device, dtype = None, device
-        if device is not None:  # devices (issue 17)
+        if device is not None:  # devices
             with no_grad():
                 for t in itertools.chain(self.parameters(), self.buffers()):
                     moved = to_device(t, device)

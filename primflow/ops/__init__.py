@@ -25,11 +25,11 @@ from .math import (ComplexWarning, abs, add, astype, atan2, ceil, clip, cos, cos
                    sin, sinh, sqrt, square, subtract, tan, tanh, where)
 from .reduction import (all, any, argmax, argmin, cumsum, logsumexp, max, mean, min, norm,
                         prod, std, sum, var)
-# scientific numerics (issue 18): complex numbers, FFT
+# scientific numerics: complex numbers, FFT
 from .complex_ops import (angle, as_complex, as_real, complex, conj, imag, is_complex, polar,
                           real)
 from . import fft
-# Paddle compatibility (issue 20): copies and casts that always give a new tensor
+# Paddle compatibility: copies and casts that always give a new tensor
 from .copying import assign, cast, clone
 from .aliases import create as _create_aliases
 

@@ -42,7 +42,7 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
     elif isinstance(data, (list, tuple)) and holds_tensors(data):
         return _stacked_to_tensor(data, dtype, place, stop_gradient)
     if place is not None and backend_for_device(place) is not get_backend():
-        # devices (issue 17): made as usual (dtype inference), then copied to the device
+        # devices: made as usual (dtype inference), then copied to the device
         from .tensor_methods import to_device  # noqa: PLC0415 - it imports this module
 
         out = to_device(new_tensor(data, dtype, "to_tensor"), place)

@@ -154,7 +154,7 @@ def linear(x, weight, bias=None) -> Tensor:
     return out
 
 
-# ---- solves, decompositions, norms (issue 18): pf.linalg is this module ----------------------
+# ---- solves, decompositions, norms: pf.linalg is this module ----------------------
 from .decompositions import (cholesky, cholesky_solve, cond, det, eigh, eigvalsh,  # noqa: E402
                              inv, lstsq, lu, lu_solve, lu_unpack, matrix_exp, matrix_norm,
                              matrix_power, norm, pinv, qr, slogdet, solve, svd, svdvals,

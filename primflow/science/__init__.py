@@ -25,7 +25,7 @@ Example:
 """
 
 from . import geometry, networks, operators, plotting, problems, threads
-from . import time_stepping  # RK4 in pf.scan, neural ODE (issue 16)
+from . import time_stepping  # RK4 in pf.scan, neural ODE
 from .geometry import (
                        SAMPLING_METHODS,
                        Box,

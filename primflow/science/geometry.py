@@ -609,7 +609,7 @@ class Disk(Geometry):
         return R / pf.sqrt((R * R).sum(axis=1, keepdim=True))
 
 
-# ---- high-dimensional domains (issue 19) ---------------------------------------------------
+# ---- high-dimensional domains ---------------------------------------------------
 
 class Ball(Geometry):
     """The ball of radius ``radius`` about ``center`` in any dimension ``dim >= 1``.

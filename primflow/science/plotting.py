@@ -123,7 +123,7 @@ def save_plots(problem, net, history, out_dir):
     return paths
 
 
-# ---- high-dimensional problems (issue 19) ----------------------------------------------------
+# ---- high-dimensional problems ----------------------------------------------------
 
 def plot_scatter(path, reference, prediction, title):
     """Saves predicted against reference values (one dot per point) with the diagonal."""

@@ -171,7 +171,7 @@ def test_lbfgs_errors():
         pf.optimizer.LBFGS()
 
 
-# ---- convergence to the exact minimum (issue 20: LBFGS stalled 3e-5 short of it) -----------
+# ---- convergence to the exact minimum (LBFGS stalled 3e-5 short of it) -----------
 
 def _quadratic_problem(n, condition, seed):
     """A random SPD matrix with the given condition number, and b: min 0.5 x'Ax - b'x."""

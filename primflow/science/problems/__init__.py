@@ -14,7 +14,7 @@ from .poisson import Poisson2D
 
 PROBLEMS = {"plate": Plate, "beam": Beam, "poisson": Poisson2D, "burgers": Burgers,
             "heat": Heat1D}
-# high-dimensional and inverse problems (issue 19)
+# high-dimensional and inverse problems
 PROBLEMS["poisson-hd"] = HighDimPDE
 PROBLEMS["allen-cahn-hd"] = lambda **options: HighDimPDE(equation="allen-cahn", **options)
 PROBLEMS["plate-inverse"] = PlateInverse
