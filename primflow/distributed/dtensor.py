@@ -56,12 +56,19 @@ def _effective_shape(mesh):
     comm = world()
     if comm.size == 1:
         return (1,) * mesh.ndim
-    missing = [r for r in mesh.process_ids if r >= comm.size]
-    if missing:
-        raise ValueError(f"{mesh} names ranks {missing}, but the job has {comm.size} "
-                         f"processes; start it with primflow launch -n "
-                         f"{max(mesh.process_ids) + 1}")
+    _check_fits(mesh, comm)
     return tuple(mesh.shape)
+
+
+def _check_fits(mesh, comm):
+    """A clear error when ``mesh`` names ranks the job does not have."""
+    missing = [r for r in mesh.process_ids if not 0 <= r < comm.size]
+    if missing:
+        raise ValueError(f"{mesh} has {len(mesh.process_ids)} processes and names ranks "
+                         f"{missing}, but the job's world has {comm.size} processes (ranks "
+                         f"0..{comm.size - 1}); start it with primflow launch -n "
+                         f"{max(mesh.process_ids) + 1}, or build the mesh from ranks "
+                         f"below {comm.size}")
 
 
 def _coords(mesh):
@@ -89,6 +96,7 @@ def _comm_along(mesh, k):
     key = (mesh, k)
     c = _comm_cache.get(key)
     if c is None:
+        _check_fits(mesh, comm)
         c = _comm_cache[key] = comm.sub(mesh.ranks_along(k, comm.rank))
     return c
 

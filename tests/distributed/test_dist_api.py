@@ -126,3 +126,22 @@ def test_jit_on_dtensors_compiles_on_one_process():
     assert "dot_general" in f.lower(x, x).as_text()
     r = dist.reshard(x, MESH, [dist.Replicate()])
     assert f(r, r)[1].placements == [dist.Replicate()]
+
+
+def test_collective_timeout_option_and_init_parallel_env_timeout():
+    import datetime
+
+    import primflow as pf
+    import primflow.distributed as dist
+
+    assert pf.config.dist_timeout == 1800.0  # torch.distributed's default, 30 minutes
+    try:
+        dist.init_parallel_env(timeout=datetime.timedelta(minutes=2))
+        assert pf.config.dist_timeout == 120.0
+        dist.init_parallel_env(timeout=5)
+        assert pf.config.dist_timeout == 5.0
+        for bad in (0, -1, "10", True):
+            with pytest.raises(ValueError, match="dist_timeout must be a positive number"):
+                pf.config.dist_timeout = bad
+    finally:
+        pf.config.dist_timeout = 1800.0

@@ -66,13 +66,43 @@ def test_a_killed_rank_ends_the_others():
 @pytest.mark.parametrize("mode, words", [
     ("mismatch", ["ranks disagree", "rank 0: [4, 2]", "rank 1: [5, 2]"]),
     ("placements", ["ranks disagree", "Shard(dim=0)", "Shard(dim=1)"]),
-    ("collective", ["ranks disagree", "rank 0: shape [3]", "rank 1: shape [4]"]),
+    ("collective", ["ranks disagree", "rank 0: shape [3] float32", "rank 1: shape [4] float32"]),
+    ("dtype", ["ranks disagree", "rank 0: shape [3] float32", "rank 1: shape [3] float64"]),
+    ("recv_size", ["recv: rank 1 receives into a tensor of shape [5] float32",
+                   "rank 0 sent a tensor of shape [4] float32"]),
+    ("recv_dtype", ["shape [4] float64", "rank 0 sent a tensor of shape [4] float32"]),
+    ("mesh_too_big", ["ProcessMesh(shape=[2, 2]", "has 4 processes", "world has 2 processes"]),
 ])
 def test_mismatched_ranks_give_a_clear_error(mode, words):
     proc = run_mpi(2, "faults.py", mode, timeout=60)
     assert proc.returncode != 0
     for w in words:
         assert w in proc.stderr, proc.stderr
+    assert "not reached" not in proc.stdout and "received" not in proc.stdout
+    assert "Invalid rank" not in proc.stderr and "truncated" not in proc.stderr
+
+
+def test_a_collective_another_rank_never_enters_times_out_on_every_rank():
+    """Rank 1 is stuck in computation; rank 0 waits in all_reduce: after the timeout the
+    job ends (rank 1 too) with a message naming the rank and the collective."""
+    start = time.monotonic()
+    proc = run_mpi(2, "faults.py", "timeout", timeout=60, env={"FAULT_TIMEOUT": "2"})
+    assert time.monotonic() - start < 30  # rank 1 would sleep 60 s
+    assert proc.returncode != 0
+    assert "rank 0 waited 2 s in all_reduce over ranks [0, 1]" in proc.stderr, proc.stderr
+    assert "pf.config.dist_timeout" in proc.stderr
+    assert "not reached" not in proc.stdout
+
+
+def test_a_rank_that_finishes_without_the_collective_ends_the_job_at_once():
+    """No need to wait out the (default, 30 minute) timeout: the finished rank's exit
+    notice fails the waiting one."""
+    start = time.monotonic()
+    proc = run_mpi(2, "faults.py", "finished", timeout=60)
+    assert time.monotonic() - start < 30
+    assert proc.returncode != 0
+    assert "rank 0 waits in all_reduce over ranks [0, 1], but rank(s) [1] finished" in \
+        proc.stderr, proc.stderr
 
 
 def test_checkpoint_saved_on_4_ranks_loads_on_2_and_1(tmp_path):
