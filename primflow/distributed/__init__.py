@@ -27,8 +27,8 @@ from .checkpoint import CheckpointError, load_state_dict, save_state_dict
 from .collective import (ReduceOp, all_gather, all_reduce, alltoall, broadcast, recv,
                          reduce_scatter, send)
 from .dtensor import (DistTensor, dtensor_from_fn, dtensor_from_local, dtensor_to_local,
-                      is_dist_tensor, reduce_gradients, reshard, shard_tensor,
-                      unshard_dtensor)
+                      is_dist_tensor, reshard, shard_tensor, unshard_dtensor)
+from .grad_sync import reduce_gradients
 from .env import (Group, barrier, get_rank, get_world_size, init_parallel_env, is_initialized,
                   new_group)
 from .placement import Partial, Placement, ProcessMesh, ReduceType, Replicate, Shard

@@ -35,8 +35,9 @@ from ..backends import get_backend
 from ..core import dtypes
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
-from ..prims.sharding import local_extent
-from .dtensor import DistTensor, _coords, _effective_shape, _is_member, reshard
+from ..prims.sharding import is_shard, local_extent
+from .dtensor import DistTensor, reshard
+from .layout import coords, effective_shape, is_member, relayout
 from .env import world
 from .placement import from_spec
 
@@ -54,22 +55,20 @@ _PLAIN = (bool, int, float, str, type(None))
 
 def _box(shape, specs, mesh):
     """The global [start, stop) per dim of this rank's block."""
-    sizes, coords = _effective_shape(mesh), _coords(mesh)
+    sizes, where = effective_shape(mesh), coords(mesh)
     box = [[0, n] for n in shape]
     for k, s in enumerate(specs):
-        if isinstance(s, int) and not isinstance(s, bool):
+        if is_shard(s):
             n = shape[s]
             c = -(-n // sizes[k])
-            start = min(n, coords[k] * c)
-            box[s] = [start, start + local_extent(n, sizes[k], coords[k])]
+            start = min(n, where[k] * c)
+            box[s] = [start, start + local_extent(n, sizes[k], where[k])]
     return box
 
 
 def _writes_block(specs, mesh):
     """Whether this rank stores its block (one copy of each replicated block)."""
-    coords = _coords(mesh)
-    return all(c == 0 for c, s in zip(coords, specs) if not isinstance(s, int) or
-               isinstance(s, bool))
+    return all(c == 0 for c, s in zip(coords(mesh), specs) if not is_shard(s))
 
 
 def _sha256(file):
@@ -143,7 +142,7 @@ def save_state_dict(state_dict, path, process_group=None, coordinator_rank=0):
                                          for s in t._specs])
             entry = {"shape": list(t._shape), "dtype": t.dtype.name,
                      "placements": [repr(p) for p in t.placements]}
-            if _is_member(t._mesh) and _writes_block(t._specs, t._mesh):
+            if is_member(t._mesh) and _writes_block(t._specs, t._mesh):
                 arrays[name] = comms.to_numpy_copy(t._local._value)
                 entry["box"] = _box(t._shape, t._specs, t._mesh)
         elif isinstance(t, Tensor) and not isinstance(t, Tracer):
@@ -294,7 +293,7 @@ def _fill(t, piece, name):
         raise ValueError(f"load_state_dict: {name!r} was saved with shape "
                          f"{entry['shape']}, the tensor to fill has {list(t._shape)}")
     if isinstance(t, DistTensor):
-        if not _is_member(t._mesh):
+        if not is_member(t._mesh):
             return
         specs = tuple(None if isinstance(s, str) else s for s in t._specs)
         box = _box(t._shape, specs, t._mesh)
@@ -309,8 +308,6 @@ def _fill(t, piece, name):
         # a partial tensor gets the value on one rank and zeros on the others
         t._local = Tensor._wrap(value)
         if specs != t._specs:
-            from .dtensor import relayout  # noqa: PLC0415
-
             t._local = relayout(Tensor._wrap(value), t._shape, t._mesh, specs, t._specs)
         t._version += 1
     else:
