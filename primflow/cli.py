@@ -671,11 +671,9 @@ def build_parser():
 def cmd_launch(args):
     from primflow.distributed import launch
 
-    program = list(args.program)
-    if program and program[0] == "--":
-        program = program[1:]
     try:
-        return launch.run(args.nprocs, program)
+        return launch.run(launch.process_count(args.nprocs, args.devices),
+                          launch.program_of(args))
     except launch.LaunchError as exc:
         raise CLIError(str(exc)) from exc
 

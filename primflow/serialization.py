@@ -110,10 +110,12 @@ class _Encoder:
             return {"t": "float", "v": obj.hex()}
         if isinstance(obj, str):
             return {"t": "str", "v": obj}
-        if isinstance(obj, Tracer):
+        if isinstance(obj, Tracer) and not obj.is_dist():
             raise TypeError(f"pf.save: {where} is a traced value inside a transform; save "
                             f"concrete tensors (outside pf.jit / pf.vmap / pf.grad)")
         if isinstance(obj, Tensor):
+            # a distributed tensor's _value is its global value, gathered over its mesh
+            # (so every rank of the mesh calls pf.save, as for any collective)
             value = obj._value
             node = {"t": "tensor", "k": self._store(value), "dtype": obj.dtype.name,
                     "shape": obj.shape}

@@ -35,7 +35,8 @@ def test_the_defaults_do_not_depend_on_the_environment(monkeypatch):
     assert options.as_dict() == {
         "jit_backend": "auto", "jit_tiered": True, "jit_blocking": True,
         "jit_block_bytes": None, "blas": "auto", "jit_max_trace_ops": 100_000,
-        "cache_dir": str(pathlib.Path.home() / ".cache" / "primflow")}
+        "cache_dir": str(pathlib.Path.home() / ".cache" / "primflow"),
+        "dist_timeout": 1800.0}
 
 
 def test_options_are_checked_when_set():

@@ -6,9 +6,11 @@ to the ``Communicator`` protocol below, on native arrays. Two transports impleme
 
 * ``LocalCommunicator``: a world of one process (no MPI needed). Every collective is the
   identity, so single-process programs run unchanged.
-* ``MPICommunicator``: mpi4py over any MPI (the ``primflow[mpi]`` extra installs mpi4py and
-  the MPICH wheel). Buffers are passed to the upper-case, zero-copy mpi4py calls; uneven
-  shards use the ``v`` variants (Allgatherv, Reduce_scatter, Alltoallv), so no padding.
+* ``MPICommunicator`` (``mpi_transport.py``): mpi4py over any MPI (the ``primflow[mpi]``
+  extra installs mpi4py and the MPICH wheel). Buffers are passed to the upper-case,
+  zero-copy mpi4py calls, non-blocking and waited for against ``pf.config.dist_timeout``;
+  uneven shards use the ``v`` variants (Allgatherv, Reduce_scatter, Alltoallv), so no
+  padding.
 
 A later NCCL or gloo transport implements the same methods on its arrays.
 
@@ -64,6 +66,11 @@ def to_numpy_copy(array):
     return np.array(array, copy=True)
 
 
+def int_buffer(values):
+    """A native int64 array of ``values`` (small messages: shapes, signatures)."""
+    return np.asarray(list(values), dtype=np.int64)
+
+
 def empty(shape, dtype):
     """An uninitialised native array of ``shape`` and primflow ``dtype`` (receive buffers)."""
     from . import get_backend  # noqa: PLC0415 - backends/__init__ imports the backends
@@ -87,17 +94,6 @@ def assemble(box, blocks, dtype):
         out[dst] = array[src]
         covered[dst] = True
     return out if covered.all() else None
-
-
-def _contiguous(array):
-    """``array`` as a C-contiguous buffer of the same shape (0-d arrays stay 0-d, which
-    ``np.ascontiguousarray`` would make 1-d)."""
-    return np.require(array, requirements="C")
-
-
-def _to_front(array, axis):
-    """``array`` with ``axis`` moved first, C-contiguous (what MPI buffers need)."""
-    return np.ascontiguousarray(np.moveaxis(array, axis, 0))
 
 
 class Communicator(abc.ABC):
@@ -174,7 +170,7 @@ class Communicator(abc.ABC):
         """Member ``root``'s array on every member (same shape and dtype everywhere)."""
 
     @abc.abstractmethod
-    def sendrecv(self, sends, recvs):
+    def sendrecv(self, sends, recvs, what="send/recv"):
         """Point-to-point exchange: ``sends`` is a list of (array, world_rank), ``recvs`` a
         list of (out_array, world_rank) filled in place; returns when all completed."""
 
@@ -224,7 +220,7 @@ class LocalCommunicator(Communicator):
     def bcast(self, array, root):
         return array
 
-    def sendrecv(self, sends, recvs):
+    def sendrecv(self, sends, recvs, what="send/recv"):
         by_peer = {}
         for array, peer in sends:
             by_peer.setdefault(peer, []).append(array)
@@ -244,184 +240,6 @@ class LocalCommunicator(Communicator):
         os._exit(code)
 
 
-class MPICommunicator(Communicator):
-    """Collectives through mpi4py on ``comm`` (an ``MPI.Comm``)."""
-
-    name = "mpi"
-
-    def __init__(self, comm, world_ranks=None):
-        from mpi4py import MPI  # noqa: PLC0415 - only when MPI is in use
-
-        self._MPI = MPI
-        self.comm = comm
-        self.rank = comm.Get_rank()
-        self.size = comm.Get_size()
-        self.ranks = tuple(world_ranks) if world_ranks is not None else tuple(range(self.size))
-        self._ops = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD,
-                     "avg": MPI.SUM}
-        self._subs = {}
-        self._signature_buffers = {}
-        self._verified = set()  # signatures whose all_reduce check has passed
-
-    def _op(self, op):
-        try:
-            return self._ops[op]
-        except KeyError:
-            raise ValueError(f"unknown reduction {op!r}; use one of {REDUCE_OPS}") from None
-
-    def allreduce(self, array, op="sum"):
-        send = _contiguous(array)
-        out = np.empty_like(send)
-        self.comm.Allreduce(send, out, op=self._op(op))
-        if op == "avg":
-            out /= self.size
-        return out
-
-    def allreduce_inplace(self, array, op="sum"):
-        self.comm.Allreduce(self._MPI.IN_PLACE, array, op=self._op(op))
-        if op == "avg":
-            array /= self.size
-
-    def same_signature(self, signature):
-        # every member sends its signature and the negated one; one MAX reduction then
-        # gives (max, -min) per entry, and they agree iff max == min everywhere. It costs
-        # the same as an Allgather but its buffers are reused (no allocation per call).
-        n = len(signature)
-        buf = self._signature_buffers.get(n)
-        if buf is None:
-            buf = self._signature_buffers[n] = np.empty(2 * n, dtype=np.int64)
-        buf[:n] = signature
-        np.negative(buf[:n], out=buf[n:])
-        self.comm.Allreduce(self._MPI.IN_PLACE, buf, op=self._MPI.MAX)
-        if np.array_equal(buf[:n], -buf[n:]):
-            return None
-        return self.allgather_ints(list(signature))
-
-    def allreduce_checked(self, array, op, signature, inplace):
-        # the signatures travel in a nonblocking Iallgather started just before the
-        # reduction (on every member in the same order, as MPI requires). The first time a
-        # signature is seen, the check completes before the reduction starts, so a
-        # disagreement is reported as such (naming every member's shape). Once it has
-        # passed, the check overlaps the reduction and adds no round of its own: a later
-        # disagreement in size makes MPI end the job (a truncated message), one in shape
-        # only is reported after the reduction
-        n = len(signature)
-        buffers = self._signature_buffers.get(("rows", n))
-        if buffers is None:
-            buffers = self._signature_buffers[("rows", n)] = (
-                np.empty(n, dtype=np.int64), np.empty((self.size, n), dtype=np.int64))
-        mine, rows = buffers
-        mine[:] = signature
-        request = self.comm.Iallgather(mine, rows)
-        if signature not in self._verified:
-            request.Wait()
-            if not (rows == mine).all():
-                return None, rows.tolist()
-            if len(self._verified) > 1024:
-                self._verified.clear()
-            self._verified.add(signature)
-        try:
-            if inplace:
-                self.allreduce_inplace(array, op)
-                result = array
-            else:
-                result = self.allreduce(array, op)
-        except self._MPI.Exception:
-            request.Wait()
-            if (rows == mine).all():
-                raise
-            return None, rows.tolist()
-        request.Wait()
-        if (rows == mine).all():
-            return result, None
-        return None, rows.tolist()
-
-    def allgather(self, array, axis, sizes):
-        front = _to_front(array, axis)
-        rest = front.shape[1:]
-        inner = int(np.prod(rest, dtype=np.int64))
-        out = np.empty((sum(sizes),) + rest, dtype=front.dtype)
-        counts = [s * inner for s in sizes]
-        self.comm.Allgatherv(front, [out, counts])
-        return np.moveaxis(out, 0, axis)
-
-    def reduce_scatter(self, array, op, axis, sizes):
-        front = _to_front(array, axis)
-        rest = front.shape[1:]
-        inner = int(np.prod(rest, dtype=np.int64))
-        out = np.empty((sizes[self.rank],) + rest, dtype=front.dtype)
-        self.comm.Reduce_scatter(front, out, [s * inner for s in sizes], op=self._op(op))
-        if op == "avg":
-            out /= self.size
-        return np.moveaxis(out, 0, axis)
-
-    def alltoall(self, array, split_axis, concat_axis, split_sizes, concat_sizes):
-        # send: blocks along split_axis, each flattened (C order) one after the other
-        blocks, start = [], 0
-        for s in split_sizes:
-            key = [slice(None)] * array.ndim
-            key[split_axis] = slice(start, start + s)
-            blocks.append(np.ascontiguousarray(array[tuple(key)]).reshape(-1))
-            start += s
-        send = np.concatenate(blocks) if blocks else np.empty(0, array.dtype)
-        send_counts = [b.size for b in blocks]
-        shapes = []
-        for j in range(self.size):
-            shape = list(array.shape)
-            shape[split_axis] = split_sizes[self.rank]
-            shape[concat_axis] = concat_sizes[j]
-            shapes.append(tuple(shape))
-        recv_counts = [int(np.prod(s, dtype=np.int64)) for s in shapes]
-        recv = np.empty(sum(recv_counts), dtype=array.dtype)
-        self.comm.Alltoallv([send, send_counts], [recv, recv_counts])
-        parts, start = [], 0
-        for shape, n in zip(shapes, recv_counts):
-            parts.append(recv[start:start + n].reshape(shape))
-            start += n
-        return np.concatenate(parts, axis=concat_axis)
-
-    def bcast(self, array, root):
-        buf = _contiguous(array) if self.rank == root else np.empty_like(array)
-        self.comm.Bcast(buf, root=root)
-        return buf
-
-    def sendrecv(self, sends, recvs):
-        world = self._MPI.COMM_WORLD
-        requests = [world.Isend(_contiguous(a), dest=peer, tag=7)
-                    for a, peer in sends]
-        for out, peer in recvs:
-            buf = out if out.flags.c_contiguous else np.empty_like(out)
-            world.Recv(buf, source=peer, tag=7)
-            if buf is not out:
-                out[...] = buf
-        self._MPI.Request.Waitall(requests)
-
-    def barrier(self):
-        self.comm.Barrier()
-
-    def sub(self, world_ranks):
-        key = tuple(world_ranks)
-        if key == self.ranks:
-            return self
-        comm = self._subs.get(key)
-        if comm is None:
-            group = self._MPI.COMM_WORLD.Get_group().Incl(list(key))
-            # collective over the members only, so meshes that leave out some ranks work
-            sub_comm = self._MPI.COMM_WORLD.Create_group(group, tag=11)
-            group.Free()
-            comm = self._subs[key] = MPICommunicator(sub_comm, key)
-        return comm
-
-    def allgather_ints(self, values):
-        send = np.asarray(values, dtype=np.int64)
-        out = np.empty((self.size, send.size), dtype=np.int64)
-        self.comm.Allgather(send, out)
-        return out.tolist()
-
-    def abort(self, code=1):
-        self.comm.Abort(code)
-
-
 def launched_by_mpi() -> bool:
     """Whether an MPI launcher (mpiexec, srun...) started this process with more than one
     rank in the job."""
@@ -435,7 +253,7 @@ def launched_by_mpi() -> bool:
     return False
 
 
-def mpi_communicator() -> MPICommunicator:
+def mpi_communicator() -> Communicator:
     """The world communicator of MPI (initialising MPI), or a clear error naming the extra."""
     try:
         from mpi4py import MPI  # noqa: PLC0415 - initialises MPI: only when wanted
@@ -443,6 +261,8 @@ def mpi_communicator() -> MPICommunicator:
         raise CommunicationError(
             f"this process was started by an MPI launcher but mpi4py is not installed "
             f"({e}); {MPI_EXTRA_HINT}") from None
+    from .mpi_transport import MPICommunicator  # noqa: PLC0415 - it imports this module
+
     return MPICommunicator(MPI.COMM_WORLD)
 
 

@@ -50,6 +50,20 @@ def _positive_int(name):
     return check
 
 
+def _seconds(name):
+    def check(value):
+        import datetime  # noqa: PLC0415 - only when a timedelta is passed
+
+        if isinstance(value, datetime.timedelta):
+            value = value.total_seconds()
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(f"pf.config.{name} must be a positive number of seconds (or a "
+                             f"datetime.timedelta), got {value!r}")
+        return float(value)
+
+    return check
+
+
 def _cache_dir(value):
     if not isinstance(value, (str, os.PathLike)) or not isinstance(os.fspath(value), str):
         raise TypeError(f"pf.config.cache_dir must be a path (str or os.PathLike of str), got "
@@ -92,6 +106,11 @@ _OPTIONS = {
                           "the most operations pf.jit records while tracing one function: a "
                           "Python loop unrolled without end (its condition known while "
                           "tracing) stops with an error naming its line instead of hanging"),
+    "dist_timeout": (1800.0, _seconds("dist_timeout"),
+                     "seconds a rank waits in a collective (all_reduce, barrier, recv, a "
+                     "mesh's group creation...) for the other ranks before it ends the job "
+                     "with an error naming the rank and the collective (torch.distributed's "
+                     "default, 30 minutes; dist.init_parallel_env(timeout=...) sets it too)"),
 }
 
 
@@ -101,7 +120,8 @@ class Config:
 
     Options: ``jit_backend`` ('auto'), ``jit_tiered`` (True), ``jit_blocking`` (True),
     ``jit_block_bytes`` (None), ``cache_dir`` (``~/.cache/primflow``), ``blas`` ('auto'),
-    ``jit_max_trace_ops`` (100,000); ``pf.config.describe()`` says what each does.
+    ``jit_max_trace_ops`` (100,000), ``dist_timeout`` (1800.0 s); ``pf.config.describe()``
+    says what each does.
 
     Example:
         >>> import primflow as pf

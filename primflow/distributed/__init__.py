@@ -23,12 +23,12 @@ Example:
 from ..backends.communicator import CommunicationError
 from .api import (DistModel, ShardDataloader, ShardingStage1, Strategy, shard_dataloader,
                   shard_layer, shard_optimizer, to_static)
-from .checkpoint import load_state_dict, save_state_dict
+from .checkpoint import CheckpointError, load_state_dict, save_state_dict
 from .collective import (ReduceOp, all_gather, all_reduce, alltoall, broadcast, recv,
                          reduce_scatter, send)
 from .dtensor import (DistTensor, dtensor_from_fn, dtensor_from_local, dtensor_to_local,
-                      is_dist_tensor, reduce_gradients, reshard, shard_tensor,
-                      unshard_dtensor)
+                      is_dist_tensor, reshard, shard_tensor, unshard_dtensor)
+from .grad_sync import reduce_gradients
 from .env import (Group, barrier, get_rank, get_world_size, init_parallel_env, is_initialized,
                   new_group)
 from .placement import Partial, Placement, ProcessMesh, ReduceType, Replicate, Shard
@@ -51,7 +51,8 @@ def _tensor_is_dist(self) -> bool:
 TENSOR_METHODS = {"is_dist": _tensor_is_dist}
 
 __all__ = [
-    "CommunicationError", "DistModel", "DistTensor", "Group", "Partial", "Placement",
+    "CheckpointError", "CommunicationError", "DistModel", "DistTensor", "Group", "Partial",
+    "Placement",
     "ProcessMesh", "ReduceOp", "ReduceType", "Replicate", "Shard", "ShardDataloader",
     "ShardingStage1", "Strategy", "all_gather", "all_reduce", "alltoall", "barrier",
     "broadcast", "dtensor_from_fn", "dtensor_from_local", "dtensor_to_local", "get_rank",

@@ -12,8 +12,9 @@ from ..core.tensor import Tensor
 from ..backends import communicator as comms
 from ..ops import astype as cast
 from ..transforms.jit import Jitted
-from .dtensor import (DistTensor, dtensor_from_local, from_local_like, is_member,
-                      reduce_gradients, reduced_gradients, reshard, shard_tensor, staging)
+from .dtensor import DistTensor, dtensor_from_local, from_local_like, reshard, shard_tensor, staging
+from .grad_sync import reduce_gradients, reduced_gradients
+from .layout import is_member
 from .placement import ProcessMesh, Replicate, Shard
 
 

@@ -35,11 +35,12 @@ from __future__ import annotations
 import sys
 import zlib
 
-from ..core import state
+from ..core import dtypes, state
 from ..core.primitive import record_custom
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
 from .. import prims
+from ..backends import communicator as comms
 from ..ops import assign, reshape, stack, to_tensor, zeros_like
 from .env import _comm_of, world
 
@@ -115,9 +116,21 @@ def _check_same(comm, tensor, what):
         _raise_disagreement(comm, rows, what)
 
 
+def _describe_signature(row):
+    """'shape [3] float32' from a ``_signature`` row (shapes of more than 8 dims show
+    their first 8 extents and '...')."""
+    ndim, code = int(row[0]), int(row[1])
+    shape = [int(n) for n in row[2:2 + min(ndim, 8)]]
+    dims = ", ".join(map(str, shape)) + (", ..." if ndim > 8 else "")
+    return f"shape [{dims}] {_DTYPE_BY_CODE.get(code, 'of an unknown dtype')}"
+
+
+_DTYPE_BY_CODE = {zlib.crc32(name.encode()): name for name in dtypes.BY_NAME}
+
+
 def _raise_disagreement(comm, rows, what):
     raise ValueError(f"{what}: ranks disagree about the tensor's shape/dtype: " + "; ".join(
-        f"rank {comm.ranks[i]}: shape {r[2:2 + min(r[0], 8)]}" for i, r in enumerate(rows))
+        f"rank {comm.ranks[i]}: {_describe_signature(r)}" for i, r in enumerate(rows))
         + " (every rank must pass a tensor of the same shape and dtype)")
 
 
@@ -358,16 +371,30 @@ def send(tensor, dst=0, group=None, sync_op=True):
     """
     _plain(tensor, "send", traced_ok=False)
     _check_peer(dst, "send", "dst")
-    world().sendrecv([(tensor._value, dst)], [])
+    comm = world()
+    # the shape and dtype go first (a small message the receiver checks against its
+    # buffer: a wrong-sized buffer would otherwise keep stale values or truncate)
+    header = comms.int_buffer(_signature(tuple(tensor._shape), tensor.dtype))
+    comm.sendrecv([(header, dst), (tensor._value, dst)], [], what="send")
 
 
 def recv(tensor, src=0, group=None, sync_op=True):
-    """Receives into ``tensor`` (same shape and dtype as the sender's) from world rank
-    ``src``. Not differentiable. See ``send``."""
+    """Receives into ``tensor`` from world rank ``src``; it must have the shape and
+    dtype of the tensor the sender passed (else a ``ValueError`` naming both). Not
+    differentiable. See ``send``."""
     _plain(tensor, "recv", traced_ok=False)
     _check_peer(src, "recv", "src")
+    comm = world()
+    mine = _signature(tuple(tensor._shape), tensor.dtype)
+    header = comms.int_buffer([0] * len(mine))
+    comm.sendrecv([], [(header, src)], what="recv")
+    if tuple(header.tolist()) != mine:
+        raise ValueError(
+            f"recv: rank {comm.rank} receives into a tensor of {_describe_signature(mine)}, "
+            f"but rank {src} sent a tensor of {_describe_signature(header)}; the receiving "
+            f"tensor must have the sender's shape and dtype")
     buf = tensor._value.copy()
-    world().sendrecv([], [(buf, src)])
+    comm.sendrecv([], [(buf, src)], what="recv")
     tensor._value = buf
     tensor._version += 1
     return tensor

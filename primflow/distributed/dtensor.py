@@ -31,7 +31,6 @@ tensor's mesh holds no local block (``None``) and skips the computation.
 from __future__ import annotations
 
 import contextlib
-import math
 import zlib
 
 from ..backends import communicator as comms
@@ -39,158 +38,13 @@ from ..core.primitive import Aval, record_custom
 from ..core.state import enable_ambient_tracers, no_grad
 from ..core.tensor import Tensor
 from ..core.trace import Trace, Tracer, new_trace
-from .. import prims
-from ..ops import concat, reshape
 from ..prims import full
-from ..prims.sharding import (check_layout, expand, is_partial, local_shape, sharded_dims,
-                               sharding_rule)
+from ..prims.sharding import (LINEAR_PARTIALS, check_layout, expand, is_partial, is_shard,
+                               local_shape, sharded_dims, sharding_rule)
 from .env import world
+from .layout import (coords, create_mesh_comms, effective_shape, is_member, relayout,
+                     relayout_native)
 from .placement import ProcessMesh, from_spec, to_spec
-
-
-# ---- the mesh as seen by this process --------------------------------------------------------
-def _effective_shape(mesh):
-    """The mesh's shape for layouts: in a world of one process every mesh dim counts as
-    size 1 (the whole tensor lives here), so a distributed script runs unchanged on one
-    process; under a launcher the mesh's ranks must exist."""
-    comm = world()
-    if comm.size == 1:
-        return (1,) * mesh.ndim
-    missing = [r for r in mesh.process_ids if r >= comm.size]
-    if missing:
-        raise ValueError(f"{mesh} names ranks {missing}, but the job has {comm.size} "
-                         f"processes; start it with primflow launch -n "
-                         f"{max(mesh.process_ids) + 1}")
-    return tuple(mesh.shape)
-
-
-def _coords(mesh):
-    comm = world()
-    if comm.size == 1:
-        return (0,) * mesh.ndim
-    return mesh.coords(comm.rank)
-
-
-def _is_member(mesh):
-    comm = world()
-    return comm.size == 1 or mesh.contains(comm.rank)
-
-
-is_member = _is_member  # for the other modules of this package
-
-
-_comm_cache = {}
-
-
-def _comm_along(mesh, k):
-    comm = world()
-    if comm.size == 1:
-        return comm
-    key = (mesh, k)
-    c = _comm_cache.get(key)
-    if c is None:
-        c = _comm_cache[key] = comm.sub(mesh.ranks_along(k, comm.rank))
-    return c
-
-
-def _create_mesh_comms(mesh):
-    """Sub-communicators of every mesh dim, created in dim order on every member (so the
-    group creations of different dims never interleave differently across ranks)."""
-    if world().size > 1 and _is_member(mesh):
-        for k in range(mesh.ndim):
-            _comm_along(mesh, k)
-
-
-# ---- relayout of local blocks ------------------------------------------------------------------
-def _is_shard(s):
-    return isinstance(s, int) and not isinstance(s, bool)
-
-
-def _group(mesh, k):
-    """The world ranks of this rank's group along mesh dim ``k`` (a collective's ``ranks``)."""
-    return _comm_along(mesh, k).ranks
-
-
-def _block(local, axis, parts, index):
-    """Block ``index`` of ``local`` split along ``axis`` into ``parts`` chunks (the
-    ``slice`` primitive: traced like any op)."""
-    n = local._shape[axis]
-    c = -(-n // parts)
-    start = [0] * len(local._shape)
-    limit = list(local._shape)
-    start[axis] = min(n, index * c)
-    limit[axis] = min(n, start[axis] + c)
-    if start[axis] == 0 and limit[axis] == n:
-        return local
-    return prims.slice(local, start=tuple(start), limit=tuple(limit),
-                       strides=(1,) * len(start))
-
-
-def relayout(local, shape, mesh, src, dst):
-    """This rank's block (a tensor) of a tensor of global ``shape`` after changing its layout
-    from the specs ``src`` to ``dst`` on ``mesh`` (Paddle's reshard table, one mesh dim at a
-    time: S->R all_gather, S(i)->S(j) all_to_all, P->R all_reduce, P->S reduce_scatter, R->S
-    local slice, R->P keep on one rank / zeros elsewhere). The communication is done by the
-    collective primitives (``prims/collective.py``), so ``pf.jit`` records it."""
-    src, dst = tuple(src), tuple(dst)
-    if src == dst or local is None:
-        return local
-    sizes = _effective_shape(mesh)
-    coords = _coords(mesh)
-    cur = list(src)
-
-    def others(k):
-        return {cur[j] for j in range(len(cur)) if j != k}
-
-    # 1. shards that change: all_to_all into a free dim, else gather
-    for k in range(len(cur)):
-        s, t = cur[k], dst[k]
-        if not _is_shard(s) or s == t:
-            continue
-        m = sizes[k]
-        if _is_shard(t) and t not in others(k) and t not in dst[:k] + dst[k + 1:]:
-            local = prims.all_to_all(
-                local, split_axis=t, concat_axis=s,
-                split_sizes=tuple(comms.chunk_sizes(shape[t], m)),
-                concat_sizes=tuple(comms.chunk_sizes(shape[s], m)), ranks=_group(mesh, k))
-            cur[k] = t
-        else:
-            local = prims.all_gather(local, axis=s, sizes=tuple(comms.chunk_sizes(shape[s], m)),
-                                     ranks=_group(mesh, k))
-            cur[k] = None
-    # 2. partials that change: reduce_scatter into a free dim (sum, avg), else all_reduce
-    for k in range(len(cur)):
-        s, t = cur[k], dst[k]
-        if not is_partial(s) or s == t:
-            continue
-        if _is_shard(t) and t not in others(k) and s in ("sum", "avg"):
-            local = prims.reduce_scatter(local, op=s, axis=t,
-                                         sizes=tuple(comms.chunk_sizes(shape[t], sizes[k])),
-                                         ranks=_group(mesh, k))
-            cur[k] = t
-        else:
-            local = prims.all_reduce(local, op=s, ranks=_group(mesh, k))
-            cur[k] = None
-    # 3. replicated -> shard (a local slice) or partial
-    for k in range(len(cur)):
-        s, t = cur[k], dst[k]
-        if s == t:
-            continue
-        if s is None and _is_shard(t):
-            local = _block(local, t, sizes[k], coords[k])
-        elif s is None and is_partial(t):
-            if coords[k] != 0 and t in ("sum", "prod"):
-                local = prims.full(shape=tuple(local._shape), value=0 if t == "sum" else 1,
-                                   dtype=local.dtype)
-        else:
-            raise AssertionError(f"relayout {src} -> {dst} left {cur}")
-        cur[k] = t
-    return local
-
-
-def _relayout_native(value, shape, mesh, src, dst):
-    """``relayout`` of a native array (eager helpers: a native array back)."""
-    return relayout(Tensor._wrap(value), shape, mesh, src, dst)._value
 
 
 # ---- the tensor -------------------------------------------------------------------------------
@@ -277,7 +131,7 @@ class DistTensor(Tracer):
         # collective; any other use reduces it on the way (its value is the gradient)
         if value is not None and not (isinstance(value, DistTensor) and
                                       value._mesh == self._mesh and
-                                      _pending_reduction(value._specs, self._specs)):
+                                      pending_reduction(value._specs, self._specs)):
             with no_grad():
                 value = reshard(value, self._mesh, self.placements)
         Tracer.grad.__set__(self, value)
@@ -316,80 +170,11 @@ class DistTensor(Tracer):
     __str__ = __repr__
 
 
-def _pending_reduction(grad_specs, leaf_specs):
+def pending_reduction(grad_specs, leaf_specs):
     """Whether a gradient laid out by ``grad_specs`` may stay on a leaf laid out by
     ``leaf_specs``: the same, or linear-partial where the leaf is replicated."""
-    return all(g == s or (s is None and g in ("sum", "avg"))
+    return all(g == s or (s is None and g in LINEAR_PARTIALS)
                for g, s in zip(grad_specs, leaf_specs))
-
-
-def reduce_gradients(parameters):
-    """Reduces the Partial gradients of distributed ``parameters`` to the parameters' own
-    placements, bucketed: one all_reduce per mesh dim and dtype for all of them (what
-    data-parallel training does after backward). ``shard_optimizer``, ``to_static`` and
-    the trainer call it; a plain optimizer works without it (each gradient is then reduced
-    when the update first needs it).
-
-    Example:
-        >>> import primflow as pf
-        >>> import primflow.distributed as dist
-        >>> mesh = dist.ProcessMesh([0])
-        >>> w = dist.shard_tensor(pf.ones([2]), mesh, [dist.Replicate()], stop_gradient=False)
-        >>> x = dist.shard_tensor(pf.ones([4, 2]), mesh, [dist.Shard(0)])
-        >>> (x * w).sum().backward()
-        >>> w.grad.placements
-        [Partial(reduce_type=kRedSum)]
-        >>> dist.reduce_gradients([w]); w.grad.placements
-        [Replicate()]
-    """
-    buckets = {}
-    for p in parameters:
-        g = p.grad if isinstance(p, DistTensor) else None
-        if not isinstance(g, DistTensor) or g._specs == p._specs:
-            continue
-        dims = tuple((k, s) for k, s in enumerate(g._specs) if s != p._specs[k])
-        if g._local is None or g._mesh != p._mesh:
-            continue
-        buckets.setdefault((p._mesh, dims, g.dtype), []).append(p)
-    for (mesh, dims, _dtype), params in buckets.items():
-        arrays = [p.grad._local._value for p in params]
-        for k, op in dims:
-            arrays = _comm_along(mesh, k).allreduce_many(arrays, op)
-        for p, value in zip(params, arrays):
-            g = DistTensor._make(Tensor._wrap(value), mesh, p._specs, p.grad.aval)
-            Tracer.grad.__set__(p, g)
-
-
-def reduced_gradients(grads, params):
-    """``grads`` (of ``params``) laid out like the parameters, by the collective primitives
-    (so a traced step records them): the Partial gradients of Replicate parameters in one
-    bucketed all_reduce per mesh, reduced mesh dims and dtype (what ``reduce_gradients``
-    does eagerly), any other layout by ``reshard``."""
-    out = list(grads)
-    buckets = {}
-    for i, (g, p) in enumerate(zip(grads, params)):
-        if not isinstance(g, DistTensor) or g._specs == p._specs:
-            continue
-        if g._mesh == p._mesh and g._local is not None and _pending_reduction(g._specs,
-                                                                                p._specs):
-            dims = tuple((k, s) for k, s in enumerate(g._specs) if s != p._specs[k])
-            buckets.setdefault((p._mesh, dims, g.dtype), []).append(i)
-        else:
-            out[i] = reshard(g, p._mesh, p.placements)
-    for (mesh, dims, _dtype), members in buckets.items():
-        blocks = [grads[i]._local for i in members]
-        flat = concat([reshape(b, [-1]) for b in blocks]) if len(blocks) > 1 else \
-            reshape(blocks[0], [-1])
-        for k, op in dims:
-            flat = prims.all_reduce(flat, op=op, ranks=_group(mesh, k))
-        start = 0
-        for i, b in zip(members, blocks):
-            n = math.prod(b._shape)
-            part = prims.slice(flat, start=(start,), limit=(start + n,), strides=(1,))
-            out[i] = DistTensor._make(reshape(part, list(b._shape)), mesh, params[i]._specs,
-                                      grads[i].aval)
-            start += n
-    return out
 
 
 def _describe(x):
@@ -422,7 +207,7 @@ class DistTrace(Trace):
         specs = [a._specs if isinstance(a, DistTensor) else (None,) * ndim for a in args]
         plan = _plan(prim, mesh, avals, specs, params)
         out_aval, wanted, out_specs, local_params, out_shape, rule = plan
-        if not _is_member(mesh):
+        if not is_member(mesh):
             return DistTensor._make(None, mesh, out_specs, out_aval)
         locals_ = []
         for a, src, dst, av in zip(args, specs, wanted, avals):
@@ -453,11 +238,11 @@ def _plan(prim, mesh, avals, specs, params):
         out_aval = prim.infer(*avals, **params)
         # the declaration's rule (Primitive(..., shard=...)), else the table's
         rule = getattr(prim, "shard", None) or sharding_rule(prim.name)
-        sizes = _effective_shape(mesh)
+        sizes = effective_shape(mesh)
         wanted, out_specs = expand(rule, specs, avals, out_aval, sizes, params)
-        coords = _coords(mesh) if _is_member(mesh) else (0,) * mesh.ndim
-        in_shapes = [local_shape(av.shape, w, sizes, coords) for av, w in zip(avals, wanted)]
-        out_shape = local_shape(out_aval.shape, out_specs, sizes, coords)
+        where = coords(mesh) if is_member(mesh) else (0,) * mesh.ndim
+        in_shapes = [local_shape(av.shape, w, sizes, where) for av, w in zip(avals, wanted)]
+        out_shape = local_shape(out_aval.shape, out_specs, sizes, where)
         local_params = rule.localize(params, in_shapes, out_shape,
                                      [sharded_dims(w) for w in wanted])
         plan = (out_aval, wanted, out_specs, local_params, out_shape, rule)
@@ -518,7 +303,7 @@ def _check_placements(placements, mesh, shape, what):
                          f"{mesh.ndim}-d mesh {mesh}; give one placement per mesh dim")
     specs = tuple(to_spec(p) for p in placements)
     # Shard(-1): the last dim, as Paddle and torch allow
-    specs = tuple(s + len(shape) if _is_shard(s) and -len(shape) <= s < 0 else s
+    specs = tuple(s + len(shape) if is_shard(s) and -len(shape) <= s < 0 else s
                   for s in specs)
     check_layout(shape, specs, what)
     return specs
@@ -572,9 +357,9 @@ def shard_tensor(data, mesh, placements, dtype=None, place=None, stop_gradient=N
     specs = _check_placements(placements, mesh, t._shape, "shard_tensor")
     if not staged:
         _check_same_across_ranks("shard_tensor", t._shape, t.dtype, specs, mesh)
-    _create_mesh_comms(mesh)
+    create_mesh_comms(mesh)
     local = None
-    if _is_member(mesh):
+    if is_member(mesh):
         value = t.detach() if staged else Tensor._wrap(t._value)
         local = relayout(value, t._shape, mesh, (None,) * mesh.ndim, specs)
     out = DistTensor._make(local, mesh, specs, Aval(t._shape, t.dtype))
@@ -631,8 +416,8 @@ def _cross_mesh(x, mesh, specs):
     """This rank's block on ``mesh`` of ``x`` (on another mesh): the same-status fast path
     (meshes of one shape, no partials: rank i of one sends its block to rank i of the
     other), else replicate on the source mesh, send the whole value, slice on arrival."""
-    _create_mesh_comms(x._mesh)
-    _create_mesh_comms(mesh)
+    create_mesh_comms(x._mesh)
+    create_mesh_comms(mesh)
     comm = world()
     me = comm.rank
     src_ids, dst_ids = x._mesh.process_ids, mesh.process_ids
@@ -642,8 +427,8 @@ def _cross_mesh(x, mesh, specs):
     if comm.size == 1:
         value = x._local._value
         if not same_status:
-            value = _relayout_native(value, shape, x._mesh, x._specs, (None,) * x._mesh.ndim)
-            value = _relayout_native(value, shape, mesh, (None,) * mesh.ndim, specs)
+            value = relayout_native(value, shape, x._mesh, x._specs, (None,) * x._mesh.ndim)
+            value = relayout_native(value, shape, mesh, (None,) * mesh.ndim, specs)
         return Tensor._wrap(value)
     if same_status:
         sends, recvs, out = [], [], None
@@ -656,14 +441,14 @@ def _cross_mesh(x, mesh, specs):
         if me in dst_ids:
             peer = src_ids[dst_ids.index(me)]
             if peer != me:
-                out = comms.empty(local_shape(shape, specs, _effective_shape(mesh),
+                out = comms.empty(local_shape(shape, specs, effective_shape(mesh),
                                               mesh.coords(me)), x.dtype)
                 recvs.append((out, peer))
         comm.sendrecv(sends, recvs)
         return None if out is None else Tensor._wrap(out)
     full = None
     if me in src_ids:
-        full = _relayout_native(x._local._value, shape, x._mesh, x._specs,
+        full = relayout_native(x._local._value, shape, x._mesh, x._specs,
                                 (None,) * x._mesh.ndim)
     sends, recvs = [], []
     for j, b in enumerate(dst_ids):
@@ -723,11 +508,11 @@ def local_value(x, grad_placements=None):
     out = x._local.detach()
     mesh = x._mesh
     if grad_placements is None:
-        grad_specs = tuple(s if _is_shard(s) else "sum" for s in x._specs)
+        grad_specs = tuple(s if is_shard(s) else "sum" for s in x._specs)
     else:
         grad_specs = _check_placements(grad_placements, mesh, x._shape, "grad_placements")
         for k, (g, s) in enumerate(zip(grad_specs, x._specs)):
-            if _is_shard(s) != _is_shard(g) or (_is_shard(s) and g != s):
+            if is_shard(s) != is_shard(g) or (is_shard(s) and g != s):
                 raise ValueError(
                     f"grad_placements {list(grad_placements)}: mesh dim {k} of the "
                     f"{_describe(x)} is {from_spec(s)}, so its block's cotangent must be "
@@ -744,7 +529,7 @@ def _from_local(local, mesh, specs, shape):
     Its adjoint gives each rank its block of the cotangent laid out like the tensor, except
     that where the tensor is Partial (the sum of the blocks) every block's cotangent is the
     whole cotangent (Replicate), as in torch's ``DTensor.from_local``."""
-    out = DistTensor._make(local.detach() if _is_member(mesh) else None,
+    out = DistTensor._make(local.detach() if is_member(mesh) else None,
                            mesh, specs, Aval(shape, local.dtype))
     wanted = tuple(None if is_partial(s) else s for s in specs)
     return record_custom(out, (local,), "dtensor_from_local",
@@ -779,7 +564,7 @@ def dtensor_from_local(local_tensor, mesh, placements, shape=None):
         if comm.size > 1:
             rows = comm.allgather_ints([len(local_shape_)] + (local_shape_ + [0] * 8)[:8])
             for k, s in enumerate(specs0):
-                if _is_shard(s):
+                if is_shard(s):
                     line = mesh.ranks_along(k, comm.rank)
                     shape[s] = sum(rows[r][1 + s] for r in line)
             for d in range(len(local_shape_)):
@@ -792,9 +577,9 @@ def dtensor_from_local(local_tensor, mesh, placements, shape=None):
                             f"differs across ranks: rank {comm.rank} has {local_shape_[d]}, "
                             f"ranks {sorted(bad)} have {sorted(set(bad.values()))}")
     specs = _check_placements(placements, mesh, tuple(shape), "dtensor_from_local")
-    _create_mesh_comms(mesh)
-    expected = local_shape(tuple(shape), specs, _effective_shape(mesh), _coords(mesh))
-    if _is_member(mesh) and tuple(local_shape_) != expected:
+    create_mesh_comms(mesh)
+    expected = local_shape(tuple(shape), specs, effective_shape(mesh), coords(mesh))
+    if is_member(mesh) and tuple(local_shape_) != expected:
         raise ValueError(f"dtensor_from_local: rank {comm.rank}'s block has shape "
                          f"{local_shape_}, but a tensor of shape {list(shape)} with "
                          f"placements {list(placements)} gives it {list(expected)} "

@@ -13,6 +13,7 @@ import time
 import traceback
 
 from ..backends.communicator import world_communicator
+from ..core.config import config
 
 _world = None
 
@@ -46,17 +47,24 @@ def world():
     return _world
 
 
-def init_parallel_env():
+def init_parallel_env(timeout=None):
     """Joins the parallel environment (MPI under a launcher, else a world of one).
 
     Calling it is optional: every distributed function initialises on first use. Returns
-    the world group.
+    the world group. ``timeout`` (seconds or a ``datetime.timedelta``, as
+    ``torch.distributed.init_process_group``'s) sets ``pf.config.dist_timeout``: how long
+    a rank waits in a collective for the others before the job ends with an error naming
+    the rank and the collective (default 30 minutes).
 
     Example:
         >>> import primflow.distributed as dist
         >>> dist.init_parallel_env().nranks >= 1
         True
+        >>> _ = dist.init_parallel_env(timeout=600)  # a hung collective fails after 10 min
+        >>> import primflow as pf; pf.config.dist_timeout = 1800
     """
+    if timeout is not None:
+        config.dist_timeout = timeout
     world()
     return _world_group()
 

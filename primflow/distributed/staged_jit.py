@@ -26,7 +26,8 @@ from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import no_grad, state
 from ..core.trace import Tracer
 from ..transforms.jit import Jitted
-from .dtensor import DistTensor, is_member, staging
+from .dtensor import DistTensor, staging
+from .layout import is_member
 
 __all__ = []
 

@@ -276,8 +276,11 @@ class Optimizer:
 
     @staticmethod
     def _assign(p, new):
-        """Writes ``new`` into parameter ``p`` (copy-on-write; bumps the version counter)."""
-        p._set_value(cast(new, p.dtype)._value)
+        """Writes ``new`` into parameter ``p`` (copy-on-write; bumps the version counter).
+        A distributed parameter takes the distributed result as it is (each rank keeps its
+        block; a rank outside the parameter's mesh holds none), never its gathered value."""
+        new = cast(new, p.dtype)
+        p._set_value(new if p.is_dist() else new._value)
 
     def minimize(self, loss, startup_program=None, parameters=None, no_grad_set=None):
         """Computes the gradients of ``loss`` (``loss.backward()``) and takes one step.

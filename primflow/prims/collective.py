@@ -32,7 +32,7 @@ from . import shape as sh
 from . import sharding as sr
 from .families import COLLECTIVE
 
-LINEAR_OPS = ("sum", "avg")
+LINEAR_OPS = sr.LINEAR_PARTIALS  # the reductions that commute with sums
 
 
 def _check_group(what, ranks, sizes=None):

@@ -460,14 +460,16 @@ def expand(rule, placements, avals, out_aval, mesh_shape, params):
     return wanted, out
 
 
-def _is_shard(s):
+def is_shard(s):
+    """Whether the spec ``s`` shards a tensor dim (an int; None is replicated, a string
+    partial)."""
     return isinstance(s, int) and not isinstance(s, bool)
 
 
 def _conflicts(k, in_specs, out_spec, wanted, out):
-    if _is_shard(out_spec) and out_spec in out[:k]:
+    if is_shard(out_spec) and out_spec in out[:k]:
         return True
-    return any(_is_shard(s) and s in wanted[i][:k] for i, s in enumerate(in_specs))
+    return any(is_shard(s) and s in wanted[i][:k] for i, s in enumerate(in_specs))
 
 
 def local_extent(n: int, parts: int, index: int) -> int:
@@ -481,21 +483,21 @@ def local_shape(shape, specs, mesh_shape, coords):
     dim) on the rank at mesh ``coords``."""
     out = list(shape)
     for k, s in enumerate(specs):
-        if _is_shard(s):
+        if is_shard(s):
             out[s] = local_extent(shape[s], mesh_shape[k], coords[k])
     return tuple(out)
 
 
 def sharded_dims(specs):
     """The tensor dims sharded by some mesh dim."""
-    return {s for s in specs if _is_shard(s)}
+    return {s for s in specs if is_shard(s)}
 
 
 def check_layout(shape, specs, what="tensor"):
     """Each tensor dim sharded by at most one mesh dim, and within range."""
     seen = set()
     for k, s in enumerate(specs):
-        if _is_shard(s):
+        if is_shard(s):
             if not 0 <= s < len(shape):
                 raise ValueError(f"{what}: Shard({s}) on mesh dim {k} is out of range for a "
                                  f"tensor with {len(shape)} dims (shape {list(shape)})")

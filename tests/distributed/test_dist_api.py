@@ -126,3 +126,80 @@ def test_jit_on_dtensors_compiles_on_one_process():
     assert "dot_general" in f.lower(x, x).as_text()
     r = dist.reshard(x, MESH, [dist.Replicate()])
     assert f(r, r)[1].placements == [dist.Replicate()]
+
+
+def test_collective_timeout_option_and_init_parallel_env_timeout():
+    import datetime
+
+    import primflow as pf
+    import primflow.distributed as dist
+
+    assert pf.config.dist_timeout == 1800.0  # torch.distributed's default, 30 minutes
+    try:
+        dist.init_parallel_env(timeout=datetime.timedelta(minutes=2))
+        assert pf.config.dist_timeout == 120.0
+        dist.init_parallel_env(timeout=5)
+        assert pf.config.dist_timeout == 5.0
+        for bad in (0, -1, "10", True):
+            with pytest.raises(ValueError, match="dist_timeout must be a positive number"):
+                pf.config.dist_timeout = bad
+    finally:
+        pf.config.dist_timeout = 1800.0
+
+
+def test_checkpoint_commit_marker_names_every_archive_one_process(tmp_path):
+    """A second save replaces the first (its archives removed after the commit); an
+    archive that is missing, truncated or from another save is refused, naming it;
+    plain values (an optimizer's step, its learning rate) round-trip."""
+    import json
+
+    folder, other = tmp_path / "a", tmp_path / "b"
+    w = pf.to_tensor([1.0, 2.0, 3.0])
+    dist.save_state_dict({"w": w, "opt": {"step": 1}}, str(folder))
+    dist.save_state_dict({"w": w * 2, "opt": {"step": 2, "lr": 0.5}}, str(folder))
+    dist.save_state_dict({"w": w * 3, "opt": {"step": 3}}, str(other))
+    archives = sorted(p.name for p in folder.glob("*.distcp"))
+    assert len(archives) == 1  # the first save's archive is gone
+    meta = json.loads((folder / "metadata.json").read_text())
+    assert [f["name"] for f in meta["files"]] == archives and len(meta["files"][0]["sha256"]) == 64
+    state = {"w": pf.zeros([3]), "opt": {"step": 0, "lr": 0.0}}
+    dist.load_state_dict(state, str(folder))
+    assert state["w"].numpy().tolist() == [2.0, 4.0, 6.0]
+    assert state["opt"] == {"step": 2, "lr": 0.5}
+    fresh = {"w": pf.zeros([3]), "opt": {}}  # an empty sub-dict gets the saved entries
+    dist.load_state_dict(fresh, str(folder))
+    assert fresh["opt"] == {"step": 2, "lr": 0.5}
+
+    archive = folder / archives[0]
+    good = archive.read_bytes()
+    archive.write_bytes(next(other.glob("*.distcp")).read_bytes())  # another save's
+    with pytest.raises(dist.CheckpointError, match=f"{archives[0]} is not the one this save"):
+        dist.load_state_dict({"w": pf.zeros([3])}, str(folder))
+    archive.write_bytes(good[: len(good) // 2])  # truncated
+    with pytest.raises(dist.CheckpointError, match="size differs"):
+        dist.load_state_dict({"w": pf.zeros([3])}, str(folder))
+    archive.unlink()
+    with pytest.raises(dist.CheckpointError, match="is missing"):
+        dist.load_state_dict({"w": pf.zeros([3])}, str(folder))
+
+
+def test_optimizer_state_and_sharded_state_dicts_save_one_process(tmp_path):
+    """An optimizer's state_dict (int step counts, float learning rate) goes through
+    dist.save_state_dict, and pf.save takes a state dict of distributed tensors."""
+    net = pf.nn.Linear(3, 2)
+    opt = pf.optimizer.Adam(learning_rate=0.1, parameters=net.parameters())
+    ((net(pf.ones([4, 3])) ** 2).sum()).backward()
+    opt.step()
+    dist.save_state_dict({"model": net.state_dict(), "opt": opt.state_dict()},
+                         str(tmp_path / "ck"))
+    fresh = pf.optimizer.Adam(learning_rate=0.1, parameters=net.parameters())
+    state = {"opt": fresh.state_dict()}
+    dist.load_state_dict(state, str(tmp_path / "ck"))
+    fresh.set_state_dict(state["opt"])
+    assert fresh.state_dict()["state"]["0"]["step"] == 1
+    np.testing.assert_array_equal(fresh.state_dict()["state"]["0"]["moment1"].numpy(),
+                                  opt.state_dict()["state"]["0"]["moment1"].numpy())
+    sharded = {"w": dist.shard_tensor(pf.arange(6.0).reshape([2, 3]), MESH, [dist.Shard(0)])}
+    pf.save(sharded, str(tmp_path / "s.pdparams"))
+    assert pf.load(str(tmp_path / "s.pdparams"))["w"].numpy().tolist() == \
+        [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]

@@ -1,5 +1,7 @@
 """Autodiff, training, the seed demos and faults under mpiexec (each run has a timeout)."""
 
+import json
+import re
 import time
 
 import pytest
@@ -66,25 +68,95 @@ def test_a_killed_rank_ends_the_others():
 @pytest.mark.parametrize("mode, words", [
     ("mismatch", ["ranks disagree", "rank 0: [4, 2]", "rank 1: [5, 2]"]),
     ("placements", ["ranks disagree", "Shard(dim=0)", "Shard(dim=1)"]),
-    ("collective", ["ranks disagree", "rank 0: shape [3]", "rank 1: shape [4]"]),
+    ("collective", ["ranks disagree", "rank 0: shape [3] float32", "rank 1: shape [4] float32"]),
+    ("dtype", ["ranks disagree", "rank 0: shape [3] float32", "rank 1: shape [3] float64"]),
+    ("recv_size", ["recv: rank 1 receives into a tensor of shape [5] float32",
+                   "rank 0 sent a tensor of shape [4] float32"]),
+    ("recv_dtype", ["shape [4] float64", "rank 0 sent a tensor of shape [4] float32"]),
+    ("mesh_too_big", ["ProcessMesh(shape=[2, 2]", "has 4 processes", "world has 2 processes"]),
 ])
 def test_mismatched_ranks_give_a_clear_error(mode, words):
     proc = run_mpi(2, "faults.py", mode, timeout=60)
     assert proc.returncode != 0
     for w in words:
         assert w in proc.stderr, proc.stderr
+    assert "not reached" not in proc.stdout and "received" not in proc.stdout
+    assert "Invalid rank" not in proc.stderr and "truncated" not in proc.stderr
+
+
+def test_a_collective_another_rank_never_enters_times_out_on_every_rank():
+    """Rank 1 is stuck in computation; rank 0 waits in all_reduce: after the timeout the
+    job ends (rank 1 too) with a message naming the rank and the collective."""
+    start = time.monotonic()
+    proc = run_mpi(2, "faults.py", "timeout", timeout=60, env={"FAULT_TIMEOUT": "2"})
+    assert time.monotonic() - start < 30  # rank 1 would sleep 60 s
+    assert proc.returncode != 0
+    assert "rank 0 waited 2 s in all_reduce over ranks [0, 1]" in proc.stderr, proc.stderr
+    assert "pf.config.dist_timeout" in proc.stderr
+    assert "not reached" not in proc.stdout
+
+
+def test_a_rank_that_finishes_without_the_collective_ends_the_job_at_once():
+    """No need to wait out the (default, 30 minute) timeout: the finished rank's exit
+    notice fails the waiting one."""
+    start = time.monotonic()
+    proc = run_mpi(2, "faults.py", "finished", timeout=60)
+    assert time.monotonic() - start < 30
+    assert proc.returncode != 0
+    assert "rank 0 waits in all_reduce over ranks [0, 1], but rank(s) [1] finished" in \
+        proc.stderr, proc.stderr
 
 
 def test_checkpoint_saved_on_4_ranks_loads_on_2_and_1(tmp_path):
     folder = tmp_path / "ckpt"
     assert "saved" in check(run_mpi(4, "checkpoint.py", "save", folder))
     files = sorted(p.name for p in folder.iterdir())
-    assert files == ["0.distcp", "1.distcp", "2.distcp", "3.distcp", "metadata.json"]
+    assert files[-1] == "metadata.json" and len(files) == 5
+    assert [re.fullmatch(r"(\d)_[0-9a-f]{16}\.distcp", f).group(1) for f in files[:4]] == \
+        ["0", "1", "2", "3"]
     assert "loaded" in check(run_mpi(2, "checkpoint.py", "load", folder))
     assert "loaded" in check(run_mpi(1, "checkpoint.py", "load", folder))
     (folder / "metadata.json").unlink()  # an interrupted save is refused, not half-read
     proc = run_mpi(1, "checkpoint.py", "load", folder)
     assert proc.returncode != 0 and "no metadata.json" in proc.stderr
+
+
+def test_a_save_killed_on_one_rank_leaves_the_previous_checkpoint_whole(tmp_path):
+    """Rank 1 dies while writing its archive after rank 0 wrote its own: the folder still
+    loads, as the first save on every rank (before: rank 0's new block and rank 1's old one,
+    silently). An archive of the interrupted save put in place of the first save's is
+    refused, naming the file."""
+    folder = tmp_path / "ckpt"
+    proc = run_mpi(2, "checkpoint.py", "killed", folder, timeout=60)
+    assert proc.returncode != 0 and "not reached" not in proc.stdout
+    assert "first save whole" in check(run_mpi(2, "checkpoint.py", "check_first", folder))
+    meta = json.loads((folder / "metadata.json").read_text())
+    committed = {f["name"] for f in meta["files"]}
+    stray = [p for p in folder.glob("0_*.distcp") if p.name not in committed]
+    assert len(stray) == 1  # rank 0's archive of the interrupted save
+    first = folder / sorted(n for n in committed if n.startswith("0_"))[0]
+    first.write_bytes(stray[0].read_bytes())  # the mix the old format loaded silently
+    proc = run_mpi(2, "checkpoint.py", "check_first", folder, timeout=60)
+    assert proc.returncode != 0
+    assert f"the archive {first.name} is not the one this save wrote" in proc.stderr, \
+        proc.stderr
+
+
+def test_a_training_run_is_checkpointed_whole_and_resumed(tmp_path):
+    """Model (sharded and replicated parameters) and a plain Adam (moments and int step
+    counts) saved with dist.save_state_dict, loaded into a fresh model and optimizer: the
+    next losses are the ones the uninterrupted run had. (Not bit for bit: a moment that
+    was Partial, a sum over ranks, is stored reduced, so its later arithmetic rounds
+    differently in the last bit.) The worker also checks pf.save/pf.load of the sharded
+    state dict."""
+    folder = tmp_path / "ckpt"
+    first = check(run_mpi(2, "resume.py", "train", folder))
+    resumed = check(run_mpi(2, "resume.py", "resume", folder))
+    want = [float(v) for v in first.split("losses")[1].split()]
+    got = [float(v) for v in resumed.split("losses")[1].split()]
+    assert len(want) == len(got) == 3
+    for a, b in zip(want, got):
+        assert abs(a - b) <= 1e-12 * abs(a), (want, got)
 
 
 def test_plate_demo_data_parallel_matches_one_process(tmp_path):

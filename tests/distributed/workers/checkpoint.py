@@ -1,5 +1,10 @@
-# save_state_dict on some ranks and placements, load_state_dict on others
+# save_state_dict on some ranks and placements, load_state_dict on others; "killed": a
+# second save into the folder in which rank 1 is SIGKILLed while writing its archive,
+# after rank 0 has written its own; "check_first": the folder holds the first save whole
+import os
+import signal
 import sys
+import time
 
 import numpy as np
 
@@ -13,7 +18,43 @@ n = dist.get_world_size()
 rng = np.random.default_rng(5)
 A, B, C, D = (rng.standard_normal((5, 3)), rng.standard_normal(4), rng.standard_normal((3, 2)),
               rng.standard_normal(2))
-if mode == "save":
+if mode == "killed":
+    from primflow.distributed import checkpoint
+
+    mesh = dist.ProcessMesh([0, 1], dim_names=["x"])
+
+    def state(scale):
+        return {"a": dist.shard_tensor(pf.to_tensor(A * scale), mesh, [S(0)]),
+                "d": pf.to_tensor(D * scale), "step": int(scale)}
+
+    dist.save_state_dict(state(1), folder)
+    if dist.get_rank() == 1:
+        write = checkpoint._atomic_write_arrays
+        start = time.time()
+
+        def killed_while_writing(file, arrays, header):
+            # rank 0's archive of this save (named like this one, or the same name before
+            # per-save names) is written first; then this rank dies mid-write
+            name = os.path.basename(file)
+            other = os.path.join(os.path.dirname(file), "0" + name[1:])
+            while not (os.path.exists(other) and os.path.getmtime(other) >= start):
+                time.sleep(0.01)
+            with open(file + ".tmp-partial", "wb") as fh:
+                fh.write(b"PK")  # a few bytes of a half-written archive
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        checkpoint._atomic_write_arrays = killed_while_writing
+    dist.save_state_dict(state(2), folder)
+    print("not reached")
+elif mode == "check_first":
+    mesh = dist.ProcessMesh(list(range(n)), dim_names=["x"])
+    state = {"a": dist.shard_tensor(pf.zeros([5, 3]), mesh, [R()]), "d": pf.zeros([2]),
+             "step": 0}
+    dist.load_state_dict(state, folder)
+    assert np.array_equal(state["a"].numpy(), A), state["a"].numpy()  # never a mix
+    assert np.array_equal(state["d"].numpy(), D) and state["step"] == 1
+    print("first save whole")
+elif mode == "save":
     mesh = dist.ProcessMesh([[0, 1], [2, 3]] if n == 4 else [[0]], dim_names=["a", "b"])
     state = {"a": dist.shard_tensor(pf.to_tensor(A), mesh, [S(0), S(1)]),
              "nested": {"b": dist.shard_tensor(pf.to_tensor(B), mesh, [R(), S(0)])},
