@@ -63,6 +63,22 @@ class XFail:
     orders: tuple = ()
 
 
+@dataclass(frozen=True)
+class Limit:
+    """A declared limitation of an entry on the dtype/mode/backend matrix
+    (``primflow.testing.opinfo.matrix``): the cells it matches skip, naming ``reason``. An
+    empty axis matches every value of that axis."""
+
+    reason: str
+    dtypes: tuple = ()
+    modes: tuple = ()
+    backends: tuple = ()
+
+    def matches(self, dtype, mode, backend):
+        return all(not axis or value in axis for axis, value in (
+            (self.dtypes, dtype), (self.modes, mode), (self.backends, backend)))
+
+
 @dataclass
 class OpInfo:
     """Everything the generic tests need to know about one op. See the module docstring."""
@@ -86,6 +102,10 @@ class OpInfo:
     notes: str = ""
     jet_order: int | None = None  # caps the Taylor tests' orders (costly: decompositions)
     extras: tuple = ()  # optional extras the op itself needs (its tests skip without them)
+    limits: tuple = ()  # Limit(...): cells of the dtype/mode/backend matrix that cannot run
+    # computes in complex numbers from real inputs (parts, signals): the matrix's float32
+    # cells compute in complex64, its float64 cells in complex128
+    computes_complex: bool = False
 
     def samples(self, rng=None):
         rng = np.random.default_rng(_seed_of(self.name)) if rng is None else rng

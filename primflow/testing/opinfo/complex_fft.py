@@ -186,3 +186,8 @@ ENTRIES = [
            fixed(lambda i, r: SampleInput((5,), {"d": 0.3}), lambda i, r: SampleInput((4,))),
            kind="creation"),
 ]
+
+# every entry here but the real shifts and frequency grids computes in complex numbers: the
+# matrix (opinfo/matrix.py) runs it in complex64 and complex128
+for _info in ENTRIES:
+    _info.computes_complex = _info.name not in ("fftshift", "ifftshift", "fftfreq", "rfftfreq")

@@ -109,6 +109,10 @@ ENTRIES = [
            lambda x, p=0.5, training=True: None if training and p > 0 else x,
            with_params([((4, 5), {"p": 0.4}), ((3,), {"p": 0.0}),
                         ((2, 3), {"p": 0.5, "training": False})]),
-           prims=("select",), covers=()),
+           prims=("select",), covers=(),
+           # the matrix (opinfo/matrix.py): the mask is drawn in the input's dtype, not the
+           # float64 draw rounded, so only cells of one dtype agree with each other
+           tol={f"{what}_{dtype}": math.inf for what in ("value", "grad")
+                for dtype in ("float32", "float16", "bfloat16")}),
 
 ]
