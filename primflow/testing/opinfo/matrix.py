@@ -266,7 +266,8 @@ def _gradients(loss, leaves):
     if loss is None or loss.stop_gradient:
         return [np.zeros(x.shape) for x in leaves]
     grads = pf.grad(loss, leaves, allow_unused=True)
-    return [np.zeros(x.shape) if g is None else np.asarray(g.numpy()) for g in grads]
+    return [np.zeros(x.shape) if g is None else np.asarray(g.numpy())
+            for g, x in zip(grads, leaves)]
 
 
 @dataclass
