@@ -378,6 +378,8 @@ def run_cell(cell):
     for result, k in results:
         assert result.dtypes == inferred, (
             f"{what}: output dtypes {result.dtypes}, infer says {inferred}")
+        arrays = [None if v is None else v.dtype.name for v in result.values]
+        assert arrays == inferred, f"{what}: the arrays hold {arrays}, infer says {inferred}"
         for got, ref, ref_f64 in zip(result.values, here.values if k == 0 else
                                      [None] * len(result.values), ref64[k].values):
             if k == 0:
