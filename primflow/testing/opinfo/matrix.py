@@ -147,10 +147,13 @@ def skip_reason(cell):
         if cell.dtype == "bfloat16" and not has_extra("bfloat16"):
             return extra_skip_reason("bfloat16")
     if cell.backend == "cupy":
-        if _module("cupy") is None:
+        cupy = _module("cupy")
+        if cupy is None:
             return "CuPy is not installed (the gpu extra)"
         if not _gpu_count():
             return "no GPU on this machine (CuPy cells need one)"
+        if not hasattr(cupy, cell.dtype):
+            return f"CuPy has no {cell.dtype} dtype"
     return None
 
 
