@@ -24,6 +24,13 @@ pf.config.cache_dir = _CACHE
 _TESTS = pathlib.Path(__file__).resolve().parent / "tests"
 
 
+def pytest_addoption(parser):
+    parser.addoption("--matrix", choices=("default", "full"), default="default",
+                     help="the OpInfo dtype x mode x backend matrix (tests/test_opinfo_matrix.py): "
+                          "'default' runs float64/float32 on every mode and backend and one "
+                          "cell per extra dtype; 'full' runs every cell")
+
+
 def pytest_ignore_collect(collection_path, config):
     """--doctest-modules collects every .py file; under tests/ only the test files (and
     conftest.py) are collected, not the helper scripts (the distributed tests run those

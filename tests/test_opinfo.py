@@ -1,4 +1,4 @@
-"""Generic tests driven by the OpInfo table (primflow/testing/opinfo.py), all in float64.
+"""Generic tests driven by the OpInfo table (primflow/testing/opinfo/), all in float64.
 
 For every differentiable entry: forward vs NumPy/SciPy, jvp vs central differences, the
 dot-product test (vjp vs jvp), derivatives of orders 1..max_order in four modes (reverse

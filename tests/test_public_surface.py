@@ -107,7 +107,7 @@ def test_the_readme_links_the_architecture_page():
     assert "docs/architecture.md" in readme and "shared/DESIGN.md" not in readme
     page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     for path in ("core/primitive.py", "core/tensor.py", "ops/aliases.py", "ir/passes/fuse.py",
-                 "backends/base.py", "testing/opinfo.py", "prims/families.py"):
+                 "backends/base.py", "testing/opinfo/elementwise.py", "prims/families.py"):
         assert path in page and (ROOT / "primflow" / path).exists(), path
 
 

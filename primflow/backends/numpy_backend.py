@@ -107,7 +107,9 @@ def _rsqrt(x):
     return np.reciprocal(out, out=out)
 
 
-def _erf(x):  # used without SciPy only
+def _erf(x):
+    if _scipy_erf is not None:  # (SciPy has no float16 loop: it returned float64 there)
+        return np.asarray(_scipy_erf(x)).astype(x.dtype, copy=False)
     # (asarray: frompyfunc returns a Python float, not an array, for a 0-d input)
     return np.asarray(_math_erf(x)).astype(x.dtype)
 
@@ -286,19 +288,32 @@ def _div(x, y):
 _div.__wrapped__ = np.divide  # generated code calls the ufunc for floats (numpy_codegen)
 
 
+_BELOW_ONE = {"float16": 1.0 - 2.0 ** -11, "bfloat16": 1.0 - 2.0 ** -8}  # largest below 1
+
+
 def _random_uniform(*, shape, dtype, key):
-    return np.random.default_rng(key).random(shape, dtype=_TO_NATIVE[dtype])
+    native = _TO_NATIVE[dtype]
+    rng = np.random.default_rng(key)
+    if native.itemsize >= 4:
+        return rng.random(shape, dtype=native)
+    # NumPy draws float32/float64 only: a float32 draw rounded to 16 bits, kept below 1
+    return np.minimum(rng.random(shape, dtype=np.float32).astype(native),
+                      _BELOW_ONE[dtype.name]).astype(native)
 
 
 def _random_normal(*, shape, dtype, key):
-    return np.random.default_rng(key).standard_normal(shape, dtype=_TO_NATIVE[dtype])
+    native = _TO_NATIVE[dtype]
+    rng = np.random.default_rng(key)
+    if native.itemsize >= 4:
+        return rng.standard_normal(shape, dtype=native)
+    return rng.standard_normal(shape, dtype=np.float32).astype(native)  # (as above)
 
 
 KERNELS = {
     # elementwise unary
     "neg": np.negative, "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1,
     "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "sqrt": np.sqrt, "rsqrt": _rsqrt,
-    "abs": np.abs, "sign": np.sign, "erf": _erf if _scipy_erf is None else _scipy_erf,
+    "abs": np.abs, "sign": np.sign, "erf": _erf,
     "logistic": _logistic, "floor": np.floor, "ceil": np.ceil, "round": np.rint, "integer_pow": _integer_pow,
     # elementwise binary
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": _div, "pow": np.power,

@@ -42,14 +42,22 @@ def _rows(x, axes):
     return x.reshape(-1, k)
 
 
+def _dot16(spec, a, b):
+    """``einsum(spec, a, b)``, in float32 for 16-bit floats (einsum has no bfloat16 loop, and
+    a float16 sum would keep 11 bits), rounded once to their dtype."""
+    if a.dtype.name in ("float16", "bfloat16"):
+        return np.einsum(spec, a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+    return np.einsum(spec, a, b)
+
+
 def _row_dot(a, b):
     """Per-row dot product of two 2-d arrays, shape (rows, 1)."""
-    return np.einsum("ij,ij->i", a, b)[:, None]
+    return _dot16("ij,ij->i", a, b)[:, None]
 
 
 def _col_dot(a, b):
     """Per-column dot product of two 2-d arrays (sum over rows of a * b), shape (cols,)."""
-    return np.einsum("ij,ij->j", a, b)
+    return _dot16("ij,ij->j", a, b)
 
 
 def _sigmoid(x):

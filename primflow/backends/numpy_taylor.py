@@ -309,6 +309,8 @@ def _dot(dst, tmp, A, B, pairs, scale=1):
         target = out if n == 0 else tmp
         if length <= 1:
             np.multiply(A.get(i), B.get(j), out=target)
+        elif target.dtype.kind == "V":  # bfloat16 (ml_dtypes): einsum has no loop for it
+            np.sum(A.run(i, length, 1) * B.run(j, length, -1), axis=0, out=target)
         else:
             np.einsum("irj,irj->rj", A.run(i, length, 1), B.run(j, length, -1), out=target)
         if n:

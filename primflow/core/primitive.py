@@ -6,7 +6,7 @@ How to declare a primitive
 --------------------------
 ONE ``Primitive(...)`` call in its family file under ``primflow/prims``, every rule passed
 as a named module-level function (``_<prim>_<rule>``), nothing attached afterwards; plus
-an OpInfo entry (``primflow/testing/opinfo.py``) that tests every rule. Its kernel is the
+an OpInfo entry (``primflow/testing/opinfo/<family>.py``) that tests every rule. Its kernel is the
 active backend's, by name, or its ``reference=``: a NumPy function that the NumPy backend
 runs as the kernel and other backends without a kernel of their own run on the host
 (``Backend.host_kernel``: copied to NumPy and back, with a one-time warning). Declaring a

@@ -417,7 +417,7 @@ def lstsq(x, y, rcond=None, driver=None, name=None):
     return solution, residuals, rank, s
 
 
-_EPS = {"float32": 2.0 ** -23, "float64": 2.0 ** -52}  # machine epsilon
+_EPS = {"bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}  # machine epsilon
 
 
 def _pair_rows(a, b, name):
