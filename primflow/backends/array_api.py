@@ -28,12 +28,20 @@ from . import blas
 from .base import Backend
 from .numpy_backend import INTEGER_DIVISION_BY_ZERO
 
-# primitive name -> the standard's function where the names differ (the rest are the same)
-STANDARD_NAMES = {
-    "neg": "negative", "sub": "subtract", "mul": "multiply", "div": "divide",
-    "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal", "gt": "greater",
-    "ge": "greater_equal", "select": "where",
-}
+
+def standard_name(name):
+    """The array-API standard's function for primitive ``name``: the one its declaration
+    names (``Lowering.array_api``, where the names differ), else its own name.
+
+    Example:
+        >>> standard_name("neg"), standard_name("exp")
+        ('negative', 'exp')
+    """
+    from ..core.primitive import get_primitive  # noqa: PLC0415
+
+    prim = get_primitive(name, None)
+    spelled = None if prim is None else prim.lowering.array_api
+    return spelled if isinstance(spelled, str) else name
 
 _DTYPE_NAMES = ["bool", "int32", "int64", "float32", "float64", "uint8", "int8", "int16",
                 "float16", "complex64", "complex128", "bfloat16"]  # (bfloat16 where it has one)
@@ -108,13 +116,17 @@ class ArrayAPIBackend(Backend):
             with contextlib.suppress(KeyError):  # (install names what is missing)
                 self.kernel_for(name)
 
-    def derive_kernel(self, name, family):
+    def derive_kernel(self, name, family, lowering=None):
         """An elementwise primitive's kernel is the namespace's function of the same name
-        (``STANDARD_NAMES`` where the standard names it differently): declaring one needs
-        no kernel here."""
+        (the declaration's ``Lowering.array_api`` where the standard names it differently,
+        or its ``build(xp)`` for a function the standard lacks): declaring one needs no
+        kernel here."""
         if family is None or not family.elementwise:
             return None
-        return getattr(self.xp, STANDARD_NAMES.get(name, name), None)
+        spelled = None if lowering is None else lowering.array_api
+        if callable(spelled):
+            return spelled(self.xp)
+        return getattr(self.xp, spelled or name, None)
 
     # ---- allocation and dtypes ------------------------------------------------------------
     def native_dtype(self, dtype):

@@ -61,8 +61,9 @@ if recording is on and an input requires grad, a ``Node`` is added to the tape.
 from __future__ import annotations
 
 from .backend import on_install
+from .lowering import NOWHERE, Lowering, PublicOp, real_only_infer
 from .state import departures, note_constant_reads, state
-from .tensor import Tensor
+from .tensor import Tensor, defer_method
 from .trace import (EscapedTracerError, Tracer, escaped_tracer_error, is_active,
                     staging_trace)
 
@@ -83,7 +84,10 @@ class Family:
     (output element i depends on input elements i; diagonal Jacobian), ``transcendental``
     (elementwise by a libm call: numba without SVML is slower than NumPy there),
     ``reduction`` (fusible with its producers), ``view`` (a view in generated code),
-    ``nullary`` (no tensor inputs), and ``batch``, the family's default batching rule.
+    ``nullary`` (no tensor inputs), ``float32_compute`` (its kernels compute bfloat16 in
+    float32: LAPACK and FFT have no narrower types) and ``batch``, the family's default
+    batching rule; ``shard(linear, linear_in, n_inputs)``, the family's sharding rule for a
+    primitive that declares none, from what its declaration says it is linear in.
 
     Example:
         >>> Family("elementwise", transcendental=True).elementwise
@@ -91,11 +95,12 @@ class Family:
     """
 
     __slots__ = ("name", "elementwise", "transcendental", "reduction", "view", "nullary",
-                 "batch")
+                 "float32_compute", "batch", "shard")
 
     def __init__(self, name, *, elementwise=False, transcendental=False, reduction=False,
-                 view=False, nullary=False, batch=None):
-        self.name, self.batch = name, batch
+                 view=False, nullary=False, float32_compute=False, batch=None, shard=None):
+        self.name, self.batch, self.float32_compute = name, batch, float32_compute
+        self.shard = shard
         self.elementwise, self.transcendental = elementwise or transcendental, transcendental
         self.reduction, self.view, self.nullary = reduction, view, nullary
 
@@ -177,7 +182,7 @@ class Primitive:
     def __init__(self, name, *, family, infer, jvp=None, vjp=None, transpose=None,
                  linear=False, linear_in=(), batch=None, taylor=None, saves_out=False,
                  saves_inputs=None, differentiable=True, shard=None, regions=None,
-                 reference=None, doc=""):
+                 reference=None, lowering=None, public=None, doc=""):
         if name in _registry:
             raise ValueError(f"primitive {name!r} is defined twice")
         if not isinstance(family, Family):
@@ -185,8 +190,14 @@ class Primitive:
                             f"got {family!r}")
         if linear and transpose is None:
             raise ValueError(f"primitive {name!r} is declared linear: give its transpose=")
+        if lowering is not None and not isinstance(lowering, Lowering):
+            raise TypeError(f"primitive {name!r}: lowering must be a Lowering "
+                            f"(core/lowering.py), got {lowering!r}")
+        self.lowering = lowering = lowering or NOWHERE
+        if lowering.real_only:  # traced code refuses complex inputs as the kernel does
+            infer = real_only_infer(name, infer)
         try:  # the backend's own, derived, default or reference kernel (backends/base.py)
-            self.impl = _backend.kernel_for(name, family, reference)
+            self.impl = _backend.kernel_for(name, family, reference, lowering)
         except KeyError:
             raise ValueError(f"backend {_backend.name!r} has no kernel for primitive {name!r}; "
                              f"give its declaration reference= (a NumPy function) or add "
@@ -195,7 +206,18 @@ class Primitive:
         self.name, self.family, self.infer, self.transpose = name, family, infer, transpose
         self.linear, self.linear_in, self.saves_out = linear, frozenset(linear_in), saves_out
         self.differentiable = differentiable and not family.nullary
-        self.shard, self.regions = shard, regions
+        self.regions = regions
+        # an elementwise primitive linear in its inputs shards like its inputs (sharding.py)
+        if shard is None and family.shard is not None:
+            shard = family.shard(linear, frozenset(linear_in),
+                                 len(transpose) if isinstance(transpose, tuple) else None)
+        self.shard = shard
+        self.public = public
+        if public is not None:
+            if not isinstance(public, PublicOp):
+                raise TypeError(f"primitive {name!r}: public must be a PublicOp "
+                                f"(core/lowering.py), got {public!r}")
+            defer_method(public.name or name, "primflow.ops.tensor_methods")
         self.__doc__ = doc or f"The {name!r} primitive."
         # the inputs a linear primitive is not linear in (indices, a predicate): None entries
         static = () if transpose is None or callable(transpose) else tuple(
@@ -503,7 +525,8 @@ def bind_kernels(backend) -> None:
     missing = []
     for name in sorted(_registry):
         try:  # its own, derived, default or reference kernel (backends/base.py)
-            backend.kernel_for(name, _registry[name].family, _registry[name].reference)
+            prim = _registry[name]
+            backend.kernel_for(name, prim.family, prim.reference, prim.lowering)
         except KeyError:
             missing.append(name)
     if missing:
