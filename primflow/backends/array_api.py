@@ -253,6 +253,19 @@ def _kernels(backend):
         tail = 1.0 - xp.exp(-big * big) / (_SQRT_PI * frac)
         return xp.sign(x) * xp.where(a < 3.0, series, tail)
 
+    def erfc(x):
+        # |x| < 1: 1 - erf (no cancellation: erfc >= 0.15 there); beyond: the continued
+        # fraction of erfc(|x|) (not 1 - erf, whose float32 rounding gave negative values on
+        # [2.3, 3]), and 2 - erfc(|x|) for negative x
+        a = xp.abs(x)
+        big = xp.maximum(a, scalar_like(x, 1.0))
+        frac = big
+        for k in range(200, 0, -1):
+            frac = big + (k / 2.0) / frac
+        tail = xp.exp(-big * big) / (_SQRT_PI * frac)
+        upper = xp.where(a < 1.0, 1.0 - erf(a), tail)
+        return xp.where(x < 0.0, 2.0 - upper, upper)
+
     def convert_element_type(x, *, dtype):
         if xp.isdtype(x.dtype, "complex floating") and not dtype.is_complex:
             x = xp.real(x)  # the standard forbids the cast; NumPy's keeps the real part
@@ -369,7 +382,7 @@ def _kernels(backend):
     # (``derive_kernel``); rsqrt, logistic, integer_pow, iota, full, the random draws and
     # the LU helpers are the defaults of ``defaults.py``
     kernels = {
-        "erf": erf, "div": div, "convert_element_type": convert_element_type,
+        "erf": erf, "erfc": erfc, "div": div, "convert_element_type": convert_element_type,
         # reductions
         "reduce_sum": reduce_sum, "reduce_max": reduce_max, "reduce_min": reduce_min,
         "argmax": argmax, "argmin": argmin, "cumsum": cumsum,

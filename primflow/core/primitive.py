@@ -15,13 +15,27 @@ primitive no kernel exists for fails. For example (``tl``: ``prims/_taylor.py``,
 tests/test_primitive_declarations.py)::
 
     def _erfc_jvp(g, out, x):  # d erfc = -2/sqrt(pi) exp(-x^2)
-        return mul(g, mul(full_like(x, -TWO_OVER_SQRT_PI), exp(neg(mul(x, x)))))
+        return mul(g, mul(full_like(x, -tl.TWO_OVER_SQRT_PI), exp(neg(mul(x, x)))))
 
-    erfc = Primitive("erfc", family=ELEMENTWISE_TRANSCENDENTAL,
+    erfc = Primitive("erfc", family=ELEMENTWISE_TRANSCENDENTAL, reference="scipy.special:erfc",
+                     lowering=Lowering(c="erfc({0})", real_only=True, float32_compute=True),
                      infer=float_unary_infer("erfc"), jvp=(_erfc_jvp,),
-                     taylor=tl.unary_rule(_erfc_series), shard=sr.NONLINEAR,
-                     reference=scipy.special.erfc, doc="1 - erf(x)")
+                     taylor=tl.unary_rule(_erfc_series), doc="complementary error function",
+                     public=PublicOp("Complementary error function.", example, result))
 
+(the real one is in ``prims/elementwise.py``). Name a kernel in an optional library as a
+``"module:function"`` string, never by importing the library in ``prims/``: the backend
+resolves it when it first needs it (``backends/references.py``: the library's function, a
+per-element ``math`` fallback, or an error naming the extra), so ``import primflow`` works
+without it. A reference kernel goes through the same wrappers as a native one (real-only,
+bfloat16 in float32, the input's dtype restored).
+
+* ``lowering`` (``core/lowering.py``): how the code generators and backends spell it (CUDA
+  C, numba, the NumPy ufunc, the array-API name) and whether it is real-only or computes
+  bfloat16 in float32; the code generators' and backends' tables are derived from it.
+* ``public`` (``PublicOp``): the public op ``pf.<name>``, the Tensor method and its
+  docstring example; without it the primitive is reached through ``prims`` and the ops
+  written over it.
 * ``family`` (``prims/families.py``): the facts the compiler reads (elementwise,
   transcendental, view, fusible reduction; ``ir/passes/fuse.py`` derives its classes from
   them) and the family's default batching rule.
@@ -41,9 +55,10 @@ tests/test_primitive_declarations.py)::
   reads (None: all), the ones checked for in-place changes.
 * ``differentiable=False``: steps and bool/integer results (derivatives raise
   ``NonDifferentiableError``). ``shard``: the sharding rule distributed tensors use
-  (builders in ``prims/sharding.py``); ``regions``: control-flow bodies.
-* ``reference``: a NumPy function computing the primitive on arrays, its kernel where the
-  backend has none of its own (see above); ``docs/backend-contract.md`` then does not
+  (builders in ``prims/sharding.py``; the elementwise families derive it from ``linear``
+  and ``linear_in``); ``regions``: control-flow bodies.
+* ``reference``: a NumPy function (or ``"module:function"`` string) computing the primitive
+  on arrays, its kernel where the backend has none of its own (see above); ``docs/backend-contract.md`` then does not
   list it among the kernels every backend must write.
 
 Derived, as JAX's ``ad.py`` does, so each fact is written once: an elementwise

@@ -223,6 +223,24 @@ erf = Primitive("erf", family=ELEMENTWISE_TRANSCENDENTAL, reference="scipy.speci
                                 "array([0.       , 0.8427008], dtype=float32)"))
 
 
+def _erfc_jvp(g, out, x):  # d erfc = -2/sqrt(pi) exp(-x^2)
+    return mul(g, mul(full_like(x, -tl.TWO_OVER_SQRT_PI), exp(neg(mul(x, x)))))
+
+
+def _erfc_series(xs, z0, x0):  # erfc = 1 - erf: the erf series negated past the constant
+    return [z0] + [tl.scale(c, -1.0) for c in _erf_series(xs, z0, x0)[1:]]
+
+
+erfc = Primitive("erfc", family=ELEMENTWISE_TRANSCENDENTAL, reference="scipy.special:erfc",
+                 lowering=Lowering(c="erfc({0})", real_only=True, float32_compute=True),
+                 infer=float_unary_infer("erfc"), jvp=(_erfc_jvp,),
+                 taylor=tl.unary_rule(_erfc_series), doc="complementary error function",
+                 public=PublicOp("Complementary error function 1 - erf(x), accurate where "
+                                 "erf(x) is near 1.",
+                                 'pf.erfc(pf.to_tensor([0.0, 3.0], "float64")).numpy()',
+                                 "array([1.0000000e+00, 2.2090497e-05])"))
+
+
 def _logistic_jvp(g, out, x):  # d logistic = s (1 - s)
     return mul(g, mul(out, sub(full_like(out, 1.0), out)))
 
