@@ -135,3 +135,14 @@ __all__ = sorted(set(_ops_names) | set(_aliases) | {
     # backends and mixed precision
     "backend", "get_backend", "set_backend", "amp", "bfloat16",
 })
+
+
+def __getattr__(name):
+    """``pf.<name>`` of a primitive declared with ``public=`` after primflow was imported
+    (the ones declared in ``primflow.prims`` are in ``__all__``)."""
+    from .ops.math import public_op  # noqa: PLC0415
+
+    op = public_op(name)
+    if op is None:
+        raise AttributeError(f"module 'primflow' has no attribute {name!r}")
+    return op

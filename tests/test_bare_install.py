@@ -110,14 +110,40 @@ def test_numpy_references_are_stable_at_extremes():
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_erf_without_scipy_keeps_arrays_for_0d_inputs(dtype):
     """The NumPy backend's erf without SciPy (math.erf per element through np.frompyfunc)
-    returned a Python float for a 0-d input, and ``.astype`` on it failed."""
-    from primflow.backends import numpy_backend
+    returned a Python float for a 0-d input, and ``.astype`` on it failed. The fallback of
+    any ``"scipy.special:<name>"`` reference is that per-element kernel."""
+    from primflow.backends import references
 
-    out = numpy_backend._erf(np.array(0.5, dtype=dtype))
+    erf = references.per_element(math.erf)
+    out = erf(np.array(0.5, dtype=dtype))
     assert isinstance(out, np.ndarray) and out.dtype == np.dtype(dtype) and out.shape == ()
     assert float(out) == pytest.approx(math.erf(0.5), rel=1e-7)
-    many = numpy_backend._erf(np.array([[-1.0, 2.0]], dtype=dtype))
+    many = erf(np.array([[-1.0, 2.0]], dtype=dtype))
     np.testing.assert_allclose(many, [[math.erf(-1.0), math.erf(2.0)]], rtol=1e-7)
+
+
+def test_a_reference_to_a_missing_library_falls_back_or_names_the_extra(monkeypatch):
+    """``"scipy.special:<name>"`` references resolve without SciPy: to the math module's
+    function per element where it has one, else to a kernel naming the extra."""
+    import builtins
+
+    from primflow.backends import references
+
+    real_import = builtins.__import__
+
+    def no_scipy(name, *args, **kwargs):
+        if name.split(".")[0] == "scipy":
+            raise ImportError("no scipy here")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_scipy)
+    monkeypatch.setattr(references.importlib, "import_module",
+                        lambda name: no_scipy(name))
+    erfc = references.resolve("erfc", "scipy.special:erfc")
+    np.testing.assert_allclose(erfc(np.array([0.5, 2.0])), [math.erfc(0.5), math.erfc(2.0)])
+    kernel = references.resolve("i0", "scipy.special:i0e")
+    with pytest.raises(ImportError, match=r"pip install 'primflow\[fast\]'"):
+        kernel(np.array([1.0]))
 
 
 def test_lu_without_scipy_names_the_extra(monkeypatch):

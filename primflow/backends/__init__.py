@@ -31,12 +31,12 @@ def install(backend: Backend) -> None:
     Example:
         >>> class Partial(NumpyBackend):
         ...     name = "partial"
-        ...     kernels = {k: v for k, v in NumpyBackend.kernels.items() if k != "erf"}
+        ...     kernels = {k: v for k, v in NumpyBackend.kernels.items() if k != "gather"}
         >>> try:
         ...     install(Partial())
         ... except ValueError as e:
-        ...     print(str(e)[:58])
-        backend 'partial' has no kernel for the primitive(s) 'erf'
+        ...     print(str(e)[:61])
+        backend 'partial' has no kernel for the primitive(s) 'gather'
         >>> get_backend().name
         'numpy'
     """

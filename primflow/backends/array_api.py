@@ -28,12 +28,20 @@ from . import blas
 from .base import Backend
 from .numpy_backend import INTEGER_DIVISION_BY_ZERO
 
-# primitive name -> the standard's function where the names differ (the rest are the same)
-STANDARD_NAMES = {
-    "neg": "negative", "sub": "subtract", "mul": "multiply", "div": "divide",
-    "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal", "gt": "greater",
-    "ge": "greater_equal", "select": "where",
-}
+
+def standard_name(name):
+    """The array-API standard's function for primitive ``name``: the one its declaration
+    names (``Lowering.array_api``, where the names differ), else its own name.
+
+    Example:
+        >>> standard_name("neg"), standard_name("exp")
+        ('negative', 'exp')
+    """
+    from ..core.primitive import get_primitive  # noqa: PLC0415
+
+    prim = get_primitive(name, None)
+    spelled = None if prim is None else prim.lowering.array_api
+    return spelled if isinstance(spelled, str) else name
 
 _DTYPE_NAMES = ["bool", "int32", "int64", "float32", "float64", "uint8", "int8", "int16",
                 "float16", "complex64", "complex128", "bfloat16"]  # (bfloat16 where it has one)
@@ -108,13 +116,17 @@ class ArrayAPIBackend(Backend):
             with contextlib.suppress(KeyError):  # (install names what is missing)
                 self.kernel_for(name)
 
-    def derive_kernel(self, name, family):
+    def derive_kernel(self, name, family, lowering=None):
         """An elementwise primitive's kernel is the namespace's function of the same name
-        (``STANDARD_NAMES`` where the standard names it differently): declaring one needs
-        no kernel here."""
+        (the declaration's ``Lowering.array_api`` where the standard names it differently,
+        or its ``build(xp)`` for a function the standard lacks): declaring one needs no
+        kernel here."""
         if family is None or not family.elementwise:
             return None
-        return getattr(self.xp, STANDARD_NAMES.get(name, name), None)
+        spelled = None if lowering is None else lowering.array_api
+        if callable(spelled):
+            return spelled(self.xp)
+        return getattr(self.xp, spelled or name, None)
 
     # ---- allocation and dtypes ------------------------------------------------------------
     def native_dtype(self, dtype):
@@ -241,6 +253,19 @@ def _kernels(backend):
         tail = 1.0 - xp.exp(-big * big) / (_SQRT_PI * frac)
         return xp.sign(x) * xp.where(a < 3.0, series, tail)
 
+    def erfc(x):
+        # |x| < 1: 1 - erf (no cancellation: erfc >= 0.15 there); beyond: the continued
+        # fraction of erfc(|x|) (not 1 - erf, whose float32 rounding gave negative values on
+        # [2.3, 3]), and 2 - erfc(|x|) for negative x
+        a = xp.abs(x)
+        big = xp.maximum(a, scalar_like(x, 1.0))
+        frac = big
+        for k in range(200, 0, -1):
+            frac = big + (k / 2.0) / frac
+        tail = xp.exp(-big * big) / (_SQRT_PI * frac)
+        upper = xp.where(a < 1.0, 1.0 - erf(a), tail)
+        return xp.where(x < 0.0, 2.0 - upper, upper)
+
     def convert_element_type(x, *, dtype):
         if xp.isdtype(x.dtype, "complex floating") and not dtype.is_complex:
             x = xp.real(x)  # the standard forbids the cast; NumPy's keeps the real part
@@ -357,7 +382,7 @@ def _kernels(backend):
     # (``derive_kernel``); rsqrt, logistic, integer_pow, iota, full, the random draws and
     # the LU helpers are the defaults of ``defaults.py``
     kernels = {
-        "erf": erf, "div": div, "convert_element_type": convert_element_type,
+        "erf": erf, "erfc": erfc, "div": div, "convert_element_type": convert_element_type,
         # reductions
         "reduce_sum": reduce_sum, "reduce_max": reduce_max, "reduce_min": reduce_min,
         "argmax": argmax, "argmin": argmin, "cumsum": cumsum,

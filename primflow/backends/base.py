@@ -19,6 +19,8 @@ from __future__ import annotations
 import abc
 import warnings
 
+from ..core.lowering import complex_refused
+
 
 class Backend(abc.ABC):
     """Interface every backend implements.
@@ -74,12 +76,13 @@ class Backend(abc.ABC):
     def is_native(self, obj) -> bool:
         """Whether ``obj`` is this backend's array type."""
 
-    # ---- kernels that are derived or composed ------------------------------------
-    def derive_kernel(self, name, family):
-        """A kernel for the primitive ``name`` (of ``family``, a ``Family``) that this backend
-        derives instead of listing it in ``kernels``, or None. Backends over a library of
-        elementwise functions return the library's function of the same name, so declaring
-        an ordinary elementwise primitive needs no hand-written kernel."""
+    # ---- kernels that are derived or composed ----------------------------------------------
+    def derive_kernel(self, name, family, lowering=None):
+        """A kernel for the primitive ``name`` (of ``family``, a ``Family``; ``lowering``, its
+        declared spellings, ``core/lowering.py``) that this backend derives instead of listing
+        it in ``kernels``, or None. Backends over a library of elementwise functions return
+        the library's function of the declared name, so declaring an ordinary elementwise
+        primitive needs no hand-written kernel."""
         return None
 
     def host_kernel(self, name, reference):
@@ -104,21 +107,43 @@ class Backend(abc.ABC):
 
     host_fallbacks = frozenset()  # primitives run through ``host_kernel`` (see above)
 
-    def kernel_for(self, name, family=None, reference=None):
+    def finish_kernel(self, name, kernel, family, lowering, from_reference):
+        """``kernel`` as primitive ``name`` runs it: every kernel, native, derived, default or
+        a declaration's reference, goes through here, so what the declaration says holds on
+        every path. This one refuses complex inputs of a ``real_only`` primitive; the NumPy
+        backend adds its float32 computing of bfloat16 and dtype restoring."""
+        if lowering is None or not lowering.real_only:
+            return kernel
+        dtype_of = self.dtype_of
+
+        def checked(*arrays, **params):
+            dtype = dtype_of(arrays[0])  # the primitives' inputs share one dtype
+            if dtype.is_complex:
+                raise TypeError(complex_refused(name, dtype.name, arrays[0].shape))
+            return kernel(*arrays, **params)
+
+        checked.__wrapped__ = getattr(kernel, "__wrapped__", kernel)
+        return checked
+
+    def kernel_for(self, name, family=None, reference=None, lowering=None):
         """The kernel of primitive ``name``: this backend's own (``kernels``), else the one
         it derives (``derive_kernel``), else the default composed from its other kernels
-        (``defaults.DEFAULTS``), else the primitive's NumPy ``reference`` kernel through
-        ``host_kernel``; the found kernel is kept in this instance's ``kernels``. Raises
-        ``KeyError`` when there is none."""
-        found = self.kernels.get(name)
-        if found is not None:
-            return found
+        (``defaults.DEFAULTS``), else the primitive's NumPy ``reference`` kernel (a function
+        or a ``"module:function"`` string, resolved here, ``references.py``) through
+        ``host_kernel``; then ``finish_kernel``. The found kernel is kept in this
+        instance's ``kernels``. Raises ``KeyError`` when there is none."""
+        finished = vars(self).get("finished", ())
+        if name in finished and name in self.kernels:
+            return self.kernels[name]
         if family is None:
             from ..core.primitive import get_primitive  # noqa: PLC0415
 
             prim = get_primitive(name, None)
-            family, reference = (None, None) if prim is None else (prim.family, prim.reference)
-        found = self.derive_kernel(name, family)
+            if prim is not None:
+                family, reference, lowering = prim.family, prim.reference, prim.lowering
+        found, from_reference = self.kernels.get(name), False
+        if found is None:
+            found = self.derive_kernel(name, family, lowering)
         if found is None:
             from .defaults import DEFAULTS  # noqa: PLC0415 - defaults use this class
 
@@ -126,12 +151,16 @@ class Backend(abc.ABC):
             if default is not None:
                 found = default.build(self)
             elif reference is not None:
-                found = self.host_kernel(name, reference)
+                from .references import resolve  # noqa: PLC0415
+
+                found, from_reference = self.host_kernel(name, resolve(name, reference)), True
             else:
                 raise KeyError(name)
+        found = self.finish_kernel(name, found, family, lowering, from_reference)
         if "kernels" not in vars(self):  # never extend a class's (shared) table
             self.kernels = dict(self.kernels)
         self.kernels[name] = found
+        self.finished = set(finished) | {name}
         return found
 
     # ---- checkpoint I/O (pf.save / pf.load): not abstract, so compute-only backends work --

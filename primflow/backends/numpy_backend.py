@@ -20,19 +20,13 @@ import numpy as np
 
 from ..core import dtypes
 from . import blas
+from ..core.lowering import complex_refused
 from .base import Backend
 from .npz_check import check_archive
 from .numpy_fused import FUSED
 from .numpy_numerics import KERNELS as _NUMERICS_KERNELS
-from .communicator import KERNELS as _COLLECTIVE_KERNELS  # distributed (issue 15)
+from .communicator import KERNELS as _COLLECTIVE_KERNELS  # collectives over MPI
 from .numpy_taylor import TAYLOR, is_zero as _taylor_is_zero, rescale as _taylor_rescale
-
-try:  # SciPy's erf is vectorised C; without SciPy fall back to the exact math.erf per element
-    from scipy.special import erf as _scipy_erf
-except ImportError:  # pragma: no cover - exercised only without scipy
-    _scipy_erf = None
-
-_math_erf = np.frompyfunc(math.erf, 1, 1)
 
 _TO_NATIVE = {
     dtypes.bool_: np.dtype(np.bool_),
@@ -105,13 +99,6 @@ def _rsqrt(x):
     if out.ndim == 0:  # NumPy returns a scalar for 0-d input: it has no buffer to reuse
         return np.reciprocal(out)
     return np.reciprocal(out, out=out)
-
-
-def _erf(x):
-    if _scipy_erf is not None:  # (SciPy has no float16 loop: it returned float64 there)
-        return np.asarray(_scipy_erf(x)).astype(x.dtype, copy=False)
-    # (asarray: frompyfunc returns a Python float, not an array, for a 0-d input)
-    return np.asarray(_math_erf(x)).astype(x.dtype)
 
 
 def _logistic(x):
@@ -310,19 +297,11 @@ def _random_normal(*, shape, dtype, key):
 
 
 KERNELS = {
-    # elementwise unary
-    "neg": np.negative, "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1,
-    "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "sqrt": np.sqrt, "rsqrt": _rsqrt,
-    "abs": np.abs, "sign": np.sign, "erf": _erf,
-    "logistic": _logistic, "floor": np.floor, "ceil": np.ceil, "round": np.rint, "integer_pow": _integer_pow,
-    # elementwise binary
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": _div, "pow": np.power,
-    "maximum": np.maximum, "minimum": np.minimum, "atan2": np.arctan2,
-    # compare and select
-    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-    "gt": np.greater, "ge": np.greater_equal, "logical_and": np.logical_and,
-    "logical_or": np.logical_or, "logical_not": np.logical_not, "select": np.where,
-    "convert_element_type": _convert_element_type,
+    # elementwise: the ones that need more than a NumPy ufunc (a ufunc of the declared name,
+    # core/lowering.py, is derived: derive_kernel)
+    "rsqrt": _rsqrt, "logistic": _logistic, "integer_pow": _integer_pow, "div": _div,
+    # select and casts
+    "select": np.where, "convert_element_type": _convert_element_type,
     # reductions
     "reduce_sum": _reduce_sum, "reduce_max": _reduce_max, "reduce_min": _reduce_min,
     "argmax": _argmax, "argmin": _argmin, "cumsum": _cumsum,
@@ -342,44 +321,48 @@ KERNELS.update(_NUMERICS_KERNELS)
 KERNELS.update(_COLLECTIVE_KERNELS)
 
 
-def _real_only(kernel, name):
-    """Kernel of a primitive defined on real numbers: NumPy would order complex numbers
-    lexicographically (maximum, comparisons) where a clear error is wanted."""
+def _checked(kernel, name, real_only, restore_dtype):
+    """``kernel`` of a primitive that is defined on real numbers only (NumPy would order
+    complex numbers lexicographically, maximum and comparisons, where a clear error is
+    wanted) or whose kernel may answer in another dtype than its input's (a reference
+    kernel computing float16 in float32, or float32 in float64): one wrapper for both."""
 
     def checked(*arrays, **params):
         a = arrays[0]  # the primitives' inputs share one dtype
-        if a.dtype.kind == "c":
-            raise TypeError(f"{name} is not defined for complex tensors (got {a.dtype}"
-                            f"{list(a.shape)}); apply it to pf.real(x), pf.imag(x) or "
-                            f"pf.abs(x)")
-        return kernel(*arrays, **params)
+        if real_only and a.dtype.kind == "c":
+            raise TypeError(complex_refused(name, a.dtype.name, a.shape))
+        out = kernel(*arrays, **params)
+        if restore_dtype and out.dtype != a.dtype and out.dtype.kind in "fc" and \
+                a.dtype.kind in "fcV":
+            return out.astype(a.dtype)
+        return out
 
-    checked.__wrapped__ = kernel  # generated code calls the ufunc (traced code is checked)
+    checked.__wrapped__ = getattr(kernel, "__wrapped__", kernel)  # generated code: the ufunc
     return checked
 
 
-for _name in ("abs", "sign", "erf", "logistic", "floor", "ceil", "round", "maximum",
-              "minimum", "atan2", "lt", "le", "gt", "ge", "reduce_max", "reduce_min", "argmax",
-              "argmin"):
-    KERNELS[_name] = _real_only(KERNELS[_name], _name)
+def _float32_computed(kernel, family, lowering):
+    return (lowering is not None and lowering.float32_compute) or (
+        family is not None and family.float32_compute)
 
 
-# ---- bfloat16 (issue 17): the kernels that compute it in float32, wrapped when ml_dtypes is
-# first loaded (so float32/float64 calls pay nothing in a process that never uses bfloat16)
-_FLOAT32_COMPUTED = ("reduce_sum", "cumsum", "dot_general", "erf", "scatter_add",
-                     *_NUMERICS_KERNELS)
-
-
+# ---- bfloat16: the kernels that compute it in float32 (their declarations say so,
+# Lowering.float32_compute or the family's), wrapped when ml_dtypes is first loaded, so
+# float32/float64 calls pay nothing in a process that never uses bfloat16
 def _compute_bfloat16_in_float32():
     from ..core.backend import get_backend  # noqa: PLC0415 - the active backend
-    from ..core.primitive import bind_kernels  # noqa: PLC0415
+    from ..core.primitive import bind_kernels, get_primitive, primitives  # noqa: PLC0415
 
-    for name in _FLOAT32_COMPUTED:
-        KERNELS[name] = _in_float32(KERNELS[name])
     active = get_backend()
     if isinstance(active, NumpyBackend):  # primitives run the wrapped kernels from now on
-        if active.kernels is not KERNELS:  # (an instance's copy, see Backend.kernel_for)
-            active.kernels.update({name: KERNELS[name] for name in _FLOAT32_COMPUTED})
+        for name in primitives():
+            prim = get_primitive(name)
+            kernel = active.kernels.get(name)
+            if kernel is not None and _float32_computed(kernel, prim.family, prim.lowering) \
+                    and not getattr(kernel, "computes_bfloat16_in_float32", False):
+                if "kernels" not in vars(active):
+                    active.kernels = dict(active.kernels)
+                active.kernels[name] = _in_float32(kernel)
         bind_kernels(active)
 
 
@@ -394,13 +377,26 @@ class NumpyBackend(Backend):
     fast_paths = {"composite": FUSED, "taylor": TAYLOR,
                   "jet": {"is_zero": _taylor_is_zero, "rescale": _taylor_rescale}}
 
-    # ---- derived kernels (issue 17): an elementwise primitive named like a NumPy ufunc
-    # needs no entry in KERNELS
-    def derive_kernel(self, name, family):
-        ufunc = getattr(np, name, None)
+    # ---- derived kernels: an elementwise primitive whose declared NumPy spelling
+    # (Lowering.numpy, else its name) is a NumPy ufunc needs no entry in KERNELS
+    def derive_kernel(self, name, family, lowering=None):
+        ufunc = getattr(np, (lowering.numpy if lowering is not None else None) or name, None)
         if family is not None and family.elementwise and isinstance(ufunc, np.ufunc):
             return ufunc
         return None
+
+    def finish_kernel(self, name, kernel, family, lowering, from_reference):
+        """Refuses complex inputs of a real-only primitive, restores the input's dtype of a
+        reference kernel's elementwise result, computes bfloat16 in float32 where the
+        declaration says so (once ml_dtypes is loaded): the same for native and reference
+        kernels."""
+        real_only = lowering is not None and lowering.real_only
+        restore = from_reference and family is not None and family.elementwise
+        if real_only or restore:
+            kernel = _checked(kernel, name, real_only, restore)
+        if _BFLOAT16 and _float32_computed(kernel, family, lowering):
+            kernel = _in_float32(kernel)
+        return kernel
 
     def host_kernel(self, name, reference):
         """A primitive's NumPy ``reference=`` kernel is this backend's kernel as it is."""

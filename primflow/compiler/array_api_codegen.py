@@ -19,7 +19,7 @@ primitive compiles.
 
 from __future__ import annotations
 
-from ..backends.array_api import STANDARD_NAMES
+from ..backends.array_api import standard_name
 from . import numpy_codegen as npc  # the dot_general forms (pure IR analysis, no NumPy calls)
 
 # reductions: the ufunc whose reduce writes into a buffer, and the standard's function
@@ -64,8 +64,9 @@ class ArrayAPIEmitter:
             type(self.xp.add).__module__ == "numpy")
         self._names = {}  # prim -> "xp.<name>" or None
         for prim, kernel in backend.kernels.items():
-            name = STANDARD_NAMES.get(prim, prim)
-            if getattr(self.xp, name, None) is kernel:
+            name = standard_name(prim)
+            # (a real-only kernel checks its inputs eagerly; traced code is checked already)
+            if getattr(self.xp, name, None) is getattr(kernel, "__wrapped__", kernel):
                 self._names[prim] = f"xp.{name}"
 
     def function_name(self, prim):

@@ -1,4 +1,4 @@
-"""GPU kernels for fused elementwise groups on the CuPy backend (issue 17).
+"""GPU kernels for fused elementwise groups on the CuPy backend.
 
 On the array-API backend over CuPy, ``pf.jit`` writes its program as calls on ``xp`` like on
 any namespace (``array_api_codegen.py``), except that each fusion group of elementwise
@@ -10,8 +10,8 @@ reads are stored. CuPy compiles a kernel with NVRTC at its first call and caches
 ``kernel_source(group)`` is the generated kernel (parameters and body) as text: it needs
 neither CuPy nor a GPU, so it is tested everywhere; ``compile_group`` needs both.
 
-Semantics follow NumPy's where C's differ: ``maximum``/``minimum`` propagate NaN (C's
-``fmax`` ignores it), ``round`` is half-to-even (``rint``). Reductions stay CuPy calls
+Semantics follow NumPy's where C's differ (the declarations' ``c=`` forms): ``maximum``/
+``minimum`` propagate NaN (C's ``fmax`` ignores it), ``round`` is half-to-even (``rint``). Reductions stay CuPy calls
 (``xp.sum``), and groups with views (unit reshapes) or integer arithmetic are left to them
 as well.
 """
@@ -21,25 +21,14 @@ from __future__ import annotations
 import hashlib
 from typing import NamedTuple
 
+from .spellings import BY_CODE, c_form
+
 LABEL = "cupy"  # Executable.backend of programs with these kernels
 
 _C_TYPES = {"float32": "float", "float64": "double", "bool": "bool", "int32": "int",
             "int64": "long long"}
-_UNARY = {"neg": "-{0}", "exp": "exp({0})", "log": "log({0})", "log1p": "log1p({0})",
-          "expm1": "expm1({0})", "sin": "sin({0})", "cos": "cos({0})", "tanh": "tanh({0})",
-          "sqrt": "sqrt({0})", "rsqrt": "rsqrt({0})", "abs": "fabs({0})", "erf": "erf({0})",
-          "logistic": "{one} / ({one} + exp(-{0}))", "floor": "floor({0})",
-          "ceil": "ceil({0})", "round": "rint({0})", "logical_not": "!{0}"}
-_BINARY = {"add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}",
-           "pow": "pow({0}, {1})", "atan2": "atan2({0}, {1})",
-           # NumPy's maximum/minimum: NaN in either operand gives NaN
-           "maximum": "({0} > {1} || isnan({0})) ? {0} : {1}",
-           "minimum": "({0} < {1} || isnan({0})) ? {0} : {1}",
-           "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}",
-           "gt": "{0} > {1}", "ge": "{0} >= {1}", "logical_and": "{0} && {1}",
-           "logical_or": "{0} || {1}"}
-SUPPORTED = frozenset(_UNARY) | frozenset(_BINARY) | {"select", "integer_pow",
-                                                      "convert_element_type"}
+# the CUDA C form of each elementwise primitive is its declaration's (Lowering.c, read
+# through spellings.py); select, integer_pow and casts are written here
 
 
 class KernelSource(NamedTuple):
@@ -63,7 +52,7 @@ def computes(op) -> bool:
         >>> [computes(op) for op in fn.ops]
         [True, False]
     """
-    if op.prim not in SUPPORTED:
+    if op.prim not in BY_CODE and c_form(op.prim) is None:
         return False
     names = [v.aval.dtype.name for v in (*op.inputs, op.out)]
     if not all(n in ("float32", "float64", "bool") for n in names):
@@ -111,10 +100,9 @@ def kernel_source(group) -> KernelSource:
         ctype = _C_TYPES[op.out.aval.dtype.name]
         args = [names[v] for v in op.inputs]
         one = "1.0f" if ctype == "float" else "1.0"
-        if op.prim in _UNARY:
-            expr = _UNARY[op.prim].format(*args, one=one)
-        elif op.prim in _BINARY:
-            expr = _BINARY[op.prim].format(*args)
+        form = c_form(op.prim)
+        if form is not None:
+            expr = form.format(*args, one=one)
         elif op.prim == "select":
             expr = f"{args[0]} ? {args[1]} : {args[2]}"
         elif op.prim == "integer_pow":

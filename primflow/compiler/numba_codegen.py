@@ -32,6 +32,7 @@ from .numba_worker import load_kernel, mark_ready, numba_types, ready_marker  # 
 from ..backends import get_backend
 from ..core.backend import on_install
 from ..ir.passes.fuse import VIEWS
+from .spellings import BY_CODE, fused_numba_form
 
 _lowered = get_backend()  # the NumPy backend whose dtypes kernels use (see numpy_codegen)
 
@@ -47,17 +48,9 @@ on_install(_follow)
 AUTO_MIN_ELEMENTS = 1 << 14  # below this NumPy's per-call cost is already small
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
-_BINARY = {"add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}",
-           "maximum": "max({0}, {1})", "minimum": "min({0}, {1})",
-           "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}",
-           "gt": "{0} > {1}", "ge": "{0} >= {1}", "logical_and": "{0} and {1}",
-           "logical_or": "{0} or {1}"}
-_UNARY = {"neg": "-{0}", "abs": "abs({0})", "sqrt": "np.sqrt({0})",
-          "rsqrt": "{one} / np.sqrt({0})", "logical_not": "not {0}",
-          "floor": "np.floor({0})", "ceil": "np.ceil({0})"}
-SUPPORTED = frozenset(_BINARY) | frozenset(_UNARY) | {"select", "integer_pow",
-                                                       "convert_element_type", "reduce_sum",
-                                                       "reduce_max", "reduce_min"}
+# each elementwise primitive's scalar form is its declaration's (Lowering.numba_fused, read
+# through spellings.py); select, integer_pow, casts and float32 erf are written here
+_REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min"})
 # ---- float32 erf (GELU) as arithmetic: a rational approximation that vectorises --------
 # NumPy has no erf; SciPy's is a scalar loop (11 ns an element, float32 or float64), 26% of
 # an FNO2D training step (GELU on [20, 85, 85, 128]). In float32 a kernel computes erf as
@@ -70,7 +63,6 @@ _ERF32_NUMERATOR = (-2.72614225801306e-10, 2.77068142495902e-08, -2.101024020825
                     -1.60960333262415e-02)  # x^13, x^11, ..., x^1 (times x)
 _ERF32_DENOMINATOR = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
                       -7.37332916720468e-03, -1.42647390514189e-02)  # x^8, ..., x^0
-SUPPORTED = SUPPORTED | {"erf"}
 _FLOAT32_ONLY = frozenset({"erf"})
 
 
@@ -140,7 +132,9 @@ def computes(op) -> bool:
     """
     if op.prim in _FLOAT32_ONLY:
         return all(v.aval.dtype.name == "float32" for v in list(op.inputs) + [op.out])
-    return op.prim in SUPPORTED and all(
+    supported = (op.prim in BY_CODE or op.prim in _REDUCTIONS
+                 or fused_numba_form(op.prim) is not None)
+    return supported and all(
         v.aval.dtype.name in ("float32", "float64", "bool") for v in list(op.inputs) + [op.out])
 
 
@@ -225,10 +219,9 @@ def kernel_source(group):
         tmp = f"t{i}"
         args = [names[v] for v in op.inputs]
         dtype = op.out.aval.dtype
-        if op.prim in _BINARY:
-            expr = _BINARY[op.prim].format(*args)
-        elif op.prim in _UNARY:
-            expr = _UNARY[op.prim].format(*args, one=_literal(1.0, dtype))
+        form = fused_numba_form(op.prim)
+        if form is not None:
+            expr = form.format(*args, one=_literal(1.0, dtype))
         elif op.prim == "select":
             expr = f"{args[1]} if {args[0]} else {args[2]}"
         elif op.prim == "integer_pow":
@@ -246,9 +239,8 @@ def kernel_source(group):
             body += lines_erf
         else:  # pragma: no cover - filtered by supports()
             raise NotImplementedError(op.prim)
-        if dtype.is_floating and op.prim in _BINARY and op.prim not in (
-                "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"):
-            expr = f"np.{dtype.name}({expr})"
+        if dtype.is_floating and form is not None and len(args) == 2:  # binary arithmetic
+            expr = f"np.{dtype.name}({expr})"  # (Python's scalar rules would widen float32)
         body.append(f"{tmp} = {expr}")
         names[op.out] = tmp
     for k, v in enumerate(outs):

@@ -42,30 +42,20 @@ import numpy as np
 from ..ir.regions import regions_of
 from .numba_codegen import KernelSpec, _literal, cache_dir
 from .numpy_codegen import _gemm_form
+from .spellings import BY_CODE, integer_safe, numba_form
 
 DTYPES = frozenset({"float32", "float64", "int32", "int64", "bool"})
 # as numba_codegen's kernels: reassociation lets LLVM vectorise the dot products' sums
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
-_BINARY = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
-           "div": "({0} / {1})", "maximum": "np.maximum({0}, {1})",
-           "minimum": "np.minimum({0}, {1})", "pow": "np.power({0}, {1})",
-           "atan2": "np.arctan2({0}, {1})"}
-_COMPARE = {"eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})",
-            "le": "({0} <= {1})", "gt": "({0} > {1})", "ge": "({0} >= {1})",
-            "logical_and": "np.logical_and({0}, {1})",
-            "logical_or": "np.logical_or({0}, {1})"}
-_UNARY = {"neg": "(-{0})", "abs": "np.abs({0})", "sqrt": "np.sqrt({0})",
-          "exp": "np.exp({0})", "log": "np.log({0})", "tanh": "tanh_({0})",
-          "sin": "np.sin({0})", "cos": "np.cos({0})", "expm1": "np.expm1({0})",
-          "log1p": "np.log1p({0})", "floor": "np.floor({0})", "ceil": "np.ceil({0})",
-          "sign": "np.sign({0})", "rsqrt": "({one} / np.sqrt({0}))",
-          "logistic": "({one} / ({one} + np.exp(-{0})))",
-          "logical_not": "np.logical_not({0})"}
-_FLOAT_ONLY = frozenset(_UNARY) - {"neg", "abs", "sign", "logical_not"} | {"div", "pow",
-                                                                           "atan2"}
-_ELEMENTWISE = frozenset(_BINARY) | frozenset(_COMPARE) | frozenset(_UNARY) | {
-    "select", "integer_pow", "convert_element_type"}
+# each elementwise primitive's scalar (and array) form is its declaration's (Lowering.numba,
+# read through spellings.py); tanh, select, integer_pow and casts are written here
+
+
+def _elementwise(prim):
+    return prim in BY_CODE or numba_form(prim) is not None
+
+
 _STRUCTURAL = frozenset({"full", "iota", "reshape", "broadcast_in_dim", "transpose", "slice",
                          "concatenate", "dot_general", "reduce_sum", "reduce_max",
                          "reduce_min"})
@@ -345,7 +335,7 @@ def _emit_region(region, inputs, values, lines, indent):
     uses = {}
     for op in region.ops:
         for v in op.inputs:
-            uses[v] = uses.get(v, 0) + (1 if op.prim in _ELEMENTWISE else 2)
+            uses[v] = uses.get(v, 0) + (1 if _elementwise(op.prim) else 2)
     for v in region.outputs:
         uses[v] = uses.get(v, 0) + 2
     loop = _ElementLoop(values, lines, pad)
@@ -363,12 +353,12 @@ def _emit_region(region, inputs, values, lines, indent):
         if kind == "view":
             values.kind[op.out] = "C"
             continue
-        if op.prim in _ELEMENTWISE and uses.get(op.out) == 1 and len(expr) < 400:
+        if _elementwise(op.prim) and uses.get(op.out) == 1 and len(expr) < 400:
             values.expr[op.out], values.kind[op.out] = f"({expr})", kind
             if kind == "C":
                 values.inlined[op.out] = op
             continue
-        if op.prim in _ELEMENTWISE and kind == "C" and loop.add(op):
+        if _elementwise(op.prim) and kind == "C" and loop.add(op):
             continue
         loop.flush()
         name = values.fresh()
@@ -487,14 +477,11 @@ def _has_element_form(v, values):
 def _element_expr(op, args):
     """The scalar form of elementwise ``op`` on the scalar expressions ``args``."""
     prim, dtype = op.prim, _dtype(op.out)
-    if prim in _BINARY:
-        return _BINARY[prim].format(*args)
-    if prim in _COMPARE:
-        return _COMPARE[prim].format(*args)
     if prim == "tanh":
         return f"tanh1_({args[0]})"
-    if prim in _UNARY:
-        return _UNARY[prim].format(*args, one=_literal(1, dtype))
+    form = numba_form(prim)
+    if form is not None:
+        return form.format(*args, one=_literal(1, dtype))
     if prim == "select":
         return f"({args[1]} if {args[0]} else {args[2]})"
     if prim == "integer_pow":
@@ -517,8 +504,8 @@ def _emit_op(op, values):  # noqa: C901 - one case per primitive family
         values.literal[out] = (_literal(op.params["value"], dtype), shape)
         values.kind[out] = "lit"
         return None, "lit"
-    if prim in _ELEMENTWISE:
-        if prim in _FLOAT_ONLY and not out.aval.dtype.is_floating:
+    if _elementwise(prim):
+        if not integer_safe(prim) and not out.aval.dtype.is_floating:
             raise Unsupported(f"{prim} on {dtype}")
         if any(not v.aval.dtype.is_floating and not v.aval.dtype.is_bool
                and not _dtype(v).startswith("int") for v in op.inputs):
@@ -533,19 +520,15 @@ def _emit_op(op, values):  # noqa: C901 - one case per primitive family
                             else values.materialise(v))
             else:
                 args.append(values.expr[v])
-        if prim in _BINARY:
-            expr = _BINARY[prim].format(*args)
-        elif prim in _COMPARE:
-            expr = _COMPARE[prim].format(*args)
-        elif prim == "tanh" and scalar_out:
+        if prim == "tanh" and scalar_out:
             expr = f"tanh1_({args[0]})"
         elif prim == "tanh":
             arg = args[0]
             if values.kind.get(op.inputs[0]) == "A":
                 arg = f"np.ascontiguousarray({arg})"
             expr = f"tanh_({arg})"
-        elif prim in _UNARY:
-            expr = _UNARY[prim].format(*args, one=_literal(1, dtype))
+        elif numba_form(prim) is not None:
+            expr = numba_form(prim).format(*args, one=_literal(1, dtype))
         elif prim == "select":
             if scalar_out:
                 expr = f"({args[1]} if {args[0]} else {args[2]})"

@@ -15,13 +15,27 @@ primitive no kernel exists for fails. For example (``tl``: ``prims/_taylor.py``,
 tests/test_primitive_declarations.py)::
 
     def _erfc_jvp(g, out, x):  # d erfc = -2/sqrt(pi) exp(-x^2)
-        return mul(g, mul(full_like(x, -TWO_OVER_SQRT_PI), exp(neg(mul(x, x)))))
+        return mul(g, mul(full_like(x, -tl.TWO_OVER_SQRT_PI), exp(neg(mul(x, x)))))
 
-    erfc = Primitive("erfc", family=ELEMENTWISE_TRANSCENDENTAL,
+    erfc = Primitive("erfc", family=ELEMENTWISE_TRANSCENDENTAL, reference="scipy.special:erfc",
+                     lowering=Lowering(c="erfc({0})", real_only=True, float32_compute=True),
                      infer=float_unary_infer("erfc"), jvp=(_erfc_jvp,),
-                     taylor=tl.unary_rule(_erfc_series), shard=sr.NONLINEAR,
-                     reference=scipy.special.erfc, doc="1 - erf(x)")
+                     taylor=tl.unary_rule(_erfc_series), doc="complementary error function",
+                     public=PublicOp("Complementary error function.", example, result))
 
+(the real one is in ``prims/elementwise.py``). Name a kernel in an optional library as a
+``"module:function"`` string, never by importing the library in ``prims/``: the backend
+resolves it when it first needs it (``backends/references.py``: the library's function, a
+per-element ``math`` fallback, or an error naming the extra), so ``import primflow`` works
+without it. A reference kernel goes through the same wrappers as a native one (real-only,
+bfloat16 in float32, the input's dtype restored).
+
+* ``lowering`` (``core/lowering.py``): how the code generators and backends spell it (CUDA
+  C, numba, the NumPy ufunc, the array-API name) and whether it is real-only or computes
+  bfloat16 in float32; the code generators' and backends' tables are derived from it.
+* ``public`` (``PublicOp``): the public op ``pf.<name>``, the Tensor method and its
+  docstring example; without it the primitive is reached through ``prims`` and the ops
+  written over it.
 * ``family`` (``prims/families.py``): the facts the compiler reads (elementwise,
   transcendental, view, fusible reduction; ``ir/passes/fuse.py`` derives its classes from
   them) and the family's default batching rule.
@@ -41,9 +55,10 @@ tests/test_primitive_declarations.py)::
   reads (None: all), the ones checked for in-place changes.
 * ``differentiable=False``: steps and bool/integer results (derivatives raise
   ``NonDifferentiableError``). ``shard``: the sharding rule distributed tensors use
-  (builders in ``prims/sharding.py``); ``regions``: control-flow bodies.
-* ``reference``: a NumPy function computing the primitive on arrays, its kernel where the
-  backend has none of its own (see above); ``docs/backend-contract.md`` then does not
+  (builders in ``prims/sharding.py``; the elementwise families derive it from ``linear``
+  and ``linear_in``); ``regions``: control-flow bodies.
+* ``reference``: a NumPy function (or ``"module:function"`` string) computing the primitive
+  on arrays, its kernel where the backend has none of its own (see above); ``docs/backend-contract.md`` then does not
   list it among the kernels every backend must write.
 
 Derived, as JAX's ``ad.py`` does, so each fact is written once: an elementwise
@@ -61,8 +76,9 @@ if recording is on and an input requires grad, a ``Node`` is added to the tape.
 from __future__ import annotations
 
 from .backend import on_install
+from .lowering import NOWHERE, Lowering, PublicOp, real_only_infer
 from .state import departures, note_constant_reads, state
-from .tensor import Tensor
+from .tensor import Tensor, defer_method
 from .trace import (EscapedTracerError, Tracer, escaped_tracer_error, is_active,
                     staging_trace)
 
@@ -83,7 +99,10 @@ class Family:
     (output element i depends on input elements i; diagonal Jacobian), ``transcendental``
     (elementwise by a libm call: numba without SVML is slower than NumPy there),
     ``reduction`` (fusible with its producers), ``view`` (a view in generated code),
-    ``nullary`` (no tensor inputs), and ``batch``, the family's default batching rule.
+    ``nullary`` (no tensor inputs), ``float32_compute`` (its kernels compute bfloat16 in
+    float32: LAPACK and FFT have no narrower types) and ``batch``, the family's default
+    batching rule; ``shard(linear, linear_in, n_inputs)``, the family's sharding rule for a
+    primitive that declares none, from what its declaration says it is linear in.
 
     Example:
         >>> Family("elementwise", transcendental=True).elementwise
@@ -91,11 +110,12 @@ class Family:
     """
 
     __slots__ = ("name", "elementwise", "transcendental", "reduction", "view", "nullary",
-                 "batch")
+                 "float32_compute", "batch", "shard")
 
     def __init__(self, name, *, elementwise=False, transcendental=False, reduction=False,
-                 view=False, nullary=False, batch=None):
-        self.name, self.batch = name, batch
+                 view=False, nullary=False, float32_compute=False, batch=None, shard=None):
+        self.name, self.batch, self.float32_compute = name, batch, float32_compute
+        self.shard = shard
         self.elementwise, self.transcendental = elementwise or transcendental, transcendental
         self.reduction, self.view, self.nullary = reduction, view, nullary
 
@@ -177,7 +197,7 @@ class Primitive:
     def __init__(self, name, *, family, infer, jvp=None, vjp=None, transpose=None,
                  linear=False, linear_in=(), batch=None, taylor=None, saves_out=False,
                  saves_inputs=None, differentiable=True, shard=None, regions=None,
-                 reference=None, doc=""):
+                 reference=None, lowering=None, public=None, doc=""):
         if name in _registry:
             raise ValueError(f"primitive {name!r} is defined twice")
         if not isinstance(family, Family):
@@ -185,8 +205,14 @@ class Primitive:
                             f"got {family!r}")
         if linear and transpose is None:
             raise ValueError(f"primitive {name!r} is declared linear: give its transpose=")
+        if lowering is not None and not isinstance(lowering, Lowering):
+            raise TypeError(f"primitive {name!r}: lowering must be a Lowering "
+                            f"(core/lowering.py), got {lowering!r}")
+        self.lowering = lowering = lowering or NOWHERE
+        if lowering.real_only:  # traced code refuses complex inputs as the kernel does
+            infer = real_only_infer(name, infer)
         try:  # the backend's own, derived, default or reference kernel (backends/base.py)
-            self.impl = _backend.kernel_for(name, family, reference)
+            self.impl = _backend.kernel_for(name, family, reference, lowering)
         except KeyError:
             raise ValueError(f"backend {_backend.name!r} has no kernel for primitive {name!r}; "
                              f"give its declaration reference= (a NumPy function) or add "
@@ -195,7 +221,18 @@ class Primitive:
         self.name, self.family, self.infer, self.transpose = name, family, infer, transpose
         self.linear, self.linear_in, self.saves_out = linear, frozenset(linear_in), saves_out
         self.differentiable = differentiable and not family.nullary
-        self.shard, self.regions = shard, regions
+        self.regions = regions
+        # an elementwise primitive linear in its inputs shards like its inputs (sharding.py)
+        if shard is None and family.shard is not None:
+            shard = family.shard(linear, frozenset(linear_in),
+                                 len(transpose) if isinstance(transpose, tuple) else None)
+        self.shard = shard
+        self.public = public
+        if public is not None:
+            if not isinstance(public, PublicOp):
+                raise TypeError(f"primitive {name!r}: public must be a PublicOp "
+                                f"(core/lowering.py), got {public!r}")
+            defer_method(public.name or name, "primflow.ops.tensor_methods")
         self.__doc__ = doc or f"The {name!r} primitive."
         # the inputs a linear primitive is not linear in (indices, a predicate): None entries
         static = () if transpose is None or callable(transpose) else tuple(
@@ -503,7 +540,8 @@ def bind_kernels(backend) -> None:
     missing = []
     for name in sorted(_registry):
         try:  # its own, derived, default or reference kernel (backends/base.py)
-            backend.kernel_for(name, _registry[name].family, _registry[name].reference)
+            prim = _registry[name]
+            backend.kernel_for(name, prim.family, prim.reference, prim.lowering)
         except KeyError:
             missing.append(name)
     if missing:

@@ -38,7 +38,7 @@ on_install(_use_backend)
 
 # module -> the Tensor methods that its dict TENSOR_METHODS implements (see the docstring)
 DEFERRED_METHODS = {
-    "primflow.ops.tensor_methods": (
+    "primflow.ops.tensor_methods": [
         # operators
         "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
         "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__",
@@ -46,11 +46,12 @@ DEFERRED_METHODS = {
         "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__and__", "__rand__", "__or__",
         "__ror__", "__invert__", "__getitem__", "__setitem__",
         # math
-        "add", "subtract", "multiply", "divide", "pow", "maximum", "minimum", "exp", "log",
-        "log1p", "expm1", "sin", "cos", "tan", "tanh", "sinh", "cosh", "sqrt", "rsqrt", "abs",
-        "sign", "floor", "ceil", "round", "erf", "sigmoid", "square", "reciprocal", "neg",
-        "clip", "clamp", "astype", "cast", "isnan", "isinf", "isfinite", "equal", "scale",
-        "logical_not", "log2", "log10",
+        "add", "subtract", "multiply", "divide", "pow", "maximum", "minimum", "tan", "sinh",
+        "cosh", "abs", "sign", "square", "reciprocal", "neg", "clip", "clamp", "astype",
+        "cast", "isnan", "isinf", "isfinite", "equal", "scale", "logical_not", "log2",
+        "log10",
+        # (and one per primitive declared with public=: exp, sin, sigmoid, ... added by
+        # defer_method when the primitive is declared)
         # reductions
         "sum", "mean", "max", "min", "amax", "amin", "prod", "var", "std", "norm", "argmax",
         "argmin", "all", "any", "cumsum", "logsumexp",
@@ -66,7 +67,7 @@ DEFERRED_METHODS = {
         "real", "imag", "conj", "angle", "is_complex",
         # devices
         "place", "cpu", "cuda",
-    ),
+    ],
     "primflow.autodiff.tape": ("backward", "register_hook", "retain_grads", "gradient"),
     "primflow.distributed": ("is_dist",),
 }
@@ -308,6 +309,21 @@ for _module, _names in DEFERRED_METHODS.items():
     for _name in _names:
         setattr(Tensor, _name, _Deferred(Tensor, _name, _module))
 del _module, _names, _name
+
+
+def defer_method(name, module="primflow.ops.tensor_methods"):
+    """Declares the Tensor method ``name``, implemented in ``module``'s ``TENSOR_METHODS``
+    (a primitive declared with ``public=`` calls this, so ``x.exp()`` needs no list entry).
+    A name the class already has is left alone.
+
+    Example:
+        >>> defer_method("exp"); Tensor.exp is not None
+        True
+    """
+    if name in DEFERRED_METHODS.setdefault(module, []) or name in vars(Tensor):
+        return
+    DEFERRED_METHODS[module].append(name)
+    setattr(Tensor, name, _Deferred(Tensor, name, module))
 
 
 def to_native(data, dtype=None):

@@ -17,15 +17,18 @@ from .linalg import dot, inner, linear, matmul, mm, outer
 from .manipulation import (broadcast_tensors, chunk, concat, expand, flatten, flip,
                            gather, index_select, moveaxis, reshape, split, squeeze, stack, t,
                            tile, transpose, tril, triu, unbind, unsqueeze)
-from .math import (ComplexWarning, abs, add, astype, atan2, ceil, clip, cos, cosh, divide,
-                   equal, erf, exp, expm1, floor, floor_divide, greater_equal, greater_than,
-                   isfinite, isinf, isnan, lerp, less_equal, less_than, log, log1p, log2,
-                   log10, logical_and, logical_not, logical_or, maximum, minimum, multiply,
-                   neg, not_equal, pow, reciprocal, remainder, round, rsqrt, scale, sign,
-                   sin, sinh, sqrt, square, subtract, tan, tanh, where)
+from .math import (ComplexWarning, abs, add, astype, atan2, clip, cosh, divide, equal,
+                   floor_divide, greater_equal, greater_than, isfinite, isinf, isnan, lerp,
+                   less_equal, less_than, log2, log10, logical_and, logical_not, logical_or,
+                   maximum, minimum, multiply, neg, not_equal, pow, reciprocal, remainder,
+                   scale, sign, sinh, square, subtract, tan, where)
+from .math import PUBLIC_OPS as _PUBLIC_OPS
+
+for _name, _op in _PUBLIC_OPS.items():  # exp, sin, ...: from the primitives' declarations
+    globals().setdefault(_name, _op)  # (pf.sigmoid stays activation's, with its fast path)
 from .reduction import (all, any, argmax, argmin, cumsum, logsumexp, max, mean, min, norm,
                         prod, std, sum, var)
-# scientific numerics: complex numbers, FFT
+# complex numbers, FFT
 from .complex_ops import (angle, as_complex, as_real, complex, conj, imag, is_complex, polar,
                           real)
 from . import fft

@@ -9,7 +9,7 @@ import warnings
 
 from .. import prims
 from ..core import dtypes
-from ..core.primitive import PrimitiveError
+from ..core.primitive import PrimitiveError, get_primitive, primitives
 from ..core.tensor import Tensor
 from ..core.trace import Tracer
 from .helpers import (as_tensor, binary_operands, broadcast_shapes, broadcast_to, cast,
@@ -173,49 +173,47 @@ def _with_example(doc, call, result):
             f"        {result}\n    ")
 
 
-def _float_unary(prim, doc, call, result):
-    def op(x) -> Tensor:
-        return prim(float_operand(x))
+def _public_unary(prim):
+    """The public op of a primitive declared with ``public=PublicOp(...)`` (its input made a
+    floating tensor first, unless the declaration says otherwise)."""
+    public = prim.public
+    if public.floating:
+        def op(x) -> Tensor:
+            return prim(float_operand(x))
+    else:
+        def op(x) -> Tensor:
+            return prim(as_tensor(x))
 
-    op.__name__ = prim.name
-    op.__doc__ = _with_example(doc, call, result)
+    op.__name__ = op.__qualname__ = public.name or prim.name
+    op.__doc__ = _with_example(public.doc, public.example, public.result)
     return op
 
 
-exp = _float_unary(prims.exp, "Elementwise e**x.", "pf.exp(pf.to_tensor([0.0, 1.0])).numpy()",
-                   "array([1.      , 2.718282], dtype=float32)")
-log = _float_unary(prims.log, "Natural logarithm.", "pf.log(pf.to_tensor([1.0, 2.0])).numpy()",
-                   "array([0.       , 0.6931472], dtype=float32)")
-log1p = _float_unary(prims.log1p, "log(1 + x), accurate near 0.",
-                     'pf.log1p(pf.to_tensor([0.0, 1e-8], "float64")).numpy()',
-                     "array([0.00000000e+00, 9.99999995e-09])")
-expm1 = _float_unary(prims.expm1, "exp(x) - 1, accurate near 0.",
-                     'pf.expm1(pf.to_tensor([0.0, 1e-8], "float64")).numpy()',
-                     "array([0.00000000e+00, 1.00000001e-08])")
-sin = _float_unary(prims.sin, "Sine.", "pf.sin(pf.to_tensor([0.0, 1.0])).numpy()",
-                   "array([0.      , 0.841471], dtype=float32)")
-cos = _float_unary(prims.cos, "Cosine.", "pf.cos(pf.to_tensor([0.0, 1.0])).numpy()",
-                   "array([1.       , 0.5403023], dtype=float32)")
-tanh = _float_unary(prims.tanh, "Hyperbolic tangent.", "pf.tanh(pf.to_tensor([0.0, 1.0])).numpy()",
-                    "array([0.       , 0.7615942], dtype=float32)")
-sqrt = _float_unary(prims.sqrt, "Square root.", "pf.sqrt(pf.to_tensor([4.0, 2.0])).numpy()",
-                    "array([2.       , 1.4142135], dtype=float32)")
-rsqrt = _float_unary(prims.rsqrt, "1 / sqrt(x).", "pf.rsqrt(pf.to_tensor([4.0])).numpy()",
-                     "array([0.5], dtype=float32)")
-erf = _float_unary(prims.erf, "Error function.", "pf.erf(pf.to_tensor([0.0, 1.0])).numpy()",
-                   "array([0.       , 0.8427008], dtype=float32)")
-sigmoid = _float_unary(prims.logistic, "Logistic sigmoid 1 / (1 + exp(-x)).",
-                       "pf.sigmoid(pf.to_tensor([0.0])).numpy()", "array([0.5], dtype=float32)")
-floor = _float_unary(prims.floor, "Round down (not differentiable).",
-                     "pf.floor(pf.to_tensor([-1.5, 1.5])).numpy()",
-                     "array([-2.,  1.], dtype=float32)")
-ceil = _float_unary(prims.ceil, "Round up (not differentiable).",
-                    "pf.ceil(pf.to_tensor([-1.5, 1.5])).numpy()",
-                    "array([-1.,  2.], dtype=float32)")
-round = _float_unary(prims.round, "Round half to even (not differentiable).",  # noqa: A001
-                     "pf.round(pf.to_tensor([0.5, 1.5, 2.6])).numpy()",
-                     "array([0., 2., 3.], dtype=float32)")
+_PUBLIC_OPS = {}  # public name -> op, made once per primitive
 
+
+def public_op(name):
+    """The public op ``name`` made from a primitive declared with ``public=`` (``pf.exp``,
+    ``pf.sigmoid`` from ``logistic``, ...), or None when no primitive declares it. Primitives
+    declared after primflow is imported get theirs on first use (``pf.<name>``).
+
+    Example:
+        >>> public_op("sigmoid").__name__, public_op("no_such_op")
+        ('sigmoid', None)
+    """
+    op = _PUBLIC_OPS.get(name)
+    if op is None:
+        for prim_name in primitives():
+            prim = get_primitive(prim_name)
+            if prim.public is not None and (prim.public.name or prim_name) == name:
+                op = _PUBLIC_OPS[name] = _public_unary(prim)
+    return op
+
+
+# pf.exp, pf.sin, pf.sigmoid, ...: one per declaration with public=, none written here
+PUBLIC_OPS = {(p.public.name or p.name): public_op(p.public.name or p.name)
+              for p in map(get_primitive, primitives()) if p.public is not None}
+globals().update(PUBLIC_OPS)
 
 def neg(x) -> Tensor:
     """``-x``.

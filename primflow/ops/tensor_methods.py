@@ -200,11 +200,8 @@ _METHODS = {
     # math
     "add": math.add, "subtract": math.subtract, "multiply": math.multiply,
     "divide": math.divide, "pow": math.pow, "maximum": math.maximum, "minimum": math.minimum,
-    "exp": math.exp, "log": math.log, "log1p": math.log1p, "expm1": math.expm1,
-    "sin": math.sin, "cos": math.cos, "tan": math.tan, "tanh": math.tanh, "sinh": math.sinh,
-    "cosh": math.cosh, "sqrt": math.sqrt, "rsqrt": math.rsqrt, "abs": math.abs,
-    "sign": math.sign, "floor": math.floor, "ceil": math.ceil, "round": math.round,
-    "erf": math.erf, "sigmoid": math.sigmoid, "square": math.square,
+    "tan": math.tan, "sinh": math.sinh, "cosh": math.cosh, "abs": math.abs,
+    "sign": math.sign, "square": math.square,
     "reciprocal": math.reciprocal, "neg": math.neg, "clip": math.clip, "clamp": math.clip,
     "astype": math.astype, "cast": math.astype, "isnan": math.isnan, "isinf": math.isinf,
     "isfinite": math.isfinite, "equal": math.equal, "scale": math.scale,
@@ -251,7 +248,22 @@ def _mT(self):  # noqa: N802 - PyTorch's name
     return linalg._swap_last(self)
 
 
-TENSOR_METHODS = {**_OPERATORS, **_METHODS, "T": property(_T), "mT": property(_mT),
+
+
+class _Methods(dict):
+    """The table, which also answers for the public ops of primitives declared later (their
+    declarations add the Tensor method, ``core.tensor.defer_method``)."""
+
+    def __missing__(self, name):
+        op = math.public_op(name)
+        if op is None:
+            raise KeyError(name)
+        return op
+
+
+# x.exp(), x.sigmoid(), ...: every primitive declared with public= (ops/math.py PUBLIC_OPS)
+TENSOR_METHODS = _Methods({**_OPERATORS, **_METHODS, **math.PUBLIC_OPS,
+                  "T": property(_T), "mT": property(_mT),
                   # devices (issue 17)
-                  "place": property(_place), "cpu": _cpu, "cuda": _cuda}
+                  "place": property(_place), "cpu": _cpu, "cuda": _cuda})
 TRACER_METHODS = {"set_value": _traced_set_value, "_set_value": _traced_set_value}

@@ -8,27 +8,28 @@ to the branch each element took; ``convert_element_type`` casts them back.
 from __future__ import annotations
 
 from ..core import dtypes
+from ..core.lowering import Lowering
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from ._util import binary_infer, zeros_like
-from .complex import reject_complex
 from . import sharding as sr
 from .families import COMPARE
 
 
-def _compare(name):
-    infer = binary_infer(name, out_dtype=dtypes.bool_)
-    if name not in ("eq", "ne"):  # complex numbers are not ordered
-        infer = reject_complex(name, infer)
-    return Primitive(name, family=COMPARE, shard=sr.NONLINEAR, infer=infer,
+def _compare(name, standard, operator):
+    # complex numbers are not ordered: only eq and ne take them
+    lowering = Lowering(numpy=standard, array_api=standard, c=f"{{0}} {operator} {{1}}",
+                        numba=f"({{0}} {operator} {{1}})", real_only=name not in ("eq", "ne"))
+    return Primitive(name, family=COMPARE, shard=sr.NONLINEAR, lowering=lowering,
+                     infer=binary_infer(name, out_dtype=dtypes.bool_),
                      differentiable=False, doc=f"elementwise {name} -> bool")
 
 
-eq = _compare("eq")
-ne = _compare("ne")
-lt = _compare("lt")
-le = _compare("le")
-gt = _compare("gt")
-ge = _compare("ge")
+eq = _compare("eq", "equal", "==")
+ne = _compare("ne", "not_equal", "!=")
+lt = _compare("lt", "less", "<")
+le = _compare("le", "less_equal", "<=")
+gt = _compare("gt", "greater", ">")
+ge = _compare("ge", "greater_equal", ">=")
 
 
 def _logical_infer(name):
@@ -45,12 +46,18 @@ def _logical_infer(name):
 
 
 logical_and = Primitive("logical_and", family=COMPARE,
+                        lowering=Lowering(c="{0} && {1}", numba="np.logical_and({0}, {1})",
+                                          numba_fused="{0} and {1}"),
                         shard=sr.NONLINEAR, infer=_logical_infer("logical_and"),
                         differentiable=False, doc="x and y, elementwise")
 logical_or = Primitive("logical_or", family=COMPARE,
+                       lowering=Lowering(c="{0} || {1}", numba="np.logical_or({0}, {1})",
+                                         numba_fused="{0} or {1}"),
                        shard=sr.NONLINEAR, infer=_logical_infer("logical_or"),
                        differentiable=False, doc="x or y, elementwise")
 logical_not = Primitive("logical_not", family=COMPARE,
+                        lowering=Lowering(c="!{0}", numba="np.logical_not({0})",
+                                          numba_fused="not {0}"),
                         shard=sr.NONLINEAR, infer=_logical_infer("logical_not"),
                         differentiable=False, doc="not x, elementwise")
 
@@ -76,7 +83,8 @@ def _select_false_transpose(g, out, pred, on_true, on_false):
 
 
 # linear in the two branches (the predicate is static: its transpose entry is None)
-select = Primitive("select", family=COMPARE, shard=sr.SELECT, infer=_select_infer, linear=True,
+select = Primitive("select", family=COMPARE, shard=sr.SELECT, lowering=Lowering(array_api="where"),
+infer=_select_infer, linear=True,
                    transpose=(None, _select_true_transpose, _select_false_transpose),
                    doc="where(pred, on_true, on_false), elementwise")
 

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import math
 
+from ..core.lowering import Lowering, PublicOp
 from ..core.primitive import Primitive, RuleTemplate
 from . import _taylor as tl, compare
 from ._util import binary_infer, float_unary_infer, full_like, same_aval, zeros_like
-from .complex import reject_complex
-from . import sharding as sr
 from .families import ELEMENTWISE_BINARY, ELEMENTWISE_TRANSCENDENTAL, ELEMENTWISE_UNARY
-
-_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
 # ---- unary ---------------------------------------------------------------------------------
@@ -27,7 +24,9 @@ def _neg_transpose(g, out, x):
     return neg(g)
 
 
-neg = Primitive("neg", family=ELEMENTWISE_UNARY, shard=sr.SINGLE, infer=same_aval, linear=True,
+neg = Primitive("neg", family=ELEMENTWISE_UNARY,
+                lowering=Lowering(numpy="negative", array_api="negative", c="-{0}",
+                                  numba="(-{0})"), infer=same_aval, linear=True,
                 transpose=(_neg_transpose,), doc="-x")
 
 
@@ -36,9 +35,13 @@ def _exp_jvp(g, out, x):
 
 
 exp = Primitive("exp", family=ELEMENTWISE_TRANSCENDENTAL,
-                shard=sr.NONLINEAR, infer=float_unary_infer("exp"),
+                lowering=Lowering(c="exp({0})", numba="np.exp({0})"),
+                infer=float_unary_infer("exp"),
                 jvp=(_exp_jvp,), saves_out=True,
-                taylor=tl.unary_rule(lambda xs, z0, x0: tl.exp_series(xs, z0)), doc="e**x")
+                taylor=tl.unary_rule(lambda xs, z0, x0: tl.exp_series(xs, z0)), doc="e**x",
+                public=PublicOp("Elementwise e**x.",
+                                "pf.exp(pf.to_tensor([0.0, 1.0])).numpy()",
+                                "array([1.      , 2.718282], dtype=float32)"))
 
 
 def _log_jvp(g, out, x):
@@ -46,9 +49,13 @@ def _log_jvp(g, out, x):
 
 
 log = Primitive("log", family=ELEMENTWISE_TRANSCENDENTAL,
-                shard=sr.NONLINEAR, infer=float_unary_infer("log"),
+                lowering=Lowering(c="log({0})", numba="np.log({0})"),
+                infer=float_unary_infer("log"),
                 jvp=(_log_jvp,), taylor=tl.unary_rule(lambda xs, z0, x0: tl.log_series(xs, z0)),
-                doc="natural logarithm")
+                doc="natural logarithm",
+                public=PublicOp("Natural logarithm.",
+                                "pf.log(pf.to_tensor([1.0, 2.0])).numpy()",
+                                "array([0.       , 0.6931472], dtype=float32)"))
 
 
 def _log1p_jvp(g, out, x):
@@ -60,8 +67,12 @@ def _log1p_series(xs, z0, x0):
 
 
 log1p = Primitive("log1p", family=ELEMENTWISE_TRANSCENDENTAL,
-                  shard=sr.NONLINEAR, infer=float_unary_infer("log1p"),
-                  jvp=(_log1p_jvp,), taylor=tl.unary_rule(_log1p_series), doc="log(1 + x)")
+                  lowering=Lowering(c="log1p({0})", numba="np.log1p({0})"),
+                  infer=float_unary_infer("log1p"),
+                  jvp=(_log1p_jvp,), taylor=tl.unary_rule(_log1p_series), doc="log(1 + x)",
+                  public=PublicOp('log(1 + x), accurate near 0.',
+                                  'pf.log1p(pf.to_tensor([0.0, 1e-8], "float64")).numpy()',
+                                  'array([0.00000000e+00, 9.99999995e-09])'))
 
 
 def _expm1_jvp(g, out, x):  # d expm1 = exp(x) = out + 1
@@ -73,9 +84,13 @@ def _expm1_series(xs, z0, x0):
 
 
 expm1 = Primitive("expm1", family=ELEMENTWISE_TRANSCENDENTAL,
-                  shard=sr.NONLINEAR, infer=float_unary_infer("expm1"),
+                  lowering=Lowering(c="expm1({0})", numba="np.expm1({0})"),
+                  infer=float_unary_infer("expm1"),
                   jvp=(_expm1_jvp,), saves_out=True, taylor=tl.unary_rule(_expm1_series),
-                  doc="exp(x) - 1")
+                  doc="exp(x) - 1",
+                  public=PublicOp('exp(x) - 1, accurate near 0.',
+                                  'pf.expm1(pf.to_tensor([0.0, 1e-8], "float64")).numpy()',
+                                  'array([0.00000000e+00, 1.00000001e-08])'))
 
 
 def _sin_jvp(g, out, x):
@@ -83,9 +98,13 @@ def _sin_jvp(g, out, x):
 
 
 sin = Primitive("sin", family=ELEMENTWISE_TRANSCENDENTAL,
-                shard=sr.NONLINEAR, infer=float_unary_infer("sin"),
+                lowering=Lowering(c="sin({0})", numba="np.sin({0})"),
+                infer=float_unary_infer("sin"),
                 jvp=(_sin_jvp,), taylor=tl.unary_rule(
-                    lambda xs, z0, x0: tl.sincos_series(xs, z0, cos(x0))[0]), doc="sine")
+                    lambda xs, z0, x0: tl.sincos_series(xs, z0, cos(x0))[0]), doc="sine",
+                public=PublicOp("Sine.",
+                                "pf.sin(pf.to_tensor([0.0, 1.0])).numpy()",
+                                "array([0.      , 0.841471], dtype=float32)"))
 
 
 def _cos_jvp(g, out, x):
@@ -93,9 +112,13 @@ def _cos_jvp(g, out, x):
 
 
 cos = Primitive("cos", family=ELEMENTWISE_TRANSCENDENTAL,
-                shard=sr.NONLINEAR, infer=float_unary_infer("cos"),
+                lowering=Lowering(c="cos({0})", numba="np.cos({0})"),
+                infer=float_unary_infer("cos"),
                 jvp=(_cos_jvp,), taylor=tl.unary_rule(
-                    lambda xs, z0, x0: tl.sincos_series(xs, sin(x0), z0)[1]), doc="cosine")
+                    lambda xs, z0, x0: tl.sincos_series(xs, sin(x0), z0)[1]), doc="cosine",
+                public=PublicOp("Cosine.",
+                                "pf.cos(pf.to_tensor([0.0, 1.0])).numpy()",
+                                "array([1.       , 0.5403023], dtype=float32)"))
 
 
 # d tanh = 1 - tanh^2, reusing the saved output
@@ -111,10 +134,14 @@ def _tanh_w(zs, m):  # tanh' = 1 - tanh^2, as a series in the output's coefficie
 
 
 tanh = Primitive("tanh", family=ELEMENTWISE_TRANSCENDENTAL,
-                 shard=sr.NONLINEAR, infer=float_unary_infer("tanh"),
+                 lowering=Lowering(c="tanh({0})", numba="tanh_({0})"),
+                 infer=float_unary_infer("tanh"),
                  jvp=(_tanh_jvp,), saves_out=True, taylor=tl.unary_rule(
                      lambda xs, z0, x0: tl.derivative_product_series(xs, z0, _tanh_w)),
-                 doc="hyperbolic tangent")
+                 doc="hyperbolic tangent",
+                 public=PublicOp("Hyperbolic tangent.",
+                                 "pf.tanh(pf.to_tensor([0.0, 1.0])).numpy()",
+                                 "array([0.       , 0.7615942], dtype=float32)"))
 
 
 def _sqrt_jvp(g, out, x):  # d sqrt(x) = 1 / (2 sqrt(x))
@@ -131,9 +158,13 @@ def _sqrt_series(xs, z0, x0):
 
 
 sqrt = Primitive("sqrt", family=ELEMENTWISE_UNARY,
-                 shard=sr.NONLINEAR, infer=float_unary_infer("sqrt"),
+                 lowering=Lowering(c="sqrt({0})", numba="np.sqrt({0})"),
+                 infer=float_unary_infer("sqrt"),
                  jvp=(_sqrt_jvp,), saves_out=True, taylor=tl.unary_rule(_sqrt_series),
-                 doc="square root")
+                 doc="square root",
+                 public=PublicOp("Square root.",
+                                 "pf.sqrt(pf.to_tensor([4.0, 2.0])).numpy()",
+                                 "array([2.       , 1.4142135], dtype=float32)"))
 
 
 def _rsqrt_jvp(g, out, x):  # d x^(-1/2) = -1/2 x^(-3/2) = -1/2 * out / x
@@ -141,9 +172,13 @@ def _rsqrt_jvp(g, out, x):  # d x^(-1/2) = -1/2 x^(-3/2) = -1/2 * out / x
 
 
 rsqrt = Primitive("rsqrt", family=ELEMENTWISE_UNARY,
-                  shard=sr.NONLINEAR, infer=float_unary_infer("rsqrt"),
+                  lowering=Lowering(c="rsqrt({0})", numba="({one} / np.sqrt({0}))"),
+                  infer=float_unary_infer("rsqrt"),
                   jvp=(_rsqrt_jvp,), saves_out=True, taylor=tl.unary_rule(
-                      lambda xs, z0, x0: tl.power_series(xs, z0, -0.5)), doc="1 / sqrt(x)")
+                      lambda xs, z0, x0: tl.power_series(xs, z0, -0.5)), doc="1 / sqrt(x)",
+                  public=PublicOp("1 / sqrt(x).",
+                                  "pf.rsqrt(pf.to_tensor([4.0])).numpy()",
+                                  "array([0.5], dtype=float32)"))
 
 
 def _abs_jvp(g, out, x):
@@ -158,14 +193,15 @@ def _abs_series(xs, z0, x0):
     return [z0] + tl.select_series(compare.ge(x0, zeros_like(x0)), xs, negated)[1:]
 
 
-_abs_infer = reject_complex("abs", same_aval)  # real numbers only
-abs = Primitive("abs", family=ELEMENTWISE_UNARY, shard=sr.NONLINEAR,  # noqa: A001 - prim name
-                infer=_abs_infer,
+abs = Primitive("abs", family=ELEMENTWISE_UNARY,
+                lowering=Lowering(c="fabs({0})", numba="np.abs({0})", numba_fused="abs({0})",
+                                  real_only=True),  # noqa: A001 - prim name
+                infer=same_aval,
                 jvp=(_abs_jvp,), taylor=tl.unary_rule(_abs_series), doc="|x|")
 
 
 def _erf_jvp(g, out, x):  # d erf = 2/sqrt(pi) exp(-x^2)
-    return mul(g, mul(full_like(x, _TWO_OVER_SQRT_PI), exp(neg(mul(x, x)))))
+    return mul(g, mul(full_like(x, tl.TWO_OVER_SQRT_PI), exp(neg(mul(x, x)))))
 
 
 def _erf_series(xs, z0, x0):
@@ -178,9 +214,31 @@ def _erf_series(xs, z0, x0):
     return zs
 
 
-_erf_infer = reject_complex("erf", float_unary_infer("erf"))  # real numbers only
-erf = Primitive("erf", family=ELEMENTWISE_TRANSCENDENTAL, shard=sr.NONLINEAR, infer=_erf_infer,
-                jvp=(_erf_jvp,), taylor=tl.unary_rule(_erf_series), doc="error function")
+erf = Primitive("erf", family=ELEMENTWISE_TRANSCENDENTAL, reference="scipy.special:erf",
+                lowering=Lowering(c="erf({0})", real_only=True, float32_compute=True),
+                infer=float_unary_infer("erf"),
+                jvp=(_erf_jvp,), taylor=tl.unary_rule(_erf_series), doc="error function",
+                public=PublicOp("Error function.",
+                                "pf.erf(pf.to_tensor([0.0, 1.0])).numpy()",
+                                "array([0.       , 0.8427008], dtype=float32)"))
+
+
+def _erfc_jvp(g, out, x):  # d erfc = -2/sqrt(pi) exp(-x^2)
+    return mul(g, mul(full_like(x, -tl.TWO_OVER_SQRT_PI), exp(neg(mul(x, x)))))
+
+
+def _erfc_series(xs, z0, x0):  # erfc = 1 - erf: the erf series negated past the constant
+    return [z0] + [tl.scale(c, -1.0) for c in _erf_series(xs, z0, x0)[1:]]
+
+
+erfc = Primitive("erfc", family=ELEMENTWISE_TRANSCENDENTAL, reference="scipy.special:erfc",
+                 lowering=Lowering(c="erfc({0})", real_only=True, float32_compute=True),
+                 infer=float_unary_infer("erfc"), jvp=(_erfc_jvp,),
+                 taylor=tl.unary_rule(_erfc_series), doc="complementary error function",
+                 public=PublicOp("Complementary error function 1 - erf(x), accurate where "
+                                 "erf(x) is near 1.",
+                                 'pf.erfc(pf.to_tensor([0.0, 3.0], "float64")).numpy()',
+                                 "array([1.0000000e+00, 2.2090497e-05])"))
 
 
 def _logistic_jvp(g, out, x):  # d logistic = s (1 - s)
@@ -191,30 +249,49 @@ def _logistic_w(zs, m):  # logistic' = s - s^2
     return tl.sub(zs[m], tl.square_coefficient(zs, m))
 
 
-_logistic_infer = reject_complex("logistic", float_unary_infer("logistic"))  # real numbers only
-logistic = Primitive("logistic", family=ELEMENTWISE_TRANSCENDENTAL, shard=sr.NONLINEAR,
-                     infer=_logistic_infer, jvp=(_logistic_jvp,), saves_out=True,
+logistic = Primitive("logistic", family=ELEMENTWISE_TRANSCENDENTAL,
+                     lowering=Lowering(c="{one} / ({one} + exp(-{0}))",
+                                       numba="({one} / ({one} + np.exp(-{0})))",
+                                       real_only=True),
+                     infer=float_unary_infer("logistic"), jvp=(_logistic_jvp,), saves_out=True,
                      taylor=tl.unary_rule(lambda xs, z0, x0: tl.derivative_product_series(
-                         xs, z0, _logistic_w)), doc="1 / (1 + exp(-x))")
+                         xs, z0, _logistic_w)), doc="1 / (1 + exp(-x))",
+                     public=PublicOp("Logistic sigmoid 1 / (1 + exp(-x)).",
+                                     "pf.sigmoid(pf.to_tensor([0.0])).numpy()",
+                                     "array([0.5], dtype=float32)", name="sigmoid"))
 
 # Step functions: the derivative is zero almost everywhere and undefined at the jumps. A
 # silent zero gradient is a classic bug in training code, so asking for one raises
 # NonDifferentiableError; detach the input to state that a zero gradient is intended.
-_sign_infer = reject_complex("sign", same_aval)  # real numbers only
-sign = Primitive("sign", family=ELEMENTWISE_UNARY, shard=sr.NONLINEAR,
-                 infer=_sign_infer, differentiable=False,
+sign = Primitive("sign", family=ELEMENTWISE_UNARY,
+                 lowering=Lowering(c="({0} > 0 ? {one} : ({0} < 0 ? -{one} : {0}))",
+                                   numba="np.sign({0})",
+                                   real_only=True),
+                 infer=same_aval, differentiable=False,
                  doc="-1, 0 or 1 (not differentiable)")
-_floor_infer = reject_complex("floor", float_unary_infer("floor"))  # real numbers only
-floor = Primitive("floor", family=ELEMENTWISE_UNARY, shard=sr.NONLINEAR, infer=_floor_infer,
-                  differentiable=False, doc="round down (not differentiable)")
-_ceil_infer = reject_complex("ceil", float_unary_infer("ceil"))  # real numbers only
-ceil = Primitive("ceil", family=ELEMENTWISE_UNARY, shard=sr.NONLINEAR, infer=_ceil_infer,
-                 differentiable=False, doc="round up (not differentiable)")
-_round_infer = reject_complex("round", float_unary_infer("round"))  # real numbers only
-round = Primitive("round", family=ELEMENTWISE_UNARY, shard=sr.NONLINEAR,
+floor = Primitive("floor", family=ELEMENTWISE_UNARY,
+                  lowering=Lowering(c="floor({0})", numba="np.floor({0})", real_only=True),
+                  infer=float_unary_infer("floor"),
+                  differentiable=False, doc="round down (not differentiable)",
+                  public=PublicOp("Round down (not differentiable).",
+                                  "pf.floor(pf.to_tensor([-1.5, 1.5])).numpy()",
+                                  "array([-2.,  1.], dtype=float32)"))
+ceil = Primitive("ceil", family=ELEMENTWISE_UNARY,
+                 lowering=Lowering(c="ceil({0})", numba="np.ceil({0})", real_only=True),
+                 infer=float_unary_infer("ceil"),
+                 differentiable=False, doc="round up (not differentiable)",
+                 public=PublicOp("Round up (not differentiable).",
+                                 "pf.ceil(pf.to_tensor([-1.5, 1.5])).numpy()",
+                                 "array([-1.,  2.], dtype=float32)"))
+round = Primitive("round", family=ELEMENTWISE_UNARY,
+                  lowering=Lowering(numpy="rint", c="rint({0})", numba="np.rint({0})",
+                                    real_only=True),
                   # noqa: A001 - primitive name
-                  infer=_round_infer, differentiable=False,
-                  doc="round half to even (not differentiable)")
+                  infer=float_unary_infer("round"), differentiable=False,
+                  doc="round half to even (not differentiable)",
+                  public=PublicOp("Round half to even (not differentiable).",
+                                  "pf.round(pf.to_tensor([0.5, 1.5, 2.6])).numpy()",
+                                  "array([0., 2., 3.], dtype=float32)"))
 
 
 def _integer_pow_infer(x, *, y):
@@ -250,7 +327,7 @@ def _integer_pow_series(xs, z0, x0, *, y):
 
 
 integer_pow = Primitive("integer_pow", family=ELEMENTWISE_UNARY,
-                        shard=sr.NONLINEAR, infer=_integer_pow_infer,
+                        infer=_integer_pow_infer,
                         jvp=(_integer_pow_jvp,), taylor=tl.unary_rule(_integer_pow_series),
                         doc="x ** y for a static integer y")
 
@@ -262,7 +339,8 @@ def _add_transpose(g, out, x, y):
 
 
 add = Primitive("add", family=ELEMENTWISE_BINARY,
-                shard=sr.ADDITIVE, infer=binary_infer("add"), linear=True,
+                lowering=Lowering(c="{0} + {1}", numba="({0} + {1})"),
+                infer=binary_infer("add"), linear=True,
                 transpose=(_add_transpose, _add_transpose), taylor=tl.sum_rule(tl.add),
                 doc="x + y")
 
@@ -272,7 +350,9 @@ def _sub_y_transpose(g, out, x, y):
 
 
 sub = Primitive("sub", family=ELEMENTWISE_BINARY,
-                shard=sr.ADDITIVE, infer=binary_infer("sub"), linear=True,
+                lowering=Lowering(numpy="subtract", array_api="subtract", c="{0} - {1}",
+                                  numba="({0} - {1})"),
+                infer=binary_infer("sub"), linear=True,
                 transpose=(_add_transpose, _sub_y_transpose), taylor=tl.sum_rule(tl.sub),
                 doc="x - y")
 
@@ -285,7 +365,9 @@ def _mul_y_jvp(g, out, x, y):
     return mul(x, g)
 
 
-mul = Primitive("mul", family=ELEMENTWISE_BINARY, shard=sr.PRODUCT, infer=binary_infer("mul"),
+mul = Primitive("mul", family=ELEMENTWISE_BINARY,
+                lowering=Lowering(numpy="multiply", array_api="multiply", c="{0} * {1}",
+                                  numba="({0} * {1})"), infer=binary_infer("mul"),
                 jvp=(_mul_x_jvp, _mul_y_jvp), linear_in=(0, 1), taylor=tl.bilinear_rule,
                 doc="x * y")
 
@@ -306,7 +388,9 @@ def _div_taylor(primals, series, out=None):
     return out, tl.quotient_series(us, ys, out)
 
 
-div = Primitive("div", family=ELEMENTWISE_BINARY, shard=sr.SINGLE, infer=binary_infer("div"),
+div = Primitive("div", family=ELEMENTWISE_BINARY,
+                lowering=Lowering(array_api="divide", c="{0} / {1}", numba="({0} / {1})",
+                                  integers=False), infer=binary_infer("div"),
                 jvp=(_div_x_jvp, _div_y_jvp), saves_out=True, taylor=_div_taylor,
                 linear_in=(0,),  # linear in the numerator
                 doc="x / y (on integers floor division; a zero integer divisor raises "
@@ -338,7 +422,9 @@ def _pow_taylor(primals, series, out=None):
 
 
 pow = Primitive("pow", family=ELEMENTWISE_TRANSCENDENTAL,
-                shard=sr.NONLINEAR,  # noqa: A001 - primitive name
+                lowering=Lowering(numpy="power", c="pow({0}, {1})", numba="np.power({0}, {1})",
+                                  integers=False),
+                 # noqa: A001 - primitive name
                 infer=binary_infer("pow"), jvp=(_pow_x_jvp, _pow_y_jvp), saves_out=True,
                 taylor=_pow_taylor, doc="x ** y")
 
@@ -386,12 +472,19 @@ def _extremum_taylor(winner):
     return RuleTemplate(make)
 
 
-_maximum_infer = reject_complex("maximum", binary_infer("maximum"))  # real numbers only
-maximum = Primitive("maximum", family=ELEMENTWISE_BINARY, shard=sr.NONLINEAR, infer=_maximum_infer,
+maximum = Primitive("maximum", family=ELEMENTWISE_BINARY,
+                    # NumPy's maximum: NaN in either operand gives NaN (C's fmax ignores it)
+                    lowering=Lowering(c="({0} > {1} || isnan({0})) ? {0} : {1}",
+                                      numba="np.maximum({0}, {1})",
+                                      numba_fused="max({0}, {1})", real_only=True),
+                    infer=binary_infer("maximum"),
                     jvp=(_maximum_x_jvp, _maximum_y_jvp), taylor=_extremum_taylor(compare.gt),
                     doc="elementwise maximum")
-_minimum_infer = reject_complex("minimum", binary_infer("minimum"))  # real numbers only
-minimum = Primitive("minimum", family=ELEMENTWISE_BINARY, shard=sr.NONLINEAR, infer=_minimum_infer,
+minimum = Primitive("minimum", family=ELEMENTWISE_BINARY,
+                    lowering=Lowering(c="({0} < {1} || isnan({0})) ? {0} : {1}",
+                                      numba="np.minimum({0}, {1})",
+                                      numba_fused="min({0}, {1})", real_only=True),
+                    infer=binary_infer("minimum"),
                     jvp=(_minimum_x_jvp, _minimum_y_jvp), taylor=_extremum_taylor(compare.lt),
                     doc="elementwise minimum")
 
@@ -425,8 +518,10 @@ def _atan2_taylor(primals, series, out=None):
     return out, [out] + [tl.scale(h[k - 1], 1.0 / k) for k in range(1, order + 1)]
 
 
-_atan2_infer = reject_complex("atan2", binary_infer("atan2"))  # real numbers only
-atan2 = Primitive("atan2", family=ELEMENTWISE_TRANSCENDENTAL, shard=sr.NONLINEAR,
-                  infer=_atan2_infer,
+atan2 = Primitive("atan2", family=ELEMENTWISE_TRANSCENDENTAL,
+                  lowering=Lowering(numpy="arctan2", c="atan2({0}, {1})",
+                                    numba="np.arctan2({0}, {1})",
+                                    real_only=True, integers=False),
+                  infer=binary_infer("atan2"),
                   jvp=(_atan2_x_jvp, _atan2_y_jvp), taylor=_atan2_taylor,
                   doc="the angle of the point (y, x)")

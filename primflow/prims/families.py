@@ -17,14 +17,17 @@ from __future__ import annotations
 
 from ..core.primitive import Family
 from ._batching import axes_batch, axis_batch, elementwise_batch, front_batch
+from .sharding import elementwise_from_linearity as _elementwise_shard
 
 # elementwise math computed inline by generated code (negation, roots, rounding, powers)
-ELEMENTWISE_UNARY = Family("elementwise", elementwise=True, batch=elementwise_batch)
+ELEMENTWISE_UNARY = Family("elementwise", elementwise=True, batch=elementwise_batch,
+                           shard=_elementwise_shard)
 # elementwise math computed by a libm call (exp, log, trigonometric, pow, atan2)
 ELEMENTWISE_TRANSCENDENTAL = Family("elementwise", transcendental=True,
-                                    batch=elementwise_batch)
+                                    batch=elementwise_batch, shard=_elementwise_shard)
 # arithmetic on two same-shaped inputs
-ELEMENTWISE_BINARY = Family("elementwise", elementwise=True, batch=elementwise_batch)
+ELEMENTWISE_BINARY = Family("elementwise", elementwise=True, batch=elementwise_batch,
+                            shard=_elementwise_shard)
 # comparisons, logic, select and casts (elementwise, mostly bool results)
 COMPARE = Family("compare", elementwise=True, batch=elementwise_batch)
 # reductions over static ``axes`` that fuse with their producers
@@ -43,15 +46,15 @@ DOT = Family("dot")
 CREATION = Family("creation", nullary=True)
 # random draws, pure functions of a key
 RANDOM = Family("random", nullary=True)
-# ---- scientific numerics (issue 18) ----
+# ---- scientific numerics ----
 # complex parts (real, imag, conj, complex): elementwise batching, kernels of their own (not
 # fused by generated code)
-COMPLEX = Family("complex", batch=elementwise_batch)
+COMPLEX = Family("complex", batch=elementwise_batch, float32_compute=True)
 # discrete Fourier transforms over static axes
-FFT = Family("fft")
+FFT = Family("fft", float32_compute=True)
 # matrix decompositions and solves (LAPACK kernels) over the last two dims
-DECOMPOSITION = Family("decomposition", batch=front_batch)
-# ---- distributed (issue 15) ----
+DECOMPOSITION = Family("decomposition", batch=front_batch, float32_compute=True)
+# ---- distributed ----
 # communication among the processes of a group (all_reduce, all_gather...): kernels of their
 # own, never fused, never reordered across one another
 COLLECTIVE = Family("collective")

@@ -8,6 +8,7 @@ first ``k`` dims of the operand (gather_nd). ``gather(x, idx)`` has shape
 
 from __future__ import annotations
 
+from ..core.lowering import Lowering
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from . import _batching as bt, creation, shape as sh
 from . import sharding as sr
@@ -86,7 +87,7 @@ def _scatter_updates_transpose(g, out, operand, indices, updates):
 
 
 scatter_add = Primitive(
-    "scatter_add", family=INDEX,
+    "scatter_add", family=INDEX, lowering=Lowering(float32_compute=True),
     shard=sr.SCATTER_ADD, infer=_scatter_add_infer, batch=_scatter_add_batch,
     linear=True, transpose=(_scatter_operand_transpose, None, _scatter_updates_transpose),
     doc="a copy of operand with updates added at indices (repeats accumulate)")

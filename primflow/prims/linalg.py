@@ -7,6 +7,7 @@ are matched and kept. Output dims: batch, then x's remaining dims, then y's (JAX
 
 from __future__ import annotations
 
+from ..core.lowering import Lowering
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from . import _batching as bt, _taylor as tl, shape as sh
 from .complex import holomorphic_vjp
@@ -106,7 +107,7 @@ def _dot_general_y_jvp(g, out, x, y, **params):
 # bilinear: linear in each operand while the other stays fixed; its vjp contracts the
 # cotangent with the other operand (not derivable from the jvp without a transpose pass)
 dot_general = Primitive(
-    "dot_general", family=DOT,
+    "dot_general", family=DOT, lowering=Lowering(float32_compute=True),
     shard=sr.DOT_GENERAL, infer=_dot_general_infer, batch=_dot_general_batch,
     jvp=(_dot_general_x_jvp, _dot_general_y_jvp),
     vjp=(holomorphic_vjp(_dot_general_x_vjp), holomorphic_vjp(_dot_general_y_vjp)),

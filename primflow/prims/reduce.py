@@ -5,9 +5,9 @@
 
 from __future__ import annotations
 
+from ..core.lowering import Lowering
 from ..core.primitive import Aval, Primitive, RuleTemplate
 from . import compare, elementwise as ew, shape as sh
-from .complex import reject_complex
 from . import sharding as sr
 from .families import AXIS, REDUCE
 
@@ -29,7 +29,10 @@ def _reduce_sum_transpose(g, out, x, *, axes):
     return _expand_back(g, x._shape, axes)
 
 
-reduce_sum = Primitive("reduce_sum", family=REDUCE,
+_REAL_ONLY = Lowering(real_only=True)  # max and min of complex numbers are not defined
+_IN_FLOAT32 = Lowering(float32_compute=True)  # sums of bfloat16 accumulate in float32
+
+reduce_sum = Primitive("reduce_sum", family=REDUCE, lowering=_IN_FLOAT32,
                        shard=sr.REDUCE_SUM, infer=_reduce_infer, linear=True,
                        transpose=(_reduce_sum_transpose,), doc="sum over `axes`")
 
@@ -65,14 +68,12 @@ def _make_extremum_taylor(prim):
     return rule
 
 
-_reduce_max_infer = reject_complex("reduce_max", _reduce_infer)  # real numbers only
 reduce_max = Primitive("reduce_max", family=REDUCE, shard=sr.REDUCE_MAX,
-                       infer=_reduce_max_infer, jvp=(_extremum_jvp,),
+                       infer=_reduce_infer, lowering=_REAL_ONLY, jvp=(_extremum_jvp,),
                        vjp=(_extremum_vjp,), saves_out=True,
                        taylor=RuleTemplate(_make_extremum_taylor), doc="maximum over `axes`")
-_reduce_min_infer = reject_complex("reduce_min", _reduce_infer)  # real numbers only
 reduce_min = Primitive("reduce_min", family=REDUCE, shard=sr.REDUCE_MIN,
-                       infer=_reduce_min_infer, jvp=(_extremum_jvp,),
+                       infer=_reduce_infer, lowering=_REAL_ONLY, jvp=(_extremum_jvp,),
                        vjp=(_extremum_vjp,), saves_out=True,
                        taylor=RuleTemplate(_make_extremum_taylor), doc="minimum over `axes`")
 
@@ -83,13 +84,11 @@ def _arg_infer(x, *, axis, index_dtype):
     return Aval(tuple(d for i, d in enumerate(x.shape) if i != axis), index_dtype)
 
 
-_argmax_infer = reject_complex("argmax", _arg_infer)  # real numbers only
 argmax = Primitive("argmax", family=AXIS, shard=sr.ARG_AXIS,
-                   infer=_argmax_infer, differentiable=False,
+                   infer=_arg_infer, lowering=_REAL_ONLY, differentiable=False,
                    doc="index of the maximum along `axis` (integer result)")
-_argmin_infer = reject_complex("argmin", _arg_infer)  # real numbers only
 argmin = Primitive("argmin", family=AXIS, shard=sr.ARG_AXIS,
-                   infer=_argmin_infer, differentiable=False,
+                   infer=_arg_infer, lowering=_REAL_ONLY, differentiable=False,
                    doc="index of the minimum along `axis` (integer result)")
 
 
@@ -104,6 +103,7 @@ def _cumsum_transpose(g, out, x, *, axis, reverse):
     return cumsum(g, axis=axis, reverse=not reverse)
 
 
-cumsum = Primitive("cumsum", family=AXIS, shard=sr.CUMSUM, infer=_cumsum_infer, linear=True,
+cumsum = Primitive("cumsum", family=AXIS, lowering=_IN_FLOAT32, shard=sr.CUMSUM,
+infer=_cumsum_infer, linear=True,
                    transpose=(_cumsum_transpose,),
                    doc="running sum along `axis` (from the end if `reverse`)")

@@ -110,6 +110,25 @@ def elementwise(partial_mode=None, positions=None):
     return ShardingRule(propagate, name=f"elementwise({partial_mode})")
 
 
+def elementwise_from_linearity(linear, linear_in, n_inputs):
+    """The elementwise rule of a primitive from what its declaration says it is linear in
+    (the elementwise families' default, so no declaration restates it): jointly linear in
+    two inputs (add, sub) adds partial sums; linear in one input (neg, div's numerator) or
+    in each factor alone (mul) passes one partial input through; otherwise none.
+
+    Example:
+        >>> elementwise_from_linearity(True, frozenset(), 2) is ADDITIVE
+        True
+    """
+    if linear and (n_inputs or 1) > 1:
+        return ADDITIVE
+    if linear or linear_in == {0}:
+        return SINGLE
+    if linear_in:
+        return PRODUCT
+    return NONLINEAR
+
+
 # ---- reductions -----------------------------------------------------------------------------
 
 def reduction(kind, linear, empty_fill=None):

@@ -3,6 +3,8 @@ the elementwise composites."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 import primflow as pf
@@ -29,6 +31,7 @@ ENTRIES = [
     _unary_entry("rsqrt", pf.rsqrt, lambda x: 1 / np.sqrt(x), "rsqrt", domain=(0.3, 3.0)),
     _unary_entry("abs", pf.abs, np.abs, "abs", singularities=(0.0,)),
     _unary_entry("erf", pf.erf, _np_erf, "erf"),
+    _unary_entry("erfc", pf.erfc, np.vectorize(math.erfc, otypes=[np.float64]), "erfc"),
     _unary_entry("logistic", pf.sigmoid, _np_expit, "logistic",
                  covers=("sigmoid",), domain=(-4.0, 4.0),
                  sample_inputs=lambda info, rng: unary()(info, rng) + [SampleInput(
