@@ -31,7 +31,7 @@ from . import kernel_cache
 from .numba_worker import load_kernel, mark_ready, numba_types, ready_marker  # noqa: F401
 from ..backends import get_backend
 from ..core.backend import on_install
-from ..ir.passes.fuse import VIEWS
+from ..ir.passes.fuse import TRANSCENDENTAL, VIEWS
 
 _lowered = get_backend()  # the NumPy backend whose dtypes kernels use (see numpy_codegen)
 
@@ -128,8 +128,11 @@ def cache_dir() -> str:
     return os.path.join(config.cache_dir, "numba")
 
 
-def computes(op) -> bool:
+def computes(op, transcendental=False) -> bool:
     """Whether a kernel can compute ``op`` (a supported primitive on float or bool values).
+    With ``transcendental``, also a unary transcendental primitive named like a NumPy ufunc
+    (``sin``, ``exp``, ``tanh``...: numba calls scalar libm for it, which pays only where
+    the arrays are small; see ``compiler._pipeline``'s small-program plan).
 
     Example:
         >>> from primflow.ir import parse
@@ -140,16 +143,28 @@ def computes(op) -> bool:
     """
     if op.prim in _FLOAT32_ONLY:
         return all(v.aval.dtype.name == "float32" for v in list(op.inputs) + [op.out])
+    if transcendental and is_scalar_ufunc(op):
+        return all(v.aval.dtype.name in ("float32", "float64")
+                   for v in list(op.inputs) + [op.out])
     return op.prim in SUPPORTED and all(
         v.aval.dtype.name in ("float32", "float64", "bool") for v in list(op.inputs) + [op.out])
 
 
-def supports(group, min_elements=0) -> bool:
+def is_scalar_ufunc(op) -> bool:
+    """Whether ``op`` is a unary transcendental primitive with a NumPy ufunc of the same name,
+    which numba compiles on scalars (``np.sin(x)``)."""
+    ufunc = getattr(np, op.prim, None)
+    return (op.prim in TRANSCENDENTAL and len(op.inputs) == 1 and not op.params
+            and isinstance(ufunc, np.ufunc) and ufunc.nin == 1)
+
+
+def supports(group, min_elements=0, transcendental=False) -> bool:
     """Whether ``group`` can become a numba kernel worth compiling (with ``min_elements``,
     the automatic choice, a bare ``sum(a * b)`` stays with NumPy's einsum, and a single
-    operation only becomes a kernel when it reads a broadcast)."""
+    operation only becomes a kernel when it reads a broadcast). ``transcendental``: see
+    ``computes``."""
     computed = [op for op in group.ops if op.prim not in VIEWS]
-    if not all(computes(op) for op in computed):
+    if not all(computes(op, transcendental) for op in computed):
         return False
     if min_elements and [op.prim for op in computed] == ["mul", "reduce_sum"]:
         return False
@@ -244,6 +259,8 @@ def kernel_source(group):
         elif op.prim == "erf":  # float32 only (computes)
             lines_erf, expr = _erf32(tmp, args[0])
             body += lines_erf
+        elif is_scalar_ufunc(op):  # only in groups supports(transcendental=True) accepts
+            expr = f"np.{op.prim}({args[0]})"
         else:  # pragma: no cover - filtered by supports()
             raise NotImplementedError(op.prim)
         if dtype.is_floating and op.prim in _BINARY and op.prim not in (
