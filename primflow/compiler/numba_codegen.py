@@ -448,6 +448,11 @@ class _Launcher:
 
 _WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "numba_worker.py")
 WORKER_TIMEOUT_S = 1800  # one job (a program's kernels); then the NumPy code stays
+# The worker runs at the lowest CPU priority, so a program never waits for its own kernels'
+# compile: with a core free it compiles as fast as at normal priority; where the program
+# (or other work) keeps every core busy, the compile gets only the time left over and the
+# NumPy tier keeps running at full speed meanwhile (measurements: bench/README.md, "tiers").
+WORKER_NICENESS = 19
 _background = {"queue": None, "process": None}
 
 
@@ -487,7 +492,8 @@ def _serve():
         error = None
         if jobs:
             try:
-                proc = subprocess.Popen([sys.executable, _WORKER], stdin=subprocess.PIPE,
+                proc = subprocess.Popen([sys.executable, _WORKER, str(WORKER_NICENESS)],
+                                        stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True)
                 _background["process"] = proc
