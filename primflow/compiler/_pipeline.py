@@ -321,7 +321,7 @@ def small_program_plan(fn, groups):
         return None
     kernel_fn = recompute_broadcasts(fn.copy(), fusible=lambda op: numba_codegen.computes(
         op, transcendental=True))
-    exclude = frozenset(p for p in TRANSCENDENTAL if not _scalar_ufunc_name(p))
+    exclude = frozenset(p for p in TRANSCENDENTAL if not numba_codegen.unary_ufunc(p))
     kernel_groups = fuse(kernel_fn, min_size=1, exclude=exclude)
     numba_groups = {id(g): g for g in kernel_groups
                     if numba_codegen.supports(g, transcendental=True)
@@ -335,13 +335,6 @@ def small_program_plan(fn, groups):
     if planned >= _numpy_seconds(fn.ops):
         return None
     return kernel_fn, kernel_groups, numba_groups
-
-
-def _scalar_ufunc_name(prim):
-    import numpy as np
-
-    ufunc = getattr(np, prim, None)
-    return isinstance(ufunc, np.ufunc) and ufunc.nin == 1
 
 
 def _numpy_seconds(ops):

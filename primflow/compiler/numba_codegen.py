@@ -150,12 +150,22 @@ def computes(op, transcendental=False) -> bool:
         v.aval.dtype.name in ("float32", "float64", "bool") for v in list(op.inputs) + [op.out])
 
 
+def unary_ufunc(name) -> bool:
+    """Whether NumPy has a one-input ufunc called ``name`` (numba compiles those on scalars).
+
+    Example:
+        >>> unary_ufunc("sin"), unary_ufunc("atan2"), unary_ufunc("logistic")
+        (True, False, False)
+    """
+    ufunc = getattr(np, name, None)
+    return isinstance(ufunc, np.ufunc) and ufunc.nin == 1
+
+
 def is_scalar_ufunc(op) -> bool:
     """Whether ``op`` is a unary transcendental primitive with a NumPy ufunc of the same name,
     which numba compiles on scalars (``np.sin(x)``)."""
-    ufunc = getattr(np, op.prim, None)
     return (op.prim in TRANSCENDENTAL and len(op.inputs) == 1 and not op.params
-            and isinstance(ufunc, np.ufunc) and ufunc.nin == 1)
+            and unary_ufunc(op.prim))
 
 
 def supports(group, min_elements=0, transcendental=False) -> bool:
