@@ -139,17 +139,19 @@ def first_call(step, jit=True):
     ms, counts = ph.result()
     counts["early_calls_ms"] = [round(first * 1e3, 3)]
     counts["early_tiers"] = [_tier(ph.executables)]
-    # numba kernels not in the disk cache compile in a background process while the NumPy
-    # version runs: the next calls (up to EARLY_CALLS in all) are timed as they come, each
-    # with the tier it ran on, as a user's first calls would run; then the cell waits for
-    # the kernels, so that the timed calls measure the numba version ("background_numba":
-    # when they were in use, from the first call's start = the time to steady state)
+    # the next calls (up to EARLY_CALLS in all) are timed as they come, each with the tier
+    # it ran on, as a user's first calls would run (also without a background compile: the
+    # NumPy tier alone, PRIMFLOW_BENCH_JIT_BACKEND=numpy, is the baseline they are compared
+    # with, warm-up included). Numba kernels not in the disk cache compile in a background
+    # process while the NumPy version runs: then the cell waits for the kernels, so that the
+    # timed calls measure the numba version ("background_numba": when they were in use, from
+    # the first call's start = the time to steady state)
+    for _ in range(EARLY_CALLS - 1):
+        t1 = time.perf_counter()
+        step()
+        counts["early_calls_ms"].append(round((time.perf_counter() - t1) * 1e3, 3))
+        counts["early_tiers"].append(_tier(ph.executables))
     if any(exe.compiling for exe in ph.executables):
-        for _ in range(EARLY_CALLS - 1):
-            t1 = time.perf_counter()
-            step()
-            counts["early_calls_ms"].append(round((time.perf_counter() - t1) * 1e3, 3))
-            counts["early_tiers"].append(_tier(ph.executables))
         for exe in ph.executables:
             exe.wait()
         ms["background_numba"] = round((time.perf_counter() - t0) * 1e3, 2)
@@ -157,7 +159,7 @@ def first_call(step, jit=True):
     return first, ms, counts
 
 
-EARLY_CALLS = 20  # the first calls timed one by one while kernels compile in the background
+EARLY_CALLS = 20  # the first calls, timed one by one (kernels may compile meanwhile)
 
 
 def _tier(executables):
