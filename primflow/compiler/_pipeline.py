@@ -329,8 +329,7 @@ def small_program_plan(fn, groups):
     if not numba_groups:
         return None
     in_kernels = {id(op) for g in numba_groups.values() for op in g.ops}
-    planned = (len(numba_groups) * KERNEL_CALL_SECONDS
-               + sum(_kernel_seconds(g) for g in numba_groups.values())
+    planned = (sum(_kernel_seconds(g) for g in numba_groups.values())
                + _numpy_seconds([op for op in kernel_fn.ops if id(op) not in in_kernels]))
     if planned >= _numpy_seconds(fn.ops):
         return None
