@@ -137,14 +137,37 @@ def first_call(step, jit=True):
         step()
         first = time.perf_counter() - t0
     ms, counts = ph.result()
-    # numba kernels not in the disk cache compile in a background process while the NumPy
-    # version runs; the timed calls start once they are in use (when they finished is
-    # reported as "background_numba")
+    counts["early_calls_ms"] = [round(first * 1e3, 3)]
+    counts["early_tiers"] = [_tier(ph.executables)]
+    # the next calls (up to EARLY_CALLS in all) are timed as they come, each with the tier
+    # it ran on, as a user's first calls would run (also without a background compile: the
+    # NumPy tier alone, PRIMFLOW_BENCH_JIT_BACKEND=numpy, is the baseline they are compared
+    # with, warm-up included). Numba kernels not in the disk cache compile in a background
+    # process while the NumPy version runs: then the cell waits for the kernels, so that the
+    # timed calls measure the numba version ("background_numba": when they were in use, from
+    # the first call's start = the time to steady state)
+    for _ in range(EARLY_CALLS - 1):
+        t1 = time.perf_counter()
+        step()
+        counts["early_calls_ms"].append(round((time.perf_counter() - t1) * 1e3, 3))
+        counts["early_tiers"].append(_tier(ph.executables))
     if any(exe.compiling for exe in ph.executables):
         for exe in ph.executables:
             exe.wait()
         ms["background_numba"] = round((time.perf_counter() - t0) * 1e3, 2)
+    counts["steady_tier"] = _tier(ph.executables)  # what the timed calls run on
     return first, ms, counts
+
+
+EARLY_CALLS = 20  # the first calls, timed one by one (kernels may compile meanwhile)
+
+
+def _tier(executables):
+    """What the programs ran on: "numba" (kernels in use), "numpy" (generated NumPy code),
+    "mixed", or "-" (no program)."""
+    tiers = {"numba" if exe.kernels else "numpy" for exe in executables
+             if hasattr(exe, "kernels")}
+    return tiers.pop() if len(tiers) == 1 else ("mixed" if tiers else "-")
 
 
 def executables(*jitted):
@@ -183,7 +206,12 @@ def fields(info, first_s, phases, counts, steady_s, workload_id, framework, conf
     """The jit keys of a cell's result: compile time and phases, the second process's first
     call, the programs. Removes the cell's cache directory at the end."""
     res = {"jit": True, "compile_ms": (first_s - steady_s) * 1e3,
-           "first_call_ms": first_s * 1e3, "phases_ms": phases, "jit_counts": counts,
+           "first_call_ms": first_s * 1e3, "steady_ms": steady_s * 1e3,
+           "steady_tier": counts.get("steady_tier"),
+           "early_calls_ms": counts.get("early_calls_ms"),
+           "early_tiers": counts.get("early_tiers"),
+           "time_to_steady_ms": phases.get("background_numba", first_s * 1e3),
+           "phases_ms": phases, "jit_counts": counts,
            "numba": info["numba"], "numba_import_ms": info["numba_import_ms"],
            "backend_env": info["backend_env"], "executables": executables(*jitted)}
     try:
@@ -248,12 +276,37 @@ def compile_report(rows, indent="  "):
         out.append(f"{indent}  numba kernels compiled in a background process (the NumPy "
                    f"version ran meanwhile); the slowest were in use {ms / 1e3:.1f} s after "
                    f"the first call started ({label})")
+    out += early_report(rows, indent)
     v1 = f"{worst / 1e3:.2f} s -> {'met' if worst < TARGET_COMPILE_S * 1e3 else 'NOT met'}"
     v2 = ("n/a" if worst_cached is None else
           f"{worst_cached / 1e3:.2f} s -> "
           f"{'met' if worst_cached < TARGET_CACHED_S * 1e3 else 'NOT met'}")
     out.append(f"{indent}target: first-call compile < {TARGET_COMPILE_S:g} s (worst cell): {v1}; "
                f"< {TARGET_CACHED_S:g} s from the disk cache (2nd process, worst cell): {v2}")
+    return out
+
+
+def early_report(rows, indent="  "):
+    """Lines: per jit cell, the first call, the slowest of the other early calls, the steady
+    median and the tier each ran on, and the time to steady state."""
+    from . import report as rp
+
+    out = []
+    for label, res in rows:
+        early = res.get("early_calls_ms") if rp.ok(res) else None
+        if not early:
+            continue
+        tiers = res.get("early_tiers") or []
+        later = early[1:]
+        slow = (f", slowest of calls 2-{len(early)} {max(later):.1f} ms "
+                f"({tiers[1 + later.index(max(later))]})" if later else "")
+        out.append(f"{indent}  {label}: first call {early[0]:.1f} ms ({tiers[0] if tiers else '?'})"
+                   f"{slow}, steady median {res['steady_ms']:.3g} ms "
+                   f"({res.get('steady_tier') or '?'}), steady after "
+                   f"{res['time_to_steady_ms'] / 1e3:.2f} s")
+    if out:
+        out.insert(0, f"{indent}first calls (tier: numpy = generated NumPy code while kernels "
+                      f"compile, numba = kernels in use) and time to steady state:")
     return out
 
 

@@ -543,3 +543,40 @@ def test_float64_erf_stays_scipys_exact_one():
     exe, got = _compiled(parse(_ERF_PROGRAM.format(t="float64")), "numba", args)
     assert "K_erf" in exe.source  # SciPy's erf between the kernels
     np.testing.assert_allclose(got[0], special.erf(x * 0.9) + x, rtol=1e-15, atol=1e-15)
+
+
+def test_the_compile_worker_lowers_its_own_priority(monkeypatch):
+    """The background compile must never slow the program down: the worker process asks
+    for the lowest CPU priority before compiling."""
+    import io
+    import sys
+
+    from primflow.compiler import numba_codegen, numba_worker
+
+    calls = []
+    monkeypatch.setattr(numba_worker.os, "nice", calls.append, raising=False)
+    monkeypatch.setattr(sys, "argv", ["numba_worker.py", str(numba_codegen.WORKER_NICENESS)])
+    monkeypatch.setattr(sys, "stdin", io.StringIO("[]"))
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    numba_worker.main()
+    assert calls == [19]
+
+
+@needs_numba
+def test_the_background_compile_starts_the_worker_with_the_niceness(monkeypatch):
+    import subprocess
+
+    from primflow.compiler import numba_codegen
+
+    started = []
+    real = subprocess.Popen
+
+    def popen(cmd, *a, **k):
+        started.append(list(cmd))
+        return real(cmd, *a, **k)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    f = pf.jit(lambda x: (x * 2.0 + 1.0) * x - 3.0)
+    f(pf.ones([1 << 15]))
+    assert f.wait_compiled(120)
+    assert started and started[-1][-1] == str(numba_codegen.WORKER_NICENESS)

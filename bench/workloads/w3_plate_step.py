@@ -49,6 +49,10 @@ N_INT = 1024
 # the jit step at more points (thread scaling: ``python -m bench --only W3 --threads 1,2``)
 N_LARGE = 8192
 JIT_LARGE = f"jit_{N_LARGE}"
+# a small PINN batch: the jit cell and JAX jit at this many interior points (per-op costs
+# dominate; target: pf.jit(grad of the user's loss) faster than JAX jit)
+N_SMALL = 32
+JIT_SMALL, JAX_SMALL = f"jit_{N_SMALL}", f"nested_{N_SMALL}"
 N_BND = 256
 LR = 1e-3
 BETA1, BETA2, EPS = 0.9, 0.999, 1e-8
@@ -63,6 +67,8 @@ CONFIGS = [
     Config("primflow", "jit", "pf.jit(pf.value_and_grad(loss_fn, None, params)) + eager Adam"),
     Config("primflow", "jit_adam", "pf.jit of value_and_grad + functional Adam (whole step)"),
     Config("primflow", JIT_LARGE, f"the jit cell at N = {N_LARGE:,} interior points"),
+    Config("primflow", JIT_SMALL, f"the jit cell at N = {N_SMALL} interior points"),
+    Config("jax_jit", JAX_SMALL, f"JAX jit at N = {N_SMALL} interior points"),
 ]
 JIT_CONFIGS = ("jit", "jit_adam")
 JIT_TOL = 1e-10  # relative, jit vs eager (loss, gradients / new parameters)
@@ -294,13 +300,13 @@ def _torch():
     return build
 
 
-def _jax():
+def _jax(n_int=N_INT):
     import jax
 
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
 
-    params, xi, xb, f = _data()
+    params, xi, xb, f = _data(n_int)
     Xi, Xb, F = jnp.asarray(xi), jnp.asarray(xb), jnp.asarray(f)
 
     def loss_fn(p):
@@ -346,6 +352,10 @@ def _builder(framework, config):
         return _primflow_jit(config)
     if framework == "primflow" and config == JIT_LARGE:
         return _primflow_jit("jit", N_LARGE)
+    if framework == "primflow" and config == JIT_SMALL:
+        return _primflow_jit("jit", N_SMALL)
+    if framework == "jax_jit" and config == JAX_SMALL:
+        return _jax(N_SMALL)
     if framework == "primflow":
         return _primflow(config)
     if framework == "torch":
@@ -377,7 +387,7 @@ def run(framework: str, config: str, quick: bool) -> dict:
         pin_to_one_core()
     from .. import jit_support
 
-    jit = framework == "primflow" and config in JIT_CONFIGS + (JIT_LARGE,)
+    jit = framework == "primflow" and config in JIT_CONFIGS + (JIT_LARGE, JIT_SMALL)
     if jit:
         info = jit_support.prepare()
     step, check = make_step(framework, config)
@@ -503,6 +513,17 @@ def _jit_report(results) -> list:
         out.append(f"  jit at N = {N_LARGE:,} interior points: {rp.cell(large, '{:.1f}')} ms per "
                    f"step" + (f" (jitted loss and gradients vs eager: {d:.1e})"
                               if d is not None else ""))
+    small, small_jax = r("primflow", JIT_SMALL), r("jax_jit", JAX_SMALL)
+    if small or small_jax:
+        a, b = rp.value(small), rp.value(small_jax)
+        d = small.get("jit_vs_eager") if rp.ok(small) else None
+        verdict = rp.NA if a is None or b is None else (
+            f"{a / b:.2f}x -> {'met' if a < b else 'NOT met'}{rp.per_round(small, small_jax)}")
+        out.append(f"  N = {N_SMALL} interior points: pf jit {rp.cell(small, '{:.2f}')} ms, JAX "
+                   f"jit {rp.cell(small_jax, '{:.2f}')} ms per step"
+                   + (f" (jit vs eager: {d:.1e})" if d is not None else "")
+                   + f"; target pf jit faster than JAX jit: {verdict}")
+        out += jit_support.early_report([(JIT_SMALL, small)])
     verdicts = []
     for c in JIT_CONFIGS:
         res = r("primflow", c)

@@ -33,6 +33,12 @@ MEM_ITERS = 10_000
 MEM_MARKS = (1, 100, 1_000, 10_000)
 LEAK_THRESHOLD = 0.10
 
+# the jitted chain (forward: pf.jit(chain); gradient: pf.jit(pf.grad(sum of chain))) on
+# 1 element (the per-call cost) and on 1,000; targets: <= 3x JAX jit per op at 1 element,
+# <= 1.2x at 1,000 (forward and gradient)
+JIT_SIZES = (1, 1000)
+JIT_TARGETS = {1: 3.0, 1000: 1.2}
+
 # Grouped by mode, so that the cells a ratio compares run next to each other (a burst of load
 # from other work on the machine then tends to hit both).
 CONFIGS = [
@@ -49,6 +55,9 @@ CONFIGS = [
     Config("torch", "fwd_bwd"),
     Config("jax", "fwd_bwd", "op by op, no jit: jax.grad"),
     Config("jax_jit", "fwd_bwd", "reference only"),
+] + [Config(fw, f"jit_{kind}_{n}", note)
+     for n in JIT_SIZES for kind in ("fwd", "grad")
+     for fw, note in (("primflow", "pf.jit"), ("jax_jit", "jax.jit"))] + [
     Config("primflow", "memory", f"{MEM_ITERS} fwd+bwd iterations, RSS", repeat=False),
     Config("torch", "memory", f"{MEM_ITERS} fwd+bwd iterations, RSS", repeat=False),
 ]
@@ -190,6 +199,56 @@ def _jax(config, jit):
     return fwd_bwd, (lambda: float(fwd_bwd().sum()))
 
 
+def _jit_step(framework, config):
+    """(step, check) of a jit cell ``jit_{fwd,grad}_{n}``."""
+    import numpy as np
+
+    _, kind, n = config.split("_")
+    a = np.random.default_rng(SEED).standard_normal(int(n))
+    if framework == "jax_jit":
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+        import jax.numpy as jnp
+
+        x, sin = jnp.asarray(a), jnp.sin
+        if kind == "fwd":
+            fn = jax.jit(lambda v: _chain(v, sin))
+        else:
+            fn = jax.jit(jax.grad(lambda v: _chain(v, sin).sum()))
+
+        def step():
+            return fn(x).block_until_ready()
+        return step, (lambda: float(np.asarray(step()).sum()))
+    import primflow as pf
+
+    x, sin = pf.to_tensor(a), pf.sin
+    if kind == "fwd":
+        fn = pf.jit(lambda v: _chain(v, sin))
+    else:
+        fn = pf.jit(pf.grad(lambda v: _chain(v, sin).sum()))
+    step = (lambda: fn(x))
+    step.jitted = fn
+    return step, (lambda: float(fn(x).numpy().sum()))
+
+
+def _jit_run(framework, config, quick):
+    from .. import jit_support
+    from ..timing import FULL, QUICK, measure
+
+    info = jit_support.prepare() if framework == "primflow" else None
+    step, check = _jit_step(framework, config)
+    first, phases, counts = jit_support.first_call(step, framework == "primflow")
+    m = measure(step, **(QUICK if quick else FULL))
+    res = {"value": m["median_s"] / N_OPS * 1e6, "unit": "us/op", "min": m["min_s"] / N_OPS * 1e6,
+           "reps": m["reps"], "inner": m["inner"], "first_call_ms": first * 1e3,
+           "checksum": check()}
+    if info is not None:
+        res.update(jit_support.fields(info, first, phases, counts, m["median_s"], ID, framework,
+                                      config, quick, (step.jitted,)))
+    return res
+
+
 def _memory(framework):
     import gc
     import time
@@ -218,6 +277,8 @@ def _memory(framework):
 def make_step(framework: str, config: str):
     """(step, check): one call of the measured chain, and a checksum of its result. Also used
     by ``python -m bench.profile_one``."""
+    if config.startswith("jit_"):
+        return _jit_step(framework, config)
     if framework == "numpy":
         return _numpy(config)
     if framework == "primflow":
@@ -234,6 +295,8 @@ def run(framework: str, config: str, quick: bool) -> dict:
         pin_to_one_core()
     if config == "memory":
         return _memory(framework)  # always the full 10,000 iterations
+    if config.startswith("jit_"):
+        return _jit_run(framework, config, quick)
     step, check = make_step(framework, config)
     m = measure(step, **(QUICK if quick else FULL))
     return {"value": m["median_s"] / N_OPS * 1e6, "unit": "us/op",
@@ -311,6 +374,8 @@ def report(results) -> str:
     else:
         out.append("  check: nothing to compare against NumPy")
 
+    out += _jit_report(r, v)
+
     # the issue's target
     pf, to = v("primflow", "fwd_bwd"), v("torch", "fwd_bwd")
     if pf is None or to is None:
@@ -320,3 +385,30 @@ def report(results) -> str:
                    f"{rp.per_round(r('primflow', 'fwd_bwd'), r('torch', 'fwd_bwd'))}")
     out.append(f"  target: primflow fwd_bwd per op <= 1.5x PyTorch eager: {verdict}")
     return "\n".join(out)
+
+
+def _jit_report(r, v):
+    """The jitted chain's table: pf.jit against jax.jit per op, with the targets."""
+    from .. import jit_support
+
+    rows, verdicts, early = [], [], []
+    for n in JIT_SIZES:
+        for kind in ("fwd", "grad"):
+            cfg = f"jit_{kind}_{n}"
+            pf, jx = v("primflow", cfg), v("jax_jit", cfg)
+            res = r("primflow", cfg)
+            target = JIT_TARGETS[n]
+            ok = None if pf is None or jx is None else pf / jx <= target
+            rows.append([f"{kind} {n:,}", rp.cell(res), rp.cell(r("jax_jit", cfg)),
+                         rp.ratio(pf, jx), f"<= {target:g}x",
+                         rp.NA if ok is None else ("met" if ok else "NOT met"),
+                         (res or {}).get("steady_tier") or rp.NA])
+            early.append((cfg, res))
+    if not any(rp.ok(res) for _, res in early):
+        return []
+    out = ["", "  jitted chain (50 ops), µs per op: pf.jit vs jax.jit (forward; gradient of the "
+           "sum), steady state",
+           rp.table(["cell", "pf.jit", "jax.jit", "pf/jax", "target", "verdict", "pf tier"],
+                    rows)]
+    out += jit_support.early_report(early, "  ")
+    return out

@@ -31,8 +31,8 @@ from . import kernel_cache
 from .numba_worker import load_kernel, mark_ready, numba_types, ready_marker  # noqa: F401
 from ..backends import get_backend
 from ..core.backend import on_install
-from ..ir.passes.fuse import VIEWS
-from .spellings import BY_CODE, fused_numba_form
+from ..ir.passes.fuse import TRANSCENDENTAL, VIEWS
+from .spellings import BY_CODE, fused_numba_form, lowering_of
 
 _lowered = get_backend()  # the NumPy backend whose dtypes kernels use (see numpy_codegen)
 
@@ -120,8 +120,11 @@ def cache_dir() -> str:
     return os.path.join(config.cache_dir, "numba")
 
 
-def computes(op) -> bool:
+def computes(op, transcendental=False) -> bool:
     """Whether a kernel can compute ``op`` (a supported primitive on float or bool values).
+    With ``transcendental``, also a unary transcendental primitive named like a NumPy ufunc
+    (``sin``, ``exp``, ``tanh``...: numba calls scalar libm for it, which pays only where
+    the arrays are small; see ``compiler._pipeline``'s small-program plan).
 
     Example:
         >>> from primflow.ir import parse
@@ -132,18 +135,44 @@ def computes(op) -> bool:
     """
     if op.prim in _FLOAT32_ONLY:
         return all(v.aval.dtype.name == "float32" for v in list(op.inputs) + [op.out])
+    if transcendental and is_scalar_ufunc(op):
+        return all(v.aval.dtype.name in ("float32", "float64")
+                   for v in list(op.inputs) + [op.out])
     supported = (op.prim in BY_CODE or op.prim in _REDUCTIONS
                  or fused_numba_form(op.prim) is not None)
     return supported and all(
         v.aval.dtype.name in ("float32", "float64", "bool") for v in list(op.inputs) + [op.out])
 
 
-def supports(group, min_elements=0) -> bool:
+def numpy_ufunc(prim):
+    """The name of the one-input NumPy ufunc computing ``prim`` (its declared ``numpy``
+    spelling, or its own name), or None when NumPy has no such ufunc; numba compiles those
+    ufuncs on scalars.
+
+    Example:
+        >>> numpy_ufunc("sin"), numpy_ufunc("neg"), numpy_ufunc("atan2"), numpy_ufunc("logistic")
+        ('sin', 'negative', None, None)
+    """
+    lowering = lowering_of(prim)
+    name = (lowering.numpy if lowering is not None and lowering.numpy else None) or prim
+    ufunc = getattr(np, name, None)
+    return name if isinstance(ufunc, np.ufunc) and ufunc.nin == 1 else None
+
+
+def is_scalar_ufunc(op) -> bool:
+    """Whether ``op`` is a unary transcendental primitive with a NumPy ufunc of the same name,
+    which numba compiles on scalars (``np.sin(x)``)."""
+    return (op.prim in TRANSCENDENTAL and len(op.inputs) == 1 and not op.params
+            and numpy_ufunc(op.prim) is not None)
+
+
+def supports(group, min_elements=0, transcendental=False) -> bool:
     """Whether ``group`` can become a numba kernel worth compiling (with ``min_elements``,
     the automatic choice, a bare ``sum(a * b)`` stays with NumPy's einsum, and a single
-    operation only becomes a kernel when it reads a broadcast)."""
+    operation only becomes a kernel when it reads a broadcast). ``transcendental``: see
+    ``computes``."""
     computed = [op for op in group.ops if op.prim not in VIEWS]
-    if not all(computes(op) for op in computed):
+    if not all(computes(op, transcendental) for op in computed):
         return False
     if min_elements and [op.prim for op in computed] == ["mul", "reduce_sum"]:
         return False
@@ -237,6 +266,8 @@ def kernel_source(group):
         elif op.prim == "erf":  # float32 only (computes)
             lines_erf, expr = _erf32(tmp, args[0])
             body += lines_erf
+        elif is_scalar_ufunc(op):  # only in groups supports(transcendental=True) accepts
+            expr = f"np.{numpy_ufunc(op.prim)}({args[0]})"
         else:  # pragma: no cover - filtered by supports()
             raise NotImplementedError(op.prim)
         if dtype.is_floating and form is not None and len(args) == 2:  # binary arithmetic
@@ -423,6 +454,11 @@ class _Launcher:
 
 _WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "numba_worker.py")
 WORKER_TIMEOUT_S = 1800  # one job (a program's kernels); then the NumPy code stays
+# The worker runs at the lowest CPU priority, so a program never waits for its own kernels'
+# compile: with a core free it compiles as fast as at normal priority; where the program
+# (or other work) keeps every core busy, the compile gets only the time left over and the
+# NumPy tier keeps running at full speed meanwhile (measurements: bench/README.md, "tiers").
+WORKER_NICENESS = 19
 _background = {"queue": None, "process": None}
 
 
@@ -462,7 +498,8 @@ def _serve():
         error = None
         if jobs:
             try:
-                proc = subprocess.Popen([sys.executable, _WORKER], stdin=subprocess.PIPE,
+                proc = subprocess.Popen([sys.executable, _WORKER, str(WORKER_NICENESS)],
+                                        stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True)
                 _background["process"] = proc

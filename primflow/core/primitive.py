@@ -303,8 +303,9 @@ class Primitive:
             recording = state.grad_enabled
         else:
             recording = True
-        try:
-            out_value = self.impl(*[a._value for a in args], **params)
+        try:  # (an empty **params costs ~0.1 us a call: a tenth of a small op's overhead)
+            values = [a._value for a in args]
+            out_value = self.impl(*values, **params) if params else self.impl(*values)
         except EscapedTracerError:  # a tracer kept from a finished transform: it says so
             raise
         except Exception as e:  # a raw backend traceback helps nobody: say what was called

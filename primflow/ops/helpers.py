@@ -281,6 +281,10 @@ def binary_operands(x, y):
             shape = broadcast_shapes(sx, sy)
             x, y = broadcast_to(x, shape), broadcast_to(y, shape)
         return x, y
+    if x_is_t and type(y) is float:  # the common case: a float scalar keeps a float dtype
+        dx = x.dtype
+        if dx.is_floating:
+            return x, scalar_constant(x._shape, y, dx)
     if x_is_t and type(y) in _SCALARS:
         dx = x.dtype
         d = dtypes.result_type_with_scalar(dx, y)
