@@ -18,7 +18,8 @@ the final state. Measured in one process (only ratios mean anything; see README.
   a dependency; without it the column says n/a);
 * the small-state cell: the gradient of RK4 over a state of 4 (MLP 4 -> 16 -> 4, 100 steps),
   where the per-step cost dominates, against JAX and PyTorch (eager autograd) when they
-  are importable: target within 3x of JAX. ``--small-only`` runs only this cell.
+  are importable: target within 3x of JAX; and a state of 4 read element by element (a
+  Lorenz field, whose reverse loop pads cotangents). ``--small-only`` runs only these.
 
 Every run time is the median of interleaved rounds (each cell called in turn, so all see
 the same load), in wall time and in CPU time (which moves less on a shared machine).
@@ -213,6 +214,46 @@ def torch_scan(n, params_np, y0_np):
     return gradient
 
 
+def lorenz_field(y, p):
+    """A small field that reads its state element by element (its reverse mode pads each
+    element's cotangent back into a vector): Lorenz's system plus a decaying fourth state."""
+    return pf.stack([p[0] * (y[1] - y[0]), y[0] * (p[1] - y[2]) - y[1],
+                     y[0] * y[1] - p[2] * y[2], -y[3]])
+
+
+def lorenz_loss(p, y0):
+    y, _ = odeint_rk4(lorenz_field, y0, 0.001, SMALL_STEPS, p)
+    return (y * y).sum()
+
+
+def jax_lorenz(p_np, y0_np):
+    """JAX's gradient of ``lorenz_loss`` as a zero-argument callable, or None without JAX."""
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+    jax.config.update("jax_enable_x64", True)
+
+    def field(y, p):
+        return jnp.stack([p[0] * (y[1] - y[0]), y[0] * (p[1] - y[2]) - y[1],
+                          y[0] * y[1] - p[2] * y[2], -y[3]])
+
+    def loss(p, y0):
+        def step(y, _):
+            k1 = field(y, p)
+            k2 = field(y + 0.5 * 0.001 * k1, p)
+            k3 = field(y + 0.5 * 0.001 * k2, p)
+            k4 = field(y + 0.001 * k3, p)
+            return y + 0.001 / 6 * (k1 + 2 * k2 + 2 * k3 + k4), None
+        y, _ = jax.lax.scan(step, y0, None, length=SMALL_STEPS)
+        return (y * y).sum()
+
+    grad = jax.jit(jax.grad(loss))
+    p, y0 = jnp.asarray(p_np), jnp.asarray(y0_np)
+    return lambda: grad(p, y0).block_until_ready()
+
+
 def small_state_cells(backend, reps):
     """The gradient of RK4 over a state of 4 (100 steps): the per-step cost, where the
     large-state cells measure the arithmetic. Returns the lines to print."""
@@ -229,6 +270,15 @@ def small_state_cells(backend, reps):
     torch_call = torch_scan(SMALL_STEPS, params_np, y0_np)
     if torch_call is not None:
         calls["small_torch"] = torch_call
+    p_np, s_np = np.array([10.0, 28.0, 8 / 3]), np.array([1.0, 0.5, 0.2, 0.1])
+    lorenz = pf.jit(pf.grad(lorenz_loss), backend=backend)
+    lorenz_args = (pf.to_tensor(p_np), pf.to_tensor(s_np))
+    lorenz(*lorenz_args)
+    lorenz.wait_compiled()
+    calls["lorenz"] = lambda: lorenz(*lorenz_args)
+    jax_call = jax_lorenz(p_np, s_np)
+    if jax_call is not None:
+        calls["lorenz_jax"] = jax_call
     t = interleaved(calls, reps)
     kind = ("one numba kernel per loop" if grad.lower(params, y0).compile().kernels
             else "Python loop")
@@ -246,7 +296,17 @@ def small_state_cells(backend, reps):
                      f"{t[name][1] * 1e3:7.3f} ms){ratio}")
     if "small_jax" in t:
         lines.append(f"  target: primflow within 3x of JAX: "
-                     f"{t['small'][0] / t['small_jax'][0]:.2f}x")
+                     f"{t['small'][0] / t['small_jax'][0]:.2f}x (CPU "
+                     f"{t['small'][1] / t['small_jax'][1]:.2f}x)")
+    lines.append(f"RK4 gradient, state 4 read element by element (Lorenz field), "
+                 f"{SMALL_STEPS} steps:")
+    lines.append(f"  {'primflow':40s} {t['lorenz'][0] * 1e3:8.3f} ms (CPU "
+                 f"{t['lorenz'][1] * 1e3:7.3f} ms)")
+    if "lorenz_jax" in t:
+        lines.append(f"  {'JAX jit(grad)':40s} {t['lorenz_jax'][0] * 1e3:8.3f} ms (CPU "
+                     f"{t['lorenz_jax'][1] * 1e3:7.3f} ms)   primflow/JAX "
+                     f"{t['lorenz'][0] / t['lorenz_jax'][0]:.2f}x (CPU "
+                     f"{t['lorenz'][1] / t['lorenz_jax'][1]:.2f}x)")
     return lines
 
 
