@@ -277,3 +277,17 @@ def test_compiled_cond_returning_an_operand_keeps_its_value():
         want = f(x)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-12)
+
+
+def test_single_branch_switch_checks_every_lane_when_compiled():
+    """With one branch the selection reads no index, so the compiled per-lane check was
+    dead code and an out-of-range lane passed silently; now the result goes through it."""
+    def f(k, x):
+        return pf.vmap(lambda k, x: pf.switch(k, [lambda v: v * 2.0], x))(k, x)
+
+    x = t([1.0, 2.0, 3.0])
+    ok = pf.to_tensor(np.array([0, 0, 0], dtype=np.int32))
+    np.testing.assert_allclose(pf.jit(f)(ok, x).numpy(), [2.0, 4.0, 6.0])
+    bad = pf.to_tensor(np.array([0, 1, 0], dtype=np.int32))
+    with pytest.raises(IndexError, match="branch index is 1"):
+        pf.jit(f)(bad, x)

@@ -22,8 +22,6 @@ both sides.
 
 from __future__ import annotations
 
-from ...autodiff.forward import JVPTracer
-from ...autodiff.taylor import TaylorTracer
 from ...backends import get_backend
 from ...core import dtypes
 from ...core.primitive import Aval, get_primitive
@@ -32,7 +30,6 @@ from ...core.trace import staging_trace
 from ...ops.creation import arange
 from ...ops.helpers import as_tensor
 from ...ops.math import equal, where
-from ...ops.reduction import any as any_
 from ...ops.reduction import argmax
 from ..vmap import BatchTracer
 from .tracing import AvalView, avals_of, check_same, leaves, trace_region, unify
@@ -46,7 +43,7 @@ def select(index, outs, message=None):
     """Per-lane choice among branch results (all computed): a batched ``cond``."""
     if index.dtype is dtypes.bool_:
         return [where(index, b, a) for a, b in zip(outs[0], outs[1])]
-    index = _checked_lanes(index, len(outs), message)
+    index, outs = _checked_lanes(index, outs, message)
     result = list(outs[0])
     for j in range(1, len(outs)):
         pick = equal(index, as_tensor(j, dtype=index.dtype))
@@ -54,13 +51,15 @@ def select(index, outs, message=None):
     return result
 
 
-def _checked_lanes(index, n, message=None):
-    """A batched branch index whose lanes all lie in ``0..n-1``: the rule unbatched
-    ``switch`` follows, eagerly and compiled, holds per lane (JAX clamps instead; a silent
-    clamp, or branch 0, hides bugs). Concrete lanes are checked now; staged ones (pf.vmap
-    inside pf.jit) go through a ``cond`` on the first bad lane's index (0 when none) with
-    ``n`` identity branches, so the compiled program raises the same IndexError when it
-    runs, before the selection that reads its result."""
+def _checked_lanes(index, outs, message=None):
+    """A batched branch index whose lanes all lie in ``0..len(outs)-1``, and the branches'
+    results ``outs``: the rule unbatched ``switch`` follows, eagerly and compiled, holds
+    per lane (JAX clamps instead; a silent clamp, or branch 0, hides bugs). Concrete lanes
+    are checked now; staged ones (pf.vmap inside pf.jit) and the results go through a
+    ``cond`` on the first bad lane's index (0 when none) with identity branches, so the
+    compiled program raises the same IndexError when it runs, before anything reads the
+    results (with one branch, nothing else would read the check)."""
+    n = len(outs)
     per_lane = lanes(index)
     if per_lane is not None:
         values = get_backend().to_numpy(per_lane).reshape(-1)
@@ -71,9 +70,24 @@ def _checked_lanes(index, n, message=None):
                 raise RuntimeError(message)
             raise IndexError(f"switch: the branch index is {int(values[k])} in vmap lane {k} "
                              f"but there are {n} branches (valid indices 0..{n - 1})")
-        return index
-    return _with_payload(index, lambda lanes_value: _staged_index_check(lanes_value, n,
-                                                                         message))
+        return index, outs
+    if n == 1:  # nothing reads the index: the results themselves go through the check
+        payload = index
+        while isinstance(payload, BatchTracer):
+            payload = payload.val
+        checked = branch(_first_bad_lane(payload, n), [lambda *r: list(r)], outs[0],
+                         "pf.switch", ["branch 0's result"], message)
+        return index, [checked]
+    return _with_payload(index, lambda lanes_value: branch(
+        _first_bad_lane(lanes_value, n), [lambda v: v] * n, (lanes_value,), "pf.switch",
+        [f"branch {i}'s result" for i in range(n)], message)), outs
+
+
+def _first_bad_lane(lanes_value, n):
+    """The first lane's index outside ``0..n-1``, or 0 when every lane is valid."""
+    flat = lanes_value.reshape([-1])
+    bad = (flat < 0) | (flat >= n)
+    return (flat * bad.astype(flat.dtype))[argmax(bad)]
 
 
 def _with_payload(t, fn):
@@ -81,14 +95,6 @@ def _with_payload(t, fn):
     if isinstance(t, BatchTracer):
         return BatchTracer(t._trace, _with_payload(t.val, fn), t.bdim)
     return fn(t)
-
-
-def _staged_index_check(lanes_value, n, message):
-    flat = lanes_value.reshape([-1])
-    bad = (flat < 0) | (flat >= n)
-    first_bad = (flat * bad.astype(flat.dtype))[argmax(bad)]  # 0 when every lane is valid
-    return branch(first_bad, [lambda v: v] * n, (lanes_value,), "pf.switch",
-                  [f"branch {i}'s result" for i in range(n)], message)
 
 
 def cond(pred, true_fn, false_fn, *operands):
@@ -240,8 +246,9 @@ def _finished_within(cond_flat, carry, max_steps):
     """``carry`` after a bounded loop, once its condition is false on it; while it is still
     true ``max_steps`` was too few and the value is not the loop's result: a concrete
     condition (eager, vmap lanes, jvp, grad) raises now; a staged one (pf.jit) sends the
-    carry through a ``cond`` with one identity branch whose index is 1 while any lane is
-    still running, so the compiled program raises the same error when it runs."""
+    carry through a ``cond`` with one identity branch whose index is 1 while it is still
+    running (on any vmap lane), so the compiled program raises the same error when it
+    runs."""
     message = (f"pf.while_loop: the loop condition is still true after max_steps={max_steps} "
                f"steps, so the value reached is not the loop result; raise max_steps to the "
                f"number of steps the loop needs (or check that its condition becomes false)")
@@ -251,44 +258,12 @@ def _finished_within(cond_flat, carry, max_steps):
         if get_backend().to_numpy(per_lane).any():
             raise RuntimeError(message)
         return carry
-    while isinstance(still, BatchTracer):  # every lane's flag, under vmap inside jit
-        still = still.val
-    index = any_(still).astype("int32")
-    payloads = []
-    for c in carry:
-        _collect_payloads(c, payloads)
-    checked = iter(branch(index, [lambda *v: list(v)], payloads, "pf.while_loop",
-                          ["the carry"], message))
-    return [_replace_payloads(c, checked) for c in carry]
-
-
-def _collect_payloads(t, out):
-    """Appends the staged values under ``t``'s vmap/jvp/jet levels to ``out``."""
-    if isinstance(t, BatchTracer):
-        _collect_payloads(t.val, out)
-    elif isinstance(t, JVPTracer):
-        _collect_payloads(t.primal, out)
-        if t.tangent is not None:
-            _collect_payloads(t.tangent, out)
-    elif type(t) is TaylorTracer:
-        for s in t.series:
-            _collect_payloads(s, out)
-    else:
-        out.append(t)
-
-
-def _replace_payloads(t, new):
-    """``t`` rebuilt on the next values of the iterator ``new`` (``_collect_payloads``
-    order)."""
-    if isinstance(t, BatchTracer):
-        return BatchTracer(t._trace, _replace_payloads(t.val, new), t.bdim)
-    if isinstance(t, JVPTracer):
-        primal = _replace_payloads(t.primal, new)
-        tangent = None if t.tangent is None else _replace_payloads(t.tangent, new)
-        return JVPTracer(t._trace, primal, tangent)
-    if type(t) is TaylorTracer:
-        return TaylorTracer(t._trace, [_replace_payloads(s, new) for s in t.series])
-    return next(new)
+    # staged: a cond whose index is 1 (out of range) while the condition holds, through
+    # the cond primitive's rules for the transforms in between (under pf.vmap, a
+    # per-lane index checked per lane)
+    index = still.astype("int32")
+    return branch(index, [lambda *v: list(v)], list(carry), "pf.while_loop", ["the carry"],
+                  message)
 
 
 def fori_loop(lower, upper, body_fun, init_val):
