@@ -7,8 +7,8 @@ their rules (``core/region_primitive.py`` says what each rule does).
 * the kernel (``reference=``): the operation on backend arrays, running its regions with
   the IR interpreter (``ir.regions.run_native``), which is what ``ir.evaluate`` does;
   compiled programs compile each region once instead (``compiler/_control.py``);
-* sharding (``UNROLLED``): distributed tensors are concrete values, so the operation
-  runs unrolled on them (``unroll``) and each of its regions' primitives applies its own
+* sharding (``UNROLLED``): on distributed tensors the operation runs unrolled
+  (``unroll``; ``DistTrace`` calls it) and each of its regions' primitives applies its own
   sharding rule; the declared rule only says so if it is ever asked for a layout.
 
 The operations' IR form (operands, params, results) is documented in ``ir/regions.py``.

@@ -22,8 +22,9 @@ BATCHED = object()  # concrete_value's answer for a value that differs between v
 
 
 def concrete_value(t):
-    """The backend array under ``t`` (through forward-mode and Taylor tracers), ``BATCHED``
-    when a vmap lane axis is in the way, or None when it is staged (a jit tracer)."""
+    """The backend array under ``t`` (through forward-mode and Taylor tracers; a
+    distributed tensor's global value), ``BATCHED`` when a vmap lane axis is in the way,
+    or None when it is staged (a jit tracer) or has no value."""
     while True:
         if isinstance(t, JitTracer):
             return None
@@ -33,10 +34,11 @@ def concrete_value(t):
             t = t.series[0]
         elif isinstance(t, BatchTracer):
             return BATCHED
-        elif isinstance(t, Tracer):
-            return None
-        else:
-            return t._value
+        else:  # a tensor, or another transform's value with a global array (distributed)
+            try:
+                return t._value
+            except AttributeError:  # none (NoConcreteValueError): treated as staged
+                return None
 
 
 def lanes(t):
