@@ -291,3 +291,24 @@ def test_single_branch_switch_checks_every_lane_when_compiled():
     bad = pf.to_tensor(np.array([0, 1, 0], dtype=np.int32))
     with pytest.raises(IndexError, match="branch index is 1"):
         pf.jit(f)(bad, x)
+
+
+@pytest.mark.parametrize("x0", [0.7, -0.7], ids=["true", "false"])
+def test_jit_second_derivatives_of_cond_and_scan(x0):
+    """The vjp rules' backward passes bind cond and scan again, so every order works."""
+    def f(x):
+        y = pf.cond(x > 0, lambda v: pf.sin(v) * v, lambda v: pf.exp(v) - v, x)
+        c, _ = pf.scan(lambda c, _: (c * pf.cos(c) + y, None), y, None, length=3)
+        return c
+
+    def f_np(x):
+        y = np.sin(x) * x if x > 0 else np.exp(x) - x
+        c = y
+        for _ in range(3):
+            c = c * np.cos(c) + y
+        return c
+
+    second = pf.jit(pf.grad(pf.grad(f)))(t(x0))
+    eps = 1e-4
+    fd = (f_np(x0 + eps) - 2 * f_np(x0) + f_np(x0 - eps)) / eps ** 2
+    np.testing.assert_allclose(float(second), fd, rtol=1e-5)

@@ -1,4 +1,4 @@
-"""Whole-loop numba kernels for ``scan`` and ``while`` operations (issue 16).
+"""Whole-loop numba kernels for ``scan`` and ``while`` operations.
 
 A compiled region called once per step from Python costs a few microseconds of interpreter
 work per operation (NumPy call, buffer lookup, argument checks) on top of the arithmetic:
