@@ -24,7 +24,7 @@ def control_runner(op, backend):
         # carry left unchanged); the memory plan treats results as fresh arrays and may
         # reuse the operand's buffer while the result lives, so such a result is copied
         given = {id(a) for a in args}
-        return [o.copy() if _aliases(o, given) else o for o in outs]
+        return [_copy(o) if _aliases(o, given) else o for o in outs]
 
     runner.regions = compiled
     return runner
@@ -37,3 +37,12 @@ def _aliases(array, given) -> bool:
             return True
         array = getattr(array, "base", None)
     return False
+
+
+def _copy(array):
+    """A copy of a backend array: its own ``copy`` (NumPy, CuPy), else through its
+    array-API namespace."""
+    copy = getattr(array, "copy", None)
+    if copy is not None:
+        return copy()
+    return array.__array_namespace__().asarray(array, copy=True)
