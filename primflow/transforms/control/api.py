@@ -39,64 +39,6 @@ from .unrolled import (BATCHED, as_int, check_index, concrete_value, first, lane
 __all__ = ["cond", "fori_loop", "scan", "switch", "while_loop"]
 
 
-def select(index, outs, message=None):
-    """Per-lane choice among branch results (all computed): a batched ``cond``."""
-    if index.dtype is dtypes.bool_:
-        return [where(index, b, a) for a, b in zip(outs[0], outs[1])]
-    index, outs = _checked_lanes(index, outs, message)
-    result = list(outs[0])
-    for j in range(1, len(outs)):
-        pick = equal(index, as_tensor(j, dtype=index.dtype))
-        result = [where(pick, b, a) for a, b in zip(result, outs[j])]
-    return result
-
-
-def _checked_lanes(index, outs, message=None):
-    """A batched branch index whose lanes all lie in ``0..len(outs)-1``, and the branches'
-    results ``outs``: the rule unbatched ``switch`` follows, eagerly and compiled, holds
-    per lane (JAX clamps instead; a silent clamp, or branch 0, hides bugs). Concrete lanes
-    are checked now; staged ones (pf.vmap inside pf.jit) and the results go through a
-    ``cond`` on the first bad lane's index (0 when none) with identity branches, so the
-    compiled program raises the same IndexError when it runs, before anything reads the
-    results (with one branch, nothing else would read the check)."""
-    n = len(outs)
-    per_lane = lanes(index)
-    if per_lane is not None:
-        values = get_backend().to_numpy(per_lane).reshape(-1)
-        bad = ((values < 0) | (values >= n)).nonzero()[0]
-        if len(bad):
-            k = int(bad[0])
-            if message is not None:
-                raise RuntimeError(message)
-            raise IndexError(f"switch: the branch index is {int(values[k])} in vmap lane {k} "
-                             f"but there are {n} branches (valid indices 0..{n - 1})")
-        return index, outs
-    if n == 1:  # nothing reads the index: the results themselves go through the check
-        payload = index
-        while isinstance(payload, BatchTracer):
-            payload = payload.val
-        checked = branch(_first_bad_lane(payload, n), [lambda *r: list(r)], outs[0],
-                         "pf.switch", ["branch 0's result"], message)
-        return index, [checked]
-    return _with_payload(index, lambda lanes_value: branch(
-        _first_bad_lane(lanes_value, n), [lambda v: v] * n, (lanes_value,), "pf.switch",
-        [f"branch {i}'s result" for i in range(n)], message)), outs
-
-
-def _first_bad_lane(lanes_value, n):
-    """The first lane's index outside ``0..n-1``, or 0 when every lane is valid."""
-    flat = lanes_value.reshape([-1])
-    bad = (flat < 0) | (flat >= n)
-    return (flat * bad.astype(flat.dtype))[argmax(bad)]
-
-
-def _with_payload(t, fn):
-    """``t`` with the array under its vmap levels replaced by ``fn(array)``."""
-    if isinstance(t, BatchTracer):
-        return BatchTracer(t._trace, _with_payload(t.val, fn), t.bdim)
-    return fn(t)
-
-
 def cond(pred, true_fn, false_fn, *operands):
     """``true_fn(*operands)`` if ``pred`` else ``false_fn(*operands)`` (JAX ``lax.cond``).
 
@@ -181,6 +123,66 @@ def branch(index, branches, operands, what, names, message=None):
         check_same(what, results[0][1], results[0][0], names[0], results[j][1],
                    results[j][0], names[j])
     return tree_unflatten(results[0][1], select(index, [r[0] for r in results], message))
+
+
+# ---- per-lane selection (a predicate batched by pf.vmap) -------------------------------------
+
+def select(index, outs, message=None):
+    """Per-lane choice among branch results (all computed): a batched ``cond``."""
+    if index.dtype is dtypes.bool_:
+        return [where(index, b, a) for a, b in zip(outs[0], outs[1])]
+    index, outs = _checked_lanes(index, outs, message)
+    result = list(outs[0])
+    for j in range(1, len(outs)):
+        pick = equal(index, as_tensor(j, dtype=index.dtype))
+        result = [where(pick, b, a) for a, b in zip(result, outs[j])]
+    return result
+
+
+def _checked_lanes(index, outs, message=None):
+    """A batched branch index whose lanes all lie in ``0..len(outs)-1``, and the branches'
+    results ``outs``: the rule unbatched ``switch`` follows, eagerly and compiled, holds
+    per lane (JAX clamps instead; a silent clamp, or branch 0, hides bugs). Concrete lanes
+    are checked now; staged ones (pf.vmap inside pf.jit) and the results go through a
+    ``cond`` on the first bad lane's index (0 when none) with identity branches, so the
+    compiled program raises the same IndexError when it runs, before anything reads the
+    results (with one branch, nothing else would read the check)."""
+    n = len(outs)
+    per_lane = lanes(index)
+    if per_lane is not None:
+        values = get_backend().to_numpy(per_lane).reshape(-1)
+        bad = ((values < 0) | (values >= n)).nonzero()[0]
+        if len(bad):
+            k = int(bad[0])
+            if message is not None:
+                raise RuntimeError(message)
+            raise IndexError(f"switch: the branch index is {int(values[k])} in vmap lane {k} "
+                             f"but there are {n} branches (valid indices 0..{n - 1})")
+        return index, outs
+    if n == 1:  # nothing reads the index: the results themselves go through the check
+        payload = index
+        while isinstance(payload, BatchTracer):
+            payload = payload.val
+        checked = branch(_first_bad_lane(payload, n), [lambda *r: list(r)], outs[0],
+                         "pf.switch", ["branch 0's result"], message)
+        return index, [checked]
+    return _with_payload(index, lambda lanes_value: branch(
+        _first_bad_lane(lanes_value, n), [lambda v: v] * n, (lanes_value,), "pf.switch",
+        [f"branch {i}'s result" for i in range(n)], message)), outs
+
+
+def _first_bad_lane(lanes_value, n):
+    """The first lane's index outside ``0..n-1``, or 0 when every lane is valid."""
+    flat = lanes_value.reshape([-1])
+    bad = (flat < 0) | (flat >= n)
+    return (flat * bad.astype(flat.dtype))[argmax(bad)]
+
+
+def _with_payload(t, fn):
+    """``t`` with the array under its vmap levels replaced by ``fn(array)``."""
+    if isinstance(t, BatchTracer):
+        return BatchTracer(t._trace, _with_payload(t.val, fn), t.bdim)
+    return fn(t)
 
 
 def while_loop(cond_fun, body_fun, init_val, max_steps=None):

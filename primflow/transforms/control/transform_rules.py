@@ -196,6 +196,11 @@ def _vmapped(region, k, consts, const_axes):
 
 # ---- cond ------------------------------------------------------------------------------------
 
+def _float_outputs(region):
+    """Positions of ``region``'s floating outputs (the ones with derivatives)."""
+    return [i for i, v in enumerate(region.outputs) if v.aval.dtype.is_floating]
+
+
 def _branch_names(branches, what):
     return [f"branch {i}'s {what}" for i in range(len(branches))]
 
@@ -206,7 +211,7 @@ def cond_jvp(primals, tangents, *, branches, message=None):
     index, ops, tans = primals[0], primals[1:], tangents[1:]
     n = len(ops)
     positions = [i for i, t in enumerate(tans) if t is not None]
-    floats = float_positions([_Typed(v.aval) for v in branches[0].outputs])
+    floats = _float_outputs(branches[0])
 
     def branch_jvp(region):
         def run(*args):
@@ -226,7 +231,7 @@ def cond_taylor(primals, series, out=None, *, branches, message=None):
     index, ops = primals[0], primals[1:]
     n = len(ops)
     positions = [i for i, s in enumerate(series[1:]) if s is not None]
-    floats = float_positions([_Typed(v.aval) for v in branches[0].outputs])
+    floats = _float_outputs(branches[0])
     fill, through = _filled(order), _through_taylor(order)
 
     def branch_taylor(region):
@@ -268,9 +273,3 @@ def cond_batch(vals, axes, *, branches, message=None):
 def _vmapped_all(region, axes):
     return vmap(lambda *a: evaluate_bound(region, list(a)), in_axes=tuple(axes))
 
-
-class _Typed:
-    """Stands for a region output where only its dtype is read."""
-
-    def __init__(self, aval):
-        self.dtype = aval.dtype
