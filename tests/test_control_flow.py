@@ -281,7 +281,7 @@ def _two_stage(activation):
 @pytest.mark.parametrize("activation", [pf.tanh, lambda h: h * h],
                          ids=["tanh", "square"])
 def test_reverse_scan_reads_saved_stage_inputs_and_recomputes_no_product(activation):
-    # residual policy (transforms/control.py _worth_saving): the forward scan saves each
+    # residual policy (transforms/control/reverse.py _worth_saving): the forward scan saves each
     # matrix product's step-dependent operand (an RK stage's input) and what nonlinear
     # derivatives need (tanh's output; for h * h the product itself); the reverse scan
     # then computes only the two transposed products per stage and rebuilds no stage input

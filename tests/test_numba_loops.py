@@ -367,3 +367,57 @@ def test_long_matrix_vector_products_four_rows_at_a_time_with_a_remainder():
     assert len(_loop_kernels(fast, w, x0)) == 1
     for a, b in zip(_np(fast(w, x0)), _np(pf.jit(f, backend="numpy")(w, x0))):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-14)
+
+
+def _lorenz(y, p):  # indexes its state: the reverse loop pads each slice's cotangent
+    return pf.stack([p[0] * (y[1] - y[0]), y[0] * (p[1] - y[2]) - y[1],
+                     y[0] * y[1] - p[2] * y[2], -y[3]])
+
+
+def _lorenz_loss(p, y0, n=30, dt=0.002):
+    def step(y, _):
+        k1 = _lorenz(y, p)
+        k2 = _lorenz(y + 0.5 * dt * k1, p)
+        k3 = _lorenz(y + 0.5 * dt * k2, p)
+        k4 = _lorenz(y + dt * k3, p)
+        return y + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4), None
+
+    y, _ = pf.scan(step, y0, None, length=n)
+    return (y * y).sum()
+
+
+def _lorenz_loss_np(p, y, n=30, dt=0.002):
+    def f(y):
+        return np.array([p[0] * (y[1] - y[0]), y[0] * (p[1] - y[2]) - y[1],
+                         y[0] * y[1] - p[2] * y[2], -y[3]])
+
+    for _ in range(n):
+        k1 = f(y)
+        k2 = f(y + 0.5 * dt * k1)
+        k3 = f(y + 0.5 * dt * k2)
+        k4 = f(y + dt * k3)
+        y = y + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return (y * y).sum()
+
+
+@needs_numba
+def test_gradient_of_a_loop_that_indexes_its_state_is_two_kernels():
+    """A small state read element by element (y[0], y[1], ...): the reverse loop's body
+    pads each slice's cotangent, which kept it a Python loop over the compiled body (~40x
+    JAX per call for a state of 4) until pad had a numba form."""
+    p0, y0 = np.array([10.0, 28.0, 8 / 3]), np.array([1.0, 0.5, 0.2, 0.1])
+    grad = pf.jit(pf.grad(_lorenz_loss, argnums=(0, 1)), **NUMBA)
+    p, y = pf.to_tensor(p0), pf.to_tensor(y0)
+    gp, gy = grad(p, y)
+    assert len(_loop_kernels(grad, p, y)) == 2  # the forward and the reverse scan
+    program = grad.lower(p, y).program
+    assert "pad" in [op.prim for op in all_ops(program)]
+    eps = 1e-6
+    for got, base, which in ((gp, p0, 0), (gy, y0, 1)):
+        for i in range(len(base)):
+            e = np.zeros_like(base)
+            e[i] = eps
+            args_hi = [p0, y0 + e] if which else [p0 + e, y0]
+            args_lo = [p0, y0 - e] if which else [p0 - e, y0]
+            fd = (_lorenz_loss_np(*args_hi) - _lorenz_loss_np(*args_lo)) / (2 * eps)
+            np.testing.assert_allclose(got.numpy()[i], fd, rtol=1e-6, atol=1e-8)

@@ -39,6 +39,11 @@ class JVPTrace(Trace):
 
     def process_primitive(self, prim, args, params):
         primals, tangents = zip(*[self._unpack(a) for a in args]) if args else ((), ())
+        if prim.multiple_results:  # control flow: its rule makes the results and tangents
+            if all(t is None for t in tangents):
+                return prim.bind(*primals, **params)
+            outs, dots = prim.jvp(list(primals), list(tangents), **params)
+            return [o if d is None else JVPTracer(self, o, d) for o, d in zip(outs, dots)]
         out = prim.bind(*primals, **params)
         if all(t is None for t in tangents) or not out.dtype.is_floating:
             return out

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import math
 
-from ..backends import fast_paths
+from ..backends import fast_paths, get_backend
 from ..core.primitive import Aval, NonDifferentiableError
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.tensor import Tensor
 from ..core.trace import Trace, Tracer, new_trace
 from ..ops.helpers import as_tensor
 from ..ops.creation import zeros_like
-from ..core.state import no_grad
-from ..ops.math import multiply, not_equal as ne
-from ..ops.reduction import any as any_
+from ..ops.math import multiply
 
 class TaylorTracer(Tracer):
     """A value with its truncated Taylor series ``series = [x0, x1, ..., xK]``."""
@@ -59,6 +57,9 @@ class TaylorTrace(Trace):
         if prim.taylor is None:
             raise NonDifferentiableError(f"primitive '{prim.name}' has no Taylor rule")
         out, out_series = prim.taylor(primals, series, None, **params)
+        if prim.multiple_results:  # control flow: a list of results
+            return [o if s is None else TaylorTracer(self, [o] + list(s[1:]))
+                    for o, s in zip(out, out_series)]
         if out_series is None or not out.dtype.is_floating or all(
                 c is None for c in out_series[1:]):
             return out
@@ -193,5 +194,5 @@ def _is_zero(c):
     is_zero = fast_paths.lookup("jet", "is_zero", (c,))
     if is_zero is not None:  # one pass at most, no temporaries
         return is_zero(c._value)
-    with no_grad():
-        return not bool(any_(ne(c, zeros_like(c))))
+    # on the array itself: under pf.jit, ops on c would be staged and have no value
+    return not get_backend().to_numpy(c._value).any()

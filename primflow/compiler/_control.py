@@ -19,7 +19,30 @@ def control_runner(op, backend):
         return compiled[id(region)](args)
 
     def runner(args):
-        return run_native(op, args, run_region)
+        outs = run_native(op, args, run_region)
+        # a region may return one of its operands (a branch passing a value through, a
+        # carry left unchanged); the memory plan treats results as fresh arrays and may
+        # reuse the operand's buffer while the result lives, so such a result is copied
+        given = {id(a) for a in args}
+        return [_copy(o) if _aliases(o, given) else o for o in outs]
 
     runner.regions = compiled
     return runner
+
+
+def _aliases(array, given) -> bool:
+    """Whether ``array`` is one of the arrays whose ids are in ``given``, or a view of one."""
+    while array is not None:
+        if id(array) in given:
+            return True
+        array = getattr(array, "base", None)
+    return False
+
+
+def _copy(array):
+    """A copy of a backend array: its own ``copy`` (NumPy, CuPy), else through its
+    array-API namespace."""
+    copy = getattr(array, "copy", None)
+    if copy is not None:
+        return copy()
+    return array.__array_namespace__().asarray(array, copy=True)

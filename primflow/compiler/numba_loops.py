@@ -1,4 +1,4 @@
-"""Whole-loop numba kernels for ``scan`` and ``while`` operations (issue 16).
+"""Whole-loop numba kernels for ``scan`` and ``while`` operations.
 
 A compiled region called once per step from Python costs a few microseconds of interpreter
 work per operation (NumPy call, buffer lookup, argument checks) on top of the arithmetic:
@@ -15,9 +15,9 @@ matrix-matrix products through ``np.dot``) stay numba array expressions.
 
 What has a numba form (``supports``): arithmetic, comparisons, ``select``, the common
 transcendental functions, casts, ``full``/``iota`` (hoisted out of the loop), reshapes,
-transposes, broadcasts, slices, concatenation, 2-d ``dot_general`` without batch
-dimensions, and sum/max/min reductions (partial ones: sums), on float32/float64/int32/
-int64/bool values. Anything else (random draws, nested control flow, linear algebra,
+transposes, broadcasts, slices, edge padding (a slice's transpose), concatenation, 2-d
+``dot_general`` without batch dimensions, and sum/max/min reductions (partial ones:
+sums), on float32/float64/int32/int64/bool values. Anything else (random draws, nested control flow, linear algebra,
 gathers, batched matrix products, complex numbers) keeps the loop in Python around the
 compiled regions (``compiler/_control.py``).
 
@@ -57,7 +57,7 @@ def _elementwise(prim):
 
 
 _STRUCTURAL = frozenset({"full", "iota", "reshape", "broadcast_in_dim", "transpose", "slice",
-                         "concatenate", "dot_general", "reduce_sum", "reduce_max",
+                         "concatenate", "pad", "dot_general", "reduce_sum", "reduce_max",
                          "reduce_min"})
 LOOPS = frozenset({"scan", "while"})
 _spec_cache = {}  # id(op) -> (op, spec or None): compile_program asks more than once
@@ -606,6 +606,8 @@ def _emit_op(op, values):  # noqa: C901 - one case per primitive family
         if scalar_out:
             return f"np.ascontiguousarray({values.array(x)}[{index}]).reshape((1,))[0]", "s"
         return f"{values.array(x)}[{index}]", "A"
+    if prim == "pad":  # the transpose of a slice: indexing's reverse mode in a loop body
+        return _emit_pad(op, values, shape, dtype)
     if prim == "concatenate":
         if any(values.kind[v] == "s" for v in op.inputs):
             raise Unsupported("concatenate of scalars")
@@ -629,6 +631,26 @@ def _emit_op(op, values):  # noqa: C901 - one case per primitive family
     if dtype != "float64":
         expr = f"{expr}.astype(np.{dtype})"
     return expr, "C"
+
+
+def _emit_pad(op, values, shape, dtype):
+    """``pad`` with non-negative edges and no interior padding: a filled array (the padding
+    value) with the operand written into its middle, by statements before the result."""
+    x, fill = op.inputs
+    config = op.params["config"]
+    if not _shape(x) or any(lo < 0 or hi < 0 or interior for lo, hi, interior in config):
+        raise Unsupported("pad of a scalar, or with interior or negative padding")
+    if values.kind[fill] == "lit":
+        fill_expr = values.literal[fill][0]
+    elif values.kind[fill] == "s":
+        fill_expr = values.expr[fill]
+    else:
+        raise Unsupported("pad with an array padding value")
+    name = values.fresh("p")
+    index = ", ".join(f"{lo}:{lo + n}" for (lo, _, _), n in zip(config, _shape(x)))
+    values.stmts.append(f"{name} = np.full({shape!r}, {fill_expr}, np.{dtype})")
+    values.stmts.append(f"{name}[{index}] = {values.array(x)}")
+    return name, "C"
 
 
 def _constant(values, out, value, literal=None):

@@ -194,6 +194,8 @@ class Primitive:
         array([0.], dtype=float32)
     """
 
+    multiple_results = False  # one output (RegionPrimitive: a list, core/region_primitive.py)
+
     def __init__(self, name, *, family, infer, jvp=None, vjp=None, transpose=None,
                  linear=False, linear_in=(), batch=None, taylor=None, saves_out=False,
                  saves_inputs=None, differentiable=True, shard=None, regions=None,

@@ -192,6 +192,8 @@ class DistTrace(Trace):
         return "primflow.distributed"
 
     def process_primitive(self, prim, args, params):
+        if prim.multiple_results:  # control flow: its regions' primitives, one by one
+            return prim.unroll(list(args), **params)
         mesh = None
         for a in args:
             if isinstance(a, DistTensor):

@@ -20,19 +20,6 @@ from .regions import CONTROL, GET, regions_of, run_native
 
 _backend = get_backend()
 
-# How ``evaluate_bound`` runs an operation with regions (cond, while, scan) on tensors:
-# staged again under jit, else as Python control flow. That lives in
-# transforms/control.py, above this layer, which installs it here when it is imported
-# (``set_control_rule``; importing primflow imports it).
-_apply_control = None
-
-
-def set_control_rule(rule) -> None:
-    """Installs ``rule(kind, params, operands) -> outputs`` for operations with regions."""
-    global _apply_control
-    _apply_control = rule
-
-
 def _key_source(keys):
     """Keys for the random operations, in program order: fresh draws (``None``), the keys
     recorded when tracing (``"traced"``) or the given list."""
@@ -90,13 +77,8 @@ def evaluate_bound(fn, args, keys=None) -> list:
         if op.prim == GET:
             env[op.out] = env[op.inputs[0]][op.params["index"]]
             continue
-        if op.prim in CONTROL:  # staged again under jit, else run as Python control flow
-            if _apply_control is None:
-                raise RuntimeError(f"evaluate_bound: {op.prim!r} needs the control-flow "
-                                   f"rules of primflow.transforms; import primflow first")
-            env[op.out] = _apply_control(op.prim, op.params, [env[v] for v in op.inputs])
-            continue
         params = _params_for_run(op, key_source)
+        # (a control-flow primitive returns its list of results, which ``get`` reads)
         env[op.out] = get_primitive(op.prim).bind(*[env[v] for v in op.inputs], **params)
     return [env[v] for v in fn.outputs]
 

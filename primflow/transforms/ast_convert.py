@@ -60,10 +60,10 @@ def _traced(x):
     or batched by pf.vmap): Python control flow cannot branch on it."""
     if not isinstance(x, Tensor):
         return False
-    from .control import _BATCHED, _concrete
+    from .control import BATCHED, concrete_value
 
-    value = _concrete(x)
-    return value is None or value is _BATCHED
+    value = concrete_value(x)
+    return value is None or value is BATCHED
 
 
 class runtime:  # noqa: N801 - a namespace the generated code reads as __pf_rt

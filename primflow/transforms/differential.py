@@ -70,6 +70,8 @@ class CollapsedTaylorTrace(TaylorTrace):
                 primals.append(a)
                 lowers.append(None)
                 tops.append(None)
+        if prim.multiple_results:  # a loop runs step by step (no collapsed loop rule)
+            return prim.unroll(list(args), **params)
         if all(lo is None for lo in lowers) and all(t is None for t in tops):
             return prim.bind(*primals, **params)
         out = prim.bind(*primals, **params)

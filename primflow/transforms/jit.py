@@ -36,7 +36,7 @@ run the compiled program.
   traces again; what still needs concrete values breaks the graph (``graph_break.py``:
   that statement runs eagerly between compiled pieces, with a ``GraphBreakWarning``), or
   raises with ``full_graph=True``. ``pf.cond``/``pf.scan``/... are staged as operations
-  with regions (``control.py``).
+  with regions (``control/``).
 
 What a jitted function may take and return (bad input gives an error naming the argument
 or output and the fix):
@@ -293,7 +293,11 @@ class JitTrace(Trace):
             described = ", ".join(str(v.aval) for v in ins) or "()"
             raise type(e)(f"primitive {prim.name!r} on {described} with params {params}: "
                           f"{e}") from e
-        return JitTracer(self, self.builder.add_op(prim.name, ins, params, aval))
+        out = self.builder.add_op(prim.name, ins, params, aval)
+        if prim.multiple_results:  # control flow: one tuple value, its results by ``get``
+            return [JitTracer(self, self.builder.add_op("get", [out], {"index": k}, a))
+                    for k, a in enumerate(aval.avals)]
+        return JitTracer(self, out)
 
 
 # ---- the traced program and its cache ------------------------------------------------------

@@ -58,6 +58,8 @@ class BatchTrace(Trace):
             raise TypeError(f"primitive '{prim.name}' has no batching rule, so it cannot be "
                             f"used under vmap")
         out, out_bdim = prim.batch(vals, bdims, **params)
+        if prim.multiple_results:  # control flow: a list of results
+            return [o if b is None else BatchTracer(self, o, b) for o, b in zip(out, out_bdim)]
         return out if out_bdim is None else BatchTracer(self, out, out_bdim)
 
 

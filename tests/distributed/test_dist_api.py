@@ -203,3 +203,17 @@ def test_optimizer_state_and_sharded_state_dicts_save_one_process(tmp_path):
     pf.save(sharded, str(tmp_path / "s.pdparams"))
     assert pf.load(str(tmp_path / "s.pdparams"))["w"].numpy().tolist() == \
         [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+
+
+def test_control_flow_runs_on_distributed_tensors():
+    """A predicate on a distributed tensor is concrete (its global value): pf.cond took
+    it for a staged value and recursed without end in its per-lane check."""
+    x = dist.shard_tensor(pf.to_tensor([[1.0, 2.0], [3.0, 4.0]]), MESH, [dist.Shard(0)])
+    y = pf.cond(x.sum() > 0, lambda v: v * 2.0, lambda v: -v, x)
+    assert y.is_dist()
+    np.testing.assert_allclose(y.numpy(), [[2, 4], [6, 8]])
+    carry, ys = pf.scan(lambda c, r: (c + r, c * 1.0), pf.zeros([2]), x)
+    np.testing.assert_allclose(carry.numpy(), [4, 6])
+    np.testing.assert_allclose(ys.numpy(), [[0, 0], [1, 2]])
+    out = pf.while_loop(lambda v: v.sum() < 100.0, lambda v: v * 2.0, x)
+    np.testing.assert_allclose(out.numpy(), [[16, 32], [48, 64]])

@@ -772,6 +772,7 @@ _SHORT_LOOPS = {
     "grad": lambda: pf.grad(_doubling)(pf.to_tensor(1.0)),
     "jit(grad)": lambda: pf.jit(pf.grad(_doubling))(pf.to_tensor(1.0)),
     "jit(jvp)": lambda: pf.jit(lambda v: pf.jvp(_doubling, (v,), (v,)))(pf.to_tensor(1.0)),
+    "jit(jet)": lambda: pf.jit(lambda v: pf.jet(_doubling, (v,), ([v],)))(pf.to_tensor(1.0)),
 }
 
 
