@@ -36,7 +36,7 @@ def test_contract_counts_every_primitive():
     assert not {r[0] for r in referenced} & set(gen.render().split("`")), (
         "primitives with a reference kernel are not listed on the page")
     assert all("optional, default " in r[3] for r in defaulted)
-    # the page states the count; issue 17's target (65) holds since the kernels that follow
+    # the page states the count; the target (65) holds since the kernels that follow
     # from others have defaults (backends/defaults.py): a new primitive that cannot be
     # composed raises the count, and this test then asks for a default or a decision
     page = gen.render()

@@ -132,3 +132,16 @@ def test_every_public_function_and_class_has_an_example():
     missing = [name for name, value in items if ">>>" not in (inspect.getdoc(value) or "")]
     assert not missing, ("public functions/classes without a docstring example (add "
                          "'Example:' with a >>> line): " + ", ".join(missing))
+
+
+def test_readme_states_the_number_of_primitives_the_registry_has():
+    """README's count of primitives comes from the registry: adding a primitive without
+    updating README fails here, naming both numbers."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"`pf\.primitives\(\)`, (\d+) today", readme)
+    assert found, "README.md no longer states `pf.primitives()`, N today"
+    assert int(found.group(1)) == len(pf.primitives()), (
+        f"README.md says {found.group(1)} primitives, pf.primitives() has "
+        f"{len(pf.primitives())}: update the number in README.md")

@@ -38,13 +38,13 @@ _TO_NATIVE = {
     dtypes.complex128: np.dtype(np.complex128),
 }
 _FROM_NATIVE = {v: k for k, v in _TO_NATIVE.items()}
-# Paddle compatibility (issue 20): storage dtypes
+# Paddle compatibility: storage dtypes
 _TO_NATIVE.update({dtypes.uint8: np.dtype(np.uint8), dtypes.int8: np.dtype(np.int8),
                    dtypes.int16: np.dtype(np.int16), dtypes.float16: np.dtype(np.float16)})
 _FROM_NATIVE.update({v: k for k, v in _TO_NATIVE.items()})
 
 
-# ---- bfloat16 storage (issue 17): NumPy's dtype from the optional ml_dtypes package, loaded
+# ---- bfloat16 storage: NumPy's dtype from the optional ml_dtypes package, loaded
 # at first use (a missing entry of the dtype map), so importing primflow stays as fast ------
 class _NativeDtypes(dict):
     def __missing__(self, dtype):
@@ -315,9 +315,9 @@ KERNELS = {
 }
 
 # ---- kernels of further family files, one line each: KERNELS.update(numpy_<family>.KERNELS)
-# ---- scientific numerics (issue 18): complex parts, FFT, decompositions --------------------
+# ---- scientific numerics: complex parts, FFT, decompositions --------------------
 KERNELS.update(_NUMERICS_KERNELS)
-# ---- distributed (issue 15): collectives run the group's communicator ----------------------
+# ---- distributed: collectives run the group's communicator ----------------------
 KERNELS.update(_COLLECTIVE_KERNELS)
 
 
@@ -416,7 +416,7 @@ class NumpyBackend(Backend):
         if found is None and native and _is_bfloat16(array.dtype):  # made by ml_dtypes
             _TO_NATIVE[dtypes.bfloat16]  # noqa: B018 - registers it
             found = dtypes.bfloat16
-        if found is None and not native:  # issue 17: another backend's array
+        if found is None and not native:  # another backend's array
             from .array_api import foreign_array_message  # noqa: PLC0415 - errors only
 
             raise TypeError(foreign_array_message(array, self))

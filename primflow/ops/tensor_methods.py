@@ -128,7 +128,7 @@ def _to(self, *args, **kwargs):
     return out if dtype is None else math.astype(out, dtype)
 
 
-# ---- devices (issue 17) -------------------------------------------------------------------
+# ---- devices -------------------------------------------------------------------
 
 def _is_device(text):
     try:
@@ -232,7 +232,7 @@ _METHODS = {
     "add_": _inplace_method(math.add), "subtract_": _inplace_method(math.subtract),
     "multiply_": _inplace_method(math.multiply), "scale_": _inplace_method(math.scale),
     "clip_": _inplace_method(math.clip),
-    # complex numbers (issue 18)
+    # complex numbers
     "real": complex_ops.real, "imag": complex_ops.imag, "conj": complex_ops.conj,
     "angle": complex_ops.angle, "is_complex": complex_ops.is_complex,
 }
@@ -264,6 +264,6 @@ class _Methods(dict):
 # x.exp(), x.sigmoid(), ...: every primitive declared with public= (ops/math.py PUBLIC_OPS)
 TENSOR_METHODS = _Methods({**_OPERATORS, **_METHODS, **math.PUBLIC_OPS,
                   "T": property(_T), "mT": property(_mT),
-                  # devices (issue 17)
+                  # devices
                   "place": property(_place), "cpu": _cpu, "cuda": _cuda})
 TRACER_METHODS = {"set_value": _traced_set_value, "_set_value": _traced_set_value}

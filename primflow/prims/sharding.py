@@ -401,7 +401,7 @@ def _local_only_propagate(specs, avals, out_aval, size, **params):
                     "tensor's placements with dist.reshard")
 
 
-# ---- distributed (issue 15): collectives take local tensors only
+# ---- distributed: collectives take local tensors only
 LOCAL_ONLY = ShardingRule(_local_only_propagate, name="local_only")
 
 

@@ -64,7 +64,7 @@ CASES += [
                                                "batch": ((0,), (0,))}),
     ("dot_general", (A, B), {"contracting": ((0,), (0,)), "batch": ((), ())}),
 ]
-# complex parts, FFT and decompositions (issue 18): batched matrices [2, 3, 3]
+# complex parts, FFT and decompositions: batched matrices [2, 3, 3]
 Z = A + 1j * B
 M = u(2, 3, 3) + 3 * np.eye(3)
 SPD = M @ np.swapaxes(M, -1, -2)
