@@ -547,7 +547,7 @@ def test_float64_erf_stays_scipys_exact_one():
 
 def test_the_compile_worker_lowers_its_own_priority(monkeypatch):
     """The background compile must never slow the program down: the worker process asks
-    for the lowest CPU priority before compiling."""
+    for a low CPU priority before compiling."""
     import io
     import sys
 

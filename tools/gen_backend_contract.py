@@ -115,8 +115,9 @@ def render():
         "NumPy backend from the NumPy ufunc of that name, so declaring an ordinary "
         "elementwise primitive needs no kernel in either.",
         "",
-        "A primitive declared with `reference=` (a NumPy function, e.g. "
-        "`Primitive(\"erfc\", ..., reference=scipy.special.erfc)`) needs no kernel in any "
+        "A primitive declared with `reference=` (a function on NumPy arrays named as a "
+        "\"module:function\" string, e.g. "
+        "`Primitive(\"erfc\", ..., reference=\"scipy.special:erfc\")`) needs no kernel in any "
         "backend: the NumPy backend runs the reference as its kernel, and a backend with no "
         "kernel of its own runs it on the host (`Backend.host_kernel`: the inputs copied to "
         "NumPy, the result copied back), warns once (`RuntimeWarning`) when it first does, "

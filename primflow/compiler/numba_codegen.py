@@ -454,11 +454,14 @@ class _Launcher:
 
 _WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "numba_worker.py")
 WORKER_TIMEOUT_S = 1800  # one job (a program's kernels); then the NumPy code stays
-# The worker runs at the lowest CPU priority, so a program never waits for its own kernels'
+# The worker runs at a low CPU priority, so a program hardly waits for its own kernels'
 # compile: with a core free it compiles as fast as at normal priority; where the program
-# (or other work) keeps every core busy, the compile gets only the time left over and the
-# NumPy tier keeps running at full speed meanwhile (measurements: bench/README.md, "tiers").
-WORKER_NICENESS = 19
+# (or other work) keeps every core busy, the compile gets a small share (about a tenth of a
+# core at nice 10 against nice-0 work) and the NumPy tier keeps most of the machine. Not the
+# lowest priority (19, ~1.5% of a core): on a machine kept busy by other processes, the
+# compile of a few seconds then took minutes and the program never reached its kernels.
+# Measurements: bench/README.md, "tiers".
+WORKER_NICENESS = 10
 _background = {"queue": None, "process": None}
 
 

@@ -121,7 +121,7 @@ def failed_marker(path):
 
 def main():
     if len(sys.argv) > 1 and hasattr(os, "nice"):
-        # the lowest priority (see numba_codegen.WORKER_NICENESS): the program runs first
+        # a low priority (see numba_codegen.WORKER_NICENESS): the program runs first
         try:
             os.nice(int(sys.argv[1]))
         except OSError:  # not permitted here: compile at normal priority

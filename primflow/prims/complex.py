@@ -19,8 +19,6 @@ Example (``|z|^2`` has gradient ``2 z``):
 
 from __future__ import annotations
 
-import functools
-
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from . import creation
@@ -43,21 +41,6 @@ def holomorphic_vjp(rule):
 
     vjp.__name__ = getattr(rule, "__name__", "vjp")
     return vjp
-
-
-def reject_complex(name, infer):
-    """``infer`` of a primitive defined only on real numbers, refusing complex inputs."""
-
-    @functools.wraps(infer)  # its signature stays the primitive's (docs/backend-contract.md)
-    def checked(*avals, **params):
-        for a in avals:
-            if a.dtype.is_complex:
-                raise TypeError(
-                    f"{name} is not defined for complex tensors (got {a.dtype.name}"
-                    f"{list(a.shape)}); apply it to pf.real(x), pf.imag(x) or pf.abs(x)")
-        return infer(*avals, **params)
-
-    return checked
 
 
 # ---- complex(re, im) -----------------------------------------------------------------------
