@@ -15,32 +15,41 @@
    program is already CSE'd);
 4. the source is compiled once per distinct text (an in-memory cache) and executed in a
    namespace holding the constants.
+
+This module chooses: ``choose_target`` (which code generator, whether row blocks and a
+background compile are allowed) and ``choose_kernels`` (which fused groups and loops become
+numba kernels) return plans that ``compile_program`` carries out, with the row-block and
+thread cost model below. Writing the code is ``emit.py``'s job, running it
+``executable.py``'s.
 """
+
 
 from __future__ import annotations
 
-import hashlib
-import linecache
 import math
-import threading
+from typing import NamedTuple
 
-from ..core.config import config
-from . import numpy_codegen as npc
 from ..backends import get_backend
-from ..ir import CONSTANT, IMPURE, Function, Operation, evaluate
+from ..core.config import config
+from ..ir import CONSTANT, IMPURE, evaluate
 from ..ir.passes import fuse, plan_memory, run_pipeline
-from ..ir.passes.fuse import ELEMENTWISE, REDUCTIONS, TRANSCENDENTAL, VIEWS
 from ..ir.passes.blocking import batch_axes, block_sums_program
+from ..ir.passes.fuse import REDUCTIONS, TRANSCENDENTAL, VIEWS
 from ..ir.passes.loop_products import hoist_accumulated_products
 from ..ir.passes.recompute import recompute_broadcasts
-from ..ir.printer import format_op, names_of
-from ..ir.regions import CONTROL, GET, optimize_regions, prune_results, simplify_loops
+from ..ir.regions import optimize_regions, prune_results, simplify_loops
 from . import numba_loops
-from ._control import control_runner
+from . import numpy_codegen as npc
+from .emit import _code_cache, generate
+from .executable import BlockedExecutable, ByThreads, Executable, Pending
 
-_code_cache = {}  # source text -> code object
-_lock = threading.Lock()
+__all__ = ["BACKENDS", "Executable", "KernelPlan", "Target", "choose_kernels", "choose_target",
+           "compile_program", "optimize_program", "small_program_plan"]
+
 BACKENDS = ("numpy", "numba", "interpret")
+_code_cache = _code_cache  # (the compiled-source cache: bench.control_flow empties it)
+
+
 
 
 def optimize_program(fn, verify=False, assume_finite=False):
@@ -70,108 +79,15 @@ def _prune_then_optimize(fn, verify, assume_finite):
     return fn
 
 
-class _Workspace(threading.local):
-    """The planned buffers, one set per thread (so threads never share scratch memory),
-    allocated at a thread's first call (not where the program was generated: a background
-    compile thread must not hold a copy)."""
 
-    def __init__(self, specs, allocate=npc.allocate):
-        self.specs = specs
-        self.allocate = allocate
-        self._buffers = None
+class Target(NamedTuple):
+    """Where a program's code goes (``choose_target``)."""
 
-    @property
-    def buffers(self):
-        if self._buffers is None:
-            self._buffers = [self.allocate(shape, dtype) for shape, dtype in self.specs]
-        return self._buffers
-
-
-class Executable:
-    """A compiled program: ``executable(native_arrays, keys=None) -> list of arrays``.
-
-    ``source`` is the generated code, ``plan`` the memory plan, ``groups`` the fusion groups
-    and ``kernels`` the numba kernels used (empty without numba).
-    """
-
-    def __init__(self, fn, run, source, plan=None, groups=(), kernels=(), backend="numpy",
-                 workspace=None):
-        self.fn = fn
-        # the program and its planned buffers, swapped together (one attribute, so a call
-        # in another thread never pairs one version's code with the other's buffers); the
-        # buffers are passed at each call, not kept in the program's globals (a reference
-        # cycle), so they are freed as soon as the executable switches to numba kernels
-        self._code = (run, workspace)
-        self.source = source
-        self.plan = plan
-        self.groups = list(groups)
-        self.kernels = list(kernels)
-        self.backend = backend
-        self.n_random = sum(op.prim in IMPURE for op in fn.ops)
-        self._pending = None  # a numba version being compiled in the background
-
-    @property
-    def compiling(self) -> bool:
-        """Whether numba kernels for this program are still being compiled in the
-        background (meanwhile the generated NumPy code runs)."""
-        return self._pending is not None and not self._pending.ready.is_set()
-
-    def wait(self, timeout=None) -> bool:
-        """Waits for a background numba compile to finish and switches to its kernels.
-        Returns whether numba kernels are in use. (A no-op without a background compile.)"""
-        if self._pending is not None:
-            self._pending.ready.wait(timeout)
-            if self._pending.ready.is_set():
-                self._upgrade()
-        return bool(self.kernels)
-
-    def _upgrade(self):
-        pending, self._pending = self._pending, None
-        if pending is None:  # another thread switched already
-            return
-        if pending.error is not None:
-            import warnings
-
-            warnings.warn(f"pf.jit: {pending.error}; this program keeps running as generated "
-                          f"NumPy code (pf.jit(f, backend='numpy') skips numba)",
-                          RuntimeWarning, stacklevel=3)
-            return
-        new = pending.result
-        if new is None:  # generated now, in the calling thread (see _Pending.generate)
-            owner, generate = pending.generate
-            if get_backend() is not owner:  # still another backend: at a later call
-                self._pending = pending
-                return
-            try:
-                new = generate()
-            except Exception as e:  # noqa: BLE001 - reported like a failed compile
-                import warnings
-
-                warnings.warn(f"pf.jit: loading the numba kernels failed: {e!r}; this "
-                              f"program keeps running as generated NumPy code",
-                              RuntimeWarning, stacklevel=3)
-                return
-        self.fn = new.fn  # the kernels' program (with recomputed broadcast products)
-        self._code = new._code
-        self.source, self.plan = new.source, new.plan
-        self.groups, self.kernels, self.backend = new.groups, new.kernels, new.backend
-
-    def __call__(self, args, keys=None):
-        if self._pending is not None and self._pending.ready.is_set():
-            self._upgrade()
-        if keys is None and self.n_random:
-            from ..core import random as _random
-
-            keys = [_random.next_key() for _ in range(self.n_random)]
-        run, workspace = self._code
-        if workspace is None:
-            return run(args, keys)
-        return run(args, keys, workspace)
-
-    def __repr__(self):
-        return (f"Executable({self.backend}: {len(self.fn.ops)} ops, {len(self.groups)} fused "
-                f"groups, {len(self.kernels)} "
-                f"{'cupy' if self.backend == 'cupy' else 'numba'} kernels, {self.plan})")
+    tier: str  # "interpret", "numpy", "numba" or "auto" (numpy plus numba where it pays)
+    emitter: object  # spells each operation: numpy_codegen, or the array-API emitter
+    blocking: bool  # whether row blocks (and threads) may be used
+    tiered: bool  # with "auto", compile the numba kernels in the background
+    numpy_arrays: bool  # the arrays are NumPy's (else only the namespace's own calls)
 
 
 def _choose_backend(backend):
@@ -180,6 +96,106 @@ def _choose_backend(backend):
     if backend not in BACKENDS + ("auto",):
         raise ValueError(f"unknown jit backend {backend!r}; choose one of {BACKENDS} or None")
     return backend
+
+
+def choose_target(backend=None, blocking=None, tiered=None) -> Target:
+    """The ``Target`` for the active backend: options that are None take ``pf.config``'s
+    values; a backend without a code generator gets the interpreter, an array-API backend
+    its namespace's emitter (numba only over NumPy arrays, whole arrays on a GPU).
+
+    Example:
+        >>> from primflow.compiler._pipeline import choose_target
+        >>> choose_target("numpy", blocking=True, tiered=False).tier
+        'numpy'
+    """
+    backend = _choose_backend(backend)
+    blocking = config.jit_blocking if blocking is None else blocking
+    tiered = config.jit_tiered if tiered is None else tiered
+    active = get_backend()
+    if active.codegen not in ("numpy", "array_api"):  # no generator for its arrays
+        backend = "interpret"
+    if backend == "interpret" or active.codegen == "numpy":
+        return Target(backend, npc, blocking, tiered, True)
+    from .array_api_codegen import emitter_for  # the generated source calls the namespace
+
+    numpy_arrays = active.arrays_are_numpy  # numba kernels take NumPy arrays only
+    return Target(backend if numpy_arrays else "numpy", emitter_for(active),
+                  blocking and active.place == "cpu",  # a GPU: whole arrays (row blocks
+                  tiered, numpy_arrays)                # are for caches)
+
+
+class KernelPlan(NamedTuple):
+    """The numba kernels a program gets (``choose_kernels``)."""
+
+    fn: object  # the program the kernels are generated for (broadcast products recomputed)
+    groups: list  # its fusion groups
+    kernels: dict  # id(group) -> group, for the groups that become kernels
+    loops: list  # the scan/while loops that run whole as one kernel
+
+
+def choose_kernels(fn, groups, backend):
+    """The ``KernelPlan`` of ``fn`` (``groups``: its NumPy fusion groups) under ``backend``,
+    or None when it gets no numba kernel (numba absent, or no group or loop qualifies).
+    Raises ImportError for ``backend="numba"`` without numba."""
+    if backend not in ("numba", "auto"):
+        return None
+    from . import numba_codegen
+
+    if not numba_codegen.available():
+        if backend == "numba":
+            raise ImportError("pf.jit(backend='numba') needs numba (pip install numba)")
+        return None
+    # the kernels' program: cheap broadcast products are recomputed inside the kernels that
+    # read them, and transcendental functions stay NumPy ufuncs between the kernels
+    min_size = 0 if backend == "numba" else numba_codegen.AUTO_MIN_ELEMENTS
+
+    def in_kernel(op):  # copies go only to consumers large enough to become kernels
+        return numba_codegen.computes(op) and max(
+            math.prod(v.aval.shape) for v in list(op.inputs) + [op.out]) >= min_size
+
+    kernel_fn = recompute_broadcasts(fn.copy(), fusible=in_kernel)
+    kernel_groups = fuse(kernel_fn, min_size=1, exclude=_kernel_exclusions(kernel_fn))
+    numba_groups = {id(g): g for g in kernel_groups if numba_codegen.supports(g, min_size)}
+    loops = numba_loops.loop_specs(kernel_fn)  # scan/while loops run whole in numba
+    if backend == "auto" and not numba_groups and not loops:
+        small = small_program_plan(fn, groups)
+        if small is not None:  # a program of small arrays: its per-call cost dominates
+            kernel_fn, kernel_groups, numba_groups = small
+    if not numba_groups and not loops:
+        return None
+    return KernelPlan(kernel_fn, kernel_groups, numba_groups, loops)
+
+
+def _kernels_loaded(plan):
+    """Whether every kernel of ``plan`` is compiled in this process or the disk cache."""
+    from . import numba_codegen
+
+    return (all(numba_codegen.is_loaded(g) for g in plan.kernels.values())
+            and all(numba_loops.is_loaded(spec) for spec in plan.loops))
+
+
+def _write_kernel_sources(plan):
+    """The kernels' sources go to the disk cache (numba compiles from files); whether
+    that worked (else a warning says why, and the program stays NumPy code)."""
+    from . import numba_codegen
+
+    try:
+        for g in plan.kernels.values():
+            numba_codegen.write_source(g)
+        for spec in plan.loops:
+            numba_loops.write_source(spec)
+    except OSError as e:  # the kernel cache is unusable: stay with NumPy code
+        import warnings
+
+        from .kernel_cache import KernelCacheError
+
+        why = (f"{e}" if isinstance(e, KernelCacheError) else
+               f"cannot write numba kernels to {numba_codegen.cache_dir()} ({e}). Set "
+               f"pf.config.cache_dir to a writable folder")
+        warnings.warn(f"pf.jit: {why}; running generated NumPy code", RuntimeWarning,
+                      stacklevel=3)
+        return False
+    return True
 
 
 def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) -> Executable:
@@ -204,86 +220,34 @@ def compile_program(fn, backend=None, blocking=None, threads=None, tiered=None) 
             False compiles them in the first call instead.
     """
     backend = _choose_backend(backend)
-    blocking = config.jit_blocking if blocking is None else blocking
-    tiered = config.jit_tiered if tiered is None else tiered
-    codegen = get_backend().codegen
-    if codegen not in ("numpy", "array_api"):  # no generator for this backend's arrays
-        backend = "interpret"
-    if backend == "interpret":
+    target = choose_target(backend, blocking, tiered)
+    tier = target.tier
+    if tier == "interpret":
         return Executable(fn, lambda args, keys: evaluate(fn, args, keys=keys or "traced"),
                           None, backend="interpret")
-    emitter = npc
-    if codegen == "array_api":  # issue 17: source over the namespace
-        from .array_api_codegen import emitter_for
-
-        emitter = emitter_for(get_backend())
-        if not get_backend().arrays_are_numpy:  # numba kernels take NumPy arrays only
-            backend = "numpy"
-        if get_backend().place != "cpu":  # a GPU: whole arrays (row blocks are for caches)
-            blocking = False
-    if blocking:
+    if target.blocking:
         found = batch_axes(fn, reductions=True)
-        if found is not None and threads is None and _may_use_threads(fn, found, backend):
-            return ByThreads(fn, backend, tiered)
+        if found is not None and threads is None and _may_use_threads(fn, found, tier):
+            return ByThreads(fn, tier, target.tiered)
         if found is not None:
-            blocked = _compile_blocked(fn, backend, found, 1 if threads is None else threads,
-                                       tiered)
+            blocked = _compile_blocked(fn, tier, found, 1 if threads is None else threads,
+                                       target.tiered)
             if blocked is not None:
                 return blocked
-    if codegen == "array_api" and not get_backend().arrays_are_numpy:
-        return _generate_array_api(fn, emitter)
-    use_numba = False
-    if backend in ("numba", "auto"):
-        from . import numba_codegen
-
-        use_numba = numba_codegen.available()
-        if not use_numba and backend == "numba":
-            raise ImportError("pf.jit(backend='numba') needs numba (pip install numba)")
+    if not target.numpy_arrays:
+        return _generate_array_api(fn, target.emitter)
     groups = fuse(fn)
-    if not use_numba:
-        return _generate(fn, groups, {}, backend, emitter)
-    # the kernels' program: cheap broadcast products are recomputed inside the kernels that
-    # read them, and transcendental functions stay NumPy ufuncs between the kernels
-    min_size = 0 if backend == "numba" else numba_codegen.AUTO_MIN_ELEMENTS
-
-    def in_kernel(op):  # copies go only to consumers large enough to become kernels
-        return numba_codegen.computes(op) and max(
-            math.prod(v.aval.shape) for v in list(op.inputs) + [op.out]) >= min_size
-
-    kernel_fn = recompute_broadcasts(fn.copy(), fusible=in_kernel)
-    kernel_groups = fuse(kernel_fn, min_size=1, exclude=_kernel_exclusions(kernel_fn))
-    numba_groups = {id(g): g for g in kernel_groups if numba_codegen.supports(g, min_size)}
-    loops = numba_loops.loop_specs(kernel_fn)  # scan/while loops run whole in numba
-    if backend == "auto" and not numba_groups and not loops:
-        small = small_program_plan(fn, groups)
-        if small is not None:  # a program of small arrays: its per-call cost dominates
-            kernel_fn, kernel_groups, numba_groups = small
-    if not numba_groups and not loops:
-        return _generate(fn, groups, {}, backend, emitter)
-    if backend == "auto" and not (all(numba_codegen.is_loaded(g)
-                                      for g in numba_groups.values())
-                                  and all(numba_loops.is_loaded(spec) for spec in loops)):
-        try:  # the kernels' sources go to the disk cache (numba compiles from files)
-            for g in numba_groups.values():
-                numba_codegen.write_source(g)
-            for spec in loops:
-                numba_loops.write_source(spec)
-        except OSError as e:  # the kernel cache is unusable: stay with NumPy code
-            import warnings
-
-            from .kernel_cache import KernelCacheError
-
-            why = (f"{e}" if isinstance(e, KernelCacheError) else
-                   f"cannot write numba kernels to {numba_codegen.cache_dir()} ({e}). Set "
-                   f"pf.config.cache_dir to a writable folder")
-            warnings.warn(f"pf.jit: {why}; running generated NumPy code", RuntimeWarning,
-                          stacklevel=2)
-            return _generate(fn, groups, {}, backend, emitter)
-        if tiered:
-            return _tiered(_generate(fn, groups, {}, backend, emitter),
-                           kernel_fn, kernel_groups, numba_groups, backend, emitter, loops)
-    return _generate(kernel_fn, kernel_groups, numba_groups, backend, emitter,
-                     whole_loops=bool(loops))
+    plan = choose_kernels(fn, groups, tier)
+    if plan is None:
+        return generate(fn, groups, {}, tier, target.emitter)
+    if tier == "auto" and not _kernels_loaded(plan):
+        if not _write_kernel_sources(plan):
+            return generate(fn, groups, {}, tier, target.emitter)
+        if target.tiered:
+            return _tiered(generate(fn, groups, {}, tier, target.emitter), plan, tier,
+                           target.emitter)
+    return generate(plan.fn, plan.groups, plan.kernels, tier, target.emitter,
+                    whole_loops=bool(plan.loops))
 
 
 # The small-program plan: on small arrays a program's time is its per-operation call cost
@@ -380,28 +344,10 @@ def _generate_array_api(fn, emitter):
     from . import cupy_codegen
 
     if not cupy_codegen.uses_kernels(get_backend()):
-        return _generate(fn, fuse(fn), {}, "numpy", emitter)
+        return generate(fn, fuse(fn), {}, "numpy", emitter)
     groups = fuse(fn, exclude=REDUCTIONS)
     gpu_groups = {id(g): g for g in groups if cupy_codegen.supports(g)}
-    return _generate(fn, groups, gpu_groups, "numpy", emitter, cupy_codegen)
-
-
-def _allocator_and_adder():
-    """How blocked programs on the active backend allocate their outputs and add partial
-    sums in block order."""
-    if get_backend().codegen != "array_api":
-        from ..backends.threads import sum_in_order
-
-        return npc.allocate, sum_in_order
-    from .array_api_codegen import emitter_for
-
-    def add_in_order(parts):
-        total = parts[0]
-        for p in parts[1:]:
-            total = total + p
-        return total
-
-    return emitter_for(get_backend()).allocate, add_in_order
+    return generate(fn, groups, gpu_groups, "numpy", emitter, cupy_codegen)
 
 
 # ---- row blocking and threads -------------------------------------------------------------
@@ -427,42 +373,6 @@ TRANSCENDENTAL_SECONDS = 1.5e-9  # tanh, exp, ... per element (NumPy's SIMD loop
 REDUCTION_SECONDS = 5e-10  # a reduction, per element read
 MULTIPLY_ADD_SECONDS = 4e-11  # a matrix product, per multiply-add (OpenBLAS, one core)
 MIN_THREAD_GAIN = 1.3  # expected speedup below which a program stays on one thread
-
-
-class ByThreads:
-    """A program compiled for the thread count it runs with (``pf.get_num_threads()``):
-    one executable per count, compiled at the first call with that count. Everything else
-    (``source``, ``kernels``, ``wait()``, ...) is the current executable's."""
-
-    def __init__(self, fn, backend, tiered):
-        self.fn = fn
-        self._backend = backend
-        self._tiered = tiered
-        self._by_threads = {}
-        self.current  # noqa: B018 - compile now (errors and the background numba compile)
-
-    @property
-    def current(self):
-        """The executable for the current thread count."""
-        from ..backends.threads import get_num_threads
-
-        threads = get_num_threads()
-        exe = self._by_threads.get(threads)
-        if exe is None:
-            exe = self._by_threads[threads] = compile_program(
-                self.fn, self._backend, blocking=True, threads=threads, tiered=self._tiered)
-        return exe
-
-    def __call__(self, args, keys=None):
-        return self.current(args, keys)
-
-    def __getattr__(self, name):  # source, plan, groups, kernels, backend, wait, compiling
-        if name.startswith("_") or name == "current":
-            raise AttributeError(name)  # (copy and pickle probe before __init__ ran)
-        return getattr(self.current, name)
-
-    def __repr__(self):
-        return repr(self.current)
 
 
 def _compile_blocked(fn, backend, found, threads, tiered):
@@ -587,109 +497,11 @@ def _nbytes(v):
     return size
 
 
-class BlockedExecutable:
-    """Runs ``prologue`` (what does not depend on the rows, NumPy code) once, then ``inner``
-    (the program compiled for ``rows`` rows of the batch dimension) on each block of the
-    ``n`` rows, on up to ``threads`` threads, and assembles the outputs; a program that sums
-    over its rows returns each block's partial sums, which are added in block order (the
-    same result whatever thread ran which block), and ``epilogue`` computes what depends
-    on them. Everything else (``source``, ``kernels``, ``wait()``, ...) is the inner
-    executable's."""
 
-    def __init__(self, fn, prologue, inner, axis_of, n, rows, epilogue=None, row_outputs=None,
-                 threads=1, side=None):
-        self.fn = fn
-        self.prologue, self.inner, self.epilogue = prologue, inner, epilogue
-        self.side = side  # what only the epilogue reads: one more task beside the blocks
-        self.n, self.rows, self.threads = n, rows, threads
-        self.n_random = sum(op.prim in IMPURE for op in fn.ops)
-        self.in_axes = [axis_of[v] for v in fn.inputs]
-        # the prologue's results the body reads: a block of rows of those that have rows
-        body_inputs = inner.fn.inputs[len(fn.inputs):]
-        full = prologue.fn.outputs if prologue is not None else []
-        self.hoisted_axes = [next((d for d, (a, b) in enumerate(zip(f.aval.shape,
-                                                                    v.aval.shape)) if a != b),
-                                  None) for f, v in zip(full, body_inputs)]
-        if row_outputs is None:
-            row_outputs = list(range(len(fn.outputs)))
-        self.row_outputs = row_outputs
-        self.out_axes = [axis_of[fn.outputs[i]] for i in row_outputs]
-        self.out_specs = [(fn.outputs[i].aval.shape, fn.outputs[i].aval.dtype)
-                          for i in row_outputs]
-        self._allocate, self._add_in_order = _allocator_and_adder()
-
-    def __getattr__(self, name):  # source, plan, groups, kernels, backend, wait, compiling
-        return getattr(self.inner, name)
-
-    def __call__(self, args, keys=None):
-        from ..backends.threads import parallel_map
-
-        if keys is None and self.n_random:
-            from ..core import random as _random
-
-            keys = [_random.next_key() for _ in range(self.n_random)]
-        # random draws do not depend on the rows (else the program is not blocked): they
-        # are hoisted into the prologue, in program order
-        hoisted = self.prologue(args, keys) if self.prologue is not None else []
-        full = list(args) + hoisted
-        axes = self.in_axes + self.hoisted_axes
-        outs = [self._allocate(shape, dtype) for shape, dtype in self.out_specs]
-        n_rows = len(outs)
-
-        def run_block(b):
-            rows = slice(b * self.rows, (b + 1) * self.rows)
-            block = [a if ax is None else a[(slice(None),) * ax + (rows, ...)]
-                     for a, ax in zip(full, axes)]
-            results = self.inner(block)
-            for out, res, ax in zip(outs, results, self.out_axes):
-                out[(slice(None),) * ax + (rows, ...)] = res
-            return results[n_rows:]  # partial sums
-
-        blocks = self.n // self.rows
-        if self.side is None:
-            partials = parallel_map(run_block, blocks, self.threads)
-        else:  # the side program is the last task (the blocks start first)
-            side = self.side
-            partials = parallel_map(lambda b: side(full) if b == blocks else run_block(b),
-                                    blocks + 1, self.threads)
-            full = full + partials.pop()
-        if self.epilogue is None:
-            return outs
-        sums = [self._add_in_order([p[k] for p in partials])
-                for k in range(len(partials[0]))]
-        rest = iter(self.epilogue(full + sums))
-        row = iter(outs)
-        rows = set(self.row_outputs)
-        return [next(row) if i in rows else next(rest) for i in range(len(self.fn.outputs))]
-
-    def __repr__(self):
-        parts = [f"{self.n // self.rows} blocks of {self.rows} rows"]
-        if self.threads > 1:
-            parts.append(f"on {self.threads} threads")
-        if self.prologue is not None:
-            parts.append("with a prologue")
-        if self.side is not None:
-            parts.append("a side program")
-        if self.epilogue is not None:
-            parts.append("partial sums and an epilogue")
-        return f"BlockedExecutable({', '.join(parts)}: {self.inner!r})"
-
-
-class _Pending:
-    __slots__ = ("error", "ready", "result", "generate")
-
-    def __init__(self):
-        self.ready = threading.Event()
-        self.error = None
-        self.result = None
-        self.generate = None  # the generation left to the next call (another backend was
-        # installed when the kernels were ready: the generated code uses the active one's)
-
-
-def _tiered(exe, fn, groups, numba_groups, backend, emitter=npc, loops=()):
-    """``exe`` (the NumPy version) now, and the numba version of ``fn`` (the same program
-    prepared for kernels) with its kernels compiled in a background process; the executable
-    switches to them at the first call after they are ready.
+def _tiered(exe, plan, backend, emitter=npc):
+    """``exe`` (the NumPy version) now, and the numba version of ``plan.fn`` (the same
+    program prepared for kernels) with its kernels compiled in a background process; the
+    executable switches to them at the first call after they are ready.
 
     numba compiles a kernel in 0.25-0.5 s, so a program with twenty fusion groups would
     spend seconds in its first call; this way the first call costs what generating NumPy
@@ -697,261 +509,23 @@ def _tiered(exe, fn, groups, numba_groups, backend, emitter=npc, loops=()):
     process) are loaded by a background thread, which still takes 30-50 ms a kernel."""
     from . import numba_codegen
 
-    pending = exe._pending = _Pending()
+    pending = exe._pending = Pending()
     owner = get_backend()
 
-    def generate():
-        return _generate(fn, groups, numba_groups, backend, emitter, whole_loops=bool(loops))
+    def generate_kernels():
+        return generate(plan.fn, plan.groups, plan.kernels, backend, emitter,
+                        whole_loops=bool(plan.loops))
 
     def done(error):
         try:
             if error is None and get_backend() is not owner:  # pf.set_backend meanwhile
-                pending.generate = (owner, generate)
+                pending.generate = (owner, generate_kernels)
             elif error is None:
-                pending.result = generate()
+                pending.result = generate_kernels()
         except Exception as e:  # noqa: BLE001 - reported at the next call, as a warning
             error = f"loading the numba kernels failed: {e!r}"
         pending.error = error
         pending.ready.set()
 
-    numba_codegen.compile_in_background(list(numba_groups.values()), done, specs=loops)
+    numba_codegen.compile_in_background(list(plan.kernels.values()), done, specs=plan.loops)
     return exe
-
-
-# ---- code generation -----------------------------------------------------------------------
-
-def _generate(fn, groups, numba_groups, backend, emitter=npc, kernel_maker=None,
-              whole_loops=False):
-    """One Python function for ``fn``; ``emitter`` spells each operation (the NumPy
-    backend's ``numpy_codegen`` module, or an ``array_api_codegen.ArrayAPIEmitter``), and
-    ``kernel_maker`` (``numba_codegen`` by default, ``cupy_codegen`` on CuPy) compiles the
-    groups in ``numba_groups`` into kernels; with ``whole_loops`` each scan/while loop numba
-    supports runs as one whole-loop kernel (``compiler/numba_loops.py``)."""
-    if kernel_maker is None and numba_groups:
-        from . import numba_codegen as kernel_maker
-    names = names_of(fn)
-    kernel_of = {}  # id(op) -> (group, kernel index) for the first op of a numba group
-    skip = set()  # ids of ops computed by a numba kernel
-    kernel_outputs = set()  # values a numba kernel stores (the others stay in registers)
-    kernel_groups = []
-    for g in groups:
-        if id(g) in numba_groups:
-            kernel_groups.append(g)
-            for op in g.ops:
-                skip.add(id(op))
-            kernel_outputs.update(g.outputs)
-            kernel_of[id(g.ops[-1])] = (g, len(kernel_groups) - 1)
-
-    if kernel_groups:
-        fn = _schedule(fn, kernel_groups)
-    if getattr(emitter, "fuses_products", True):
-        fn = _fuse_products_into_sums(fn, skip)
-    unread = _views_only_kernels_see_through(fn, skip, kernel_groups, kernel_maker)
-
-    def can_write(op):
-        if id(op) in skip:
-            return op.out in kernel_outputs
-        return emitter.can_write(op)
-
-    # a kernel reads and writes element by element: no buffer it reads may be handed to a
-    # result of the same kernel (memory planning treats each kernel group as one unit)
-    plan = plan_memory(fn, can_write=can_write, units=[g.ops for g in kernel_groups])
-    ns = emitter.namespace()
-    var = {}
-    scalar = {}  # full values -> the name of their scalar
-    for i, v in enumerate(fn.inputs):
-        var[v] = f"a{i}"
-    body = []
-    body.append("    " + (", ".join(var[v] for v in fn.inputs) + ("," if len(fn.inputs) == 1
-                                                                      else "") + " = args"
-                          if fn.inputs else "pass"))
-    if plan.buffers:
-        bnames = [f"b{i}" for i in range(len(plan.buffers))]
-        body.append("    " + ", ".join(bnames) + ("," if len(bnames) == 1 else "")
-                    + " = ws.buffers")
-    workspace = _Workspace(plan.buffers, emitter.allocate)
-    group_of = {}
-    for g in groups:
-        for op in g.ops:
-            group_of[id(op)] = g.gid
-    random_index = 0
-    compiled_kernels = []
-    for op in fn.ops:
-        name = names[op.out][1:]
-        if op.prim == CONSTANT:
-            var[op.out] = f"c{name}"
-            ns[f"c{name}"] = fn.consts[op.params["index"]]
-            continue
-        if op.prim in ("full", "iota"):  # computed once, shared (never written in place)
-            var[op.out] = f"c{name}"
-            ns[f"c{name}"] = ns[f"K_{op.prim}"](**op.params)
-            if op.prim == "full":  # elementwise consumers broadcast a scalar instead
-                scalar[op.out] = f"s{name}"
-                ns[f"s{name}"] = emitter.scalar(op.params["value"], op.params["dtype"])
-            continue
-        if id(op) in unread:
-            continue
-        if op.prim in CONTROL or op.prim == GET:  # control flow: see compiler/_control.py
-            v = f"v{name}"
-            var[op.out] = v
-            body.append(f"    # {format_op(op, names)}")
-            if op.prim == GET:
-                body.append(f"    {v} = {var[op.inputs[0]]}[{op.params['index']}]")
-            else:
-                launcher = numba_loops.try_compile_loop(op) if whole_loops else None
-                if launcher is not None:
-                    compiled_kernels.append(launcher)
-                    body[-1] += "  [the whole loop is one numba kernel]"
-                ns[f"R{name}"] = launcher or control_runner(op, backend)
-                body.append(f"    {v} = R{name}([{', '.join(var[u] for u in op.inputs)}])")
-            continue
-        if id(op) in skip:
-            if id(op) in kernel_of:
-                g, k = kernel_of[id(op)]
-                kernel = kernel_maker.compile_group(g)
-                compiled_kernels.append(kernel)
-                ns[f"N{k}"] = kernel
-                outs = []
-                for v in g.outputs:
-                    vname = f"v{names[v][1:]}"
-                    var[v] = vname
-                    if v in plan.buffer_of:
-                        outs.append(f"b{plan.buffer_of[v]}")
-                    else:
-                        outs.append(f"empty({v.aval.shape!r}, dtype=D_{vname})")
-                        ns[f"D_{vname}"] = emitter.native_dtype(v.aval.dtype)
-                ins = ", ".join(var[kernel_maker.kernel_operand(v)] for v in g.inputs)
-                body.append(f"    # {getattr(kernel_maker, 'LABEL', 'numba')} kernel {k}: "
-                            f"group {g.gid} "
-                            f"({' '.join(o.prim for o in g.ops)})")
-                body.append(f"    {', '.join(var[v] for v in g.outputs)}"
-                            f"{',' if len(g.outputs) == 1 else ''} = "
-                            f"N{k}({ins}{', ' if ins else ''}{', '.join(outs)})")
-            continue
-        args = [var[v] for v in op.inputs]
-        if op.prim in ELEMENTWISE and any(v in scalar for v in op.inputs):
-            shape = op.out.aval.shape
-            if any(v not in scalar and v.aval.shape == shape for v in op.inputs):
-                args = [scalar.get(v, var[v]) for v in op.inputs]
-        out = f"b{plan.buffer_of[op.out]}" if op.out in plan.buffer_of else None
-        pname = f"P{name}"
-        if op.prim in IMPURE:
-            params = dict(op.params)
-            params.pop("key")
-            ns[pname] = params
-            expr = f"K_{op.prim}(key=keys[{random_index}], **{pname})"
-            random_index += 1
-        else:
-            ns[pname] = op.params
-            expr = emitter.emit(op, args, out, pname)
-        v = f"v{name}"
-        var[op.out] = v
-        note = format_op(op, names)
-        if id(op) in group_of:
-            note += f"  [group {group_of[id(op)]}]"
-        if op.prim in VIEWS:
-            note += "  [view]"
-        body.append(f"    # {note}")
-        body.append(f"    {v} = {expr}")
-    outs = ", ".join(var[v] for v in fn.outputs)
-    body.append(f"    return [{outs}]")
-    source = "def program(args, keys, ws):\n" + "\n".join(body) + "\n"
-    code = _compile_source(source)
-    exec(code, ns)  # noqa: S102 - our own generated source
-    return Executable(fn, ns["program"], source, plan, groups, compiled_kernels,
-                      backend=getattr(kernel_maker, "LABEL", "numba") if compiled_kernels
-                      else getattr(emitter, "label", "numpy"), workspace=workspace)
-
-
-def _views_only_kernels_see_through(fn, skip, kernel_groups, kernel_maker=None):
-    """Ids of the broadcasts (and views of them) nothing reads: a numba kernel reads a
-    broadcast's source instead (``numba_codegen.kernel_operand``), so the NumPy view would
-    only cost a call per block."""
-    if not kernel_groups:
-        return set()
-    read = set(fn.outputs)
-    for g in kernel_groups:
-        read.update(kernel_maker.kernel_operand(v) for v in g.inputs)
-    unread = set()
-    for op in reversed(fn.ops):
-        if id(op) in skip:
-            continue
-        if op.prim in VIEWS and op.out not in read:
-            unread.add(id(op))
-        else:
-            read.update(op.inputs)
-    return unread
-
-
-def _schedule(fn, kernel_groups):
-    """An operation order in which each kernel group's operations are contiguous (the
-    kernel runs as one unit: all of its inputs must exist before it and every consumer of
-    its outputs must come after it). Groups are convex, so the condensed graph is acyclic;
-    units are placed in their original order whenever their inputs are ready."""
-    group_of = {}
-    for g in kernel_groups:
-        for op in g.ops:
-            group_of[id(op)] = g
-    units, seen = [], set()
-    for op in fn.ops:
-        g = group_of.get(id(op))
-        if g is None:
-            units.append(([op], list(op.inputs)))
-        elif id(g) not in seen:
-            seen.add(id(g))
-            units.append((list(g.ops), list(g.inputs)))
-    available = set(fn.inputs)
-    ops = []
-    while units:
-        for k, (unit_ops, needs) in enumerate(units):
-            if all(v in available for v in needs):
-                break
-        else:  # pragma: no cover - convex groups cannot deadlock
-            raise RuntimeError("fusion groups form a cycle")
-        units.pop(k)
-        ops.extend(unit_ops)
-        available.update(op.out for op in unit_ops)
-    return Function(fn.name, fn.inputs, ops, fn.outputs, fn.consts)
-
-
-def _fuse_products_into_sums(fn, skip):
-    """``reduce_sum(mul(a, b))`` with the product used nowhere else becomes one
-    ``mul_reduce_sum(a, b)`` (an einsum: no temporary, 2-6x faster than multiply + sum).
-    Returns a shallow copy of ``fn`` with the new operation list (``fn`` is unchanged)."""
-    count = {}
-    for op in fn.ops:
-        for v in op.inputs:
-            count[v] = count.get(v, 0) + 1
-    outputs = set(fn.outputs)
-    replace, dropped = {}, set()
-    for op in fn.ops:
-        if (op.prim != "reduce_sum" or id(op) in skip or not op.out.aval.dtype.is_floating
-                or npc.holds_bfloat16(op)):  # (no einsum for bfloat16)
-            continue
-        v = op.inputs[0]
-        prod = v.op
-        if (prod is None or prod.prim != "mul" or count.get(v) != 1 or v in outputs
-                or id(prod) in skip):
-            continue
-        fused = Operation("mul_reduce_sum", prod.inputs, op.params, op.out.aval)
-        fused.out = op.out  # keep the value (later operations read it)
-        replace[id(op)] = fused
-        dropped.add(id(prod))
-    if not replace:
-        return fn
-    ops = [replace.get(id(op), op) for op in fn.ops if id(op) not in dropped]
-    return Function(fn.name, fn.inputs, ops, fn.outputs, fn.consts)
-
-
-def _compile_source(source):
-    code = _code_cache.get(source)
-    if code is None:
-        digest = hashlib.sha1(source.encode()).hexdigest()[:12]
-        filename = f"<primflow-jit-{digest}>"
-        code = compile(source, filename, "exec")
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        with _lock:
-            if len(_code_cache) > 2048:
-                _code_cache.clear()
-            _code_cache[source] = code
-    return code

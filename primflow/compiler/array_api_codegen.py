@@ -2,7 +2,7 @@
 (the lowering of ``backends/array_api.py``: array-api-strict, NumPy or CuPy through
 array-api-compat, PyTorch).
 
-The driver (``_pipeline._generate``) is the one the NumPy backend uses: the same fusion
+The driver (``emit.generate``) is the one the NumPy backend uses: the same fusion
 groups, the same memory plan, one line per operation. What differs is the spelling: an
 operation is a call of the standard's function on ``xp`` (``xp.tanh(v3)``,
 ``xp.permute_dims(v4, (1, 0))``, ``matmul(v5, xp.matrix_transpose(v6))``), and it writes

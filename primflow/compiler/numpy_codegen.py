@@ -19,7 +19,7 @@ from ..backends import blas, get_backend
 from ..core.backend import on_install
 
 # the backend whose kernels generated NumPy code calls: the active one while it is lowered
-# by this module (codegen "numpy"), kept while another is active (issue 17: a numba
+# by this module (codegen "numpy"), kept while another is active (so that a numba
 # upgrade generated in the background after pf.set_backend("array_api", ...) still gets
 # NumPy's kernels)
 _lowered = get_backend()
@@ -73,7 +73,7 @@ def allocate(shape, dtype):
 
 
 def holds_bfloat16(op) -> bool:
-    """Whether ``op`` reads or makes bfloat16 (issue 17): it then runs as its kernel, which
+    """Whether ``op`` reads or makes bfloat16 (an ml_dtypes type): it then runs as its kernel, which
     computes in float32 where NumPy has no bfloat16 loop, or as an ml_dtypes ufunc; never
     into a buffer."""
     return any(v.aval.dtype.name == "bfloat16" for v in (*op.inputs, op.out))

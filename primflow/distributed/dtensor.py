@@ -72,7 +72,7 @@ class DistTensor(Tracer):
         t.__dict__.update(self.__dict__)
         return t
 
-    # ---- pf.jit (transforms/jit.py hands calls with distributed arguments here) -----------
+    # ---- pf.jit (transforms/jit/jitted.py hands calls with distributed arguments here) ----
     @classmethod
     def _jit_call(cls, jitted, args, kwargs):
         from .staged_jit import jit_call  # it builds on this module
