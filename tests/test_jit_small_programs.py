@@ -114,3 +114,37 @@ def test_the_cost_model_fuses_small_programs_only():
     assert small_program_plan(big, fuse(big)) is None
     single = _sins(1, 1)  # one call either way: nothing to gain
     assert small_program_plan(single, fuse(single)) is None
+
+
+@needs_numba
+def test_small_program_kernels_compile_only_after_many_calls(monkeypatch):
+    """Under tiered compilation a small program's kernels are queued for the background
+    worker only after SMALL_PROGRAM_DEFERRED_CALLS calls (or at wait_compiled): a function
+    called a few times never costs a compile, one run on and on gets its kernels."""
+    from primflow.compiler import _pipeline, numba_codegen
+
+    submitted = []
+    real = numba_codegen.compile_in_background
+
+    def spy(groups, done, specs=()):
+        submitted.append(len(groups))
+        return real(groups, done, specs=specs)
+
+    monkeypatch.setattr(numba_codegen, "compile_in_background", spy)
+    monkeypatch.setattr(_pipeline, "SMALL_PROGRAM_DEFERRED_CALLS", 5)
+    x = pf.to_tensor(np.random.default_rng(1).standard_normal(3))
+    # (constants no other test uses: a kernel loaded in this process already is used at once)
+    f = pf.jit(lambda t: _chain(t) * 0.8125)
+    for _ in range(4):
+        f(x)
+    exe = next(iter(f._cache.values())).executable
+    assert submitted == [] and not exe.kernels and exe.compiling  # deferred, NumPy tier
+    f(x)  # the fifth call queues the compile
+    assert submitted == [1]
+    assert f.wait_compiled(60) and exe.kernels
+    np.testing.assert_allclose(f(x).numpy(), _numpy_chain(x.numpy()) * 0.8125, rtol=1e-13)
+
+    g = pf.jit(lambda t: _chain(t) * 0.6875)  # wait_compiled starts a deferred compile at once
+    g(x)
+    assert g.wait_compiled(60) and next(iter(g._cache.values())).executable.kernels
+    assert len(submitted) == 2

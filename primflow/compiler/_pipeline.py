@@ -131,6 +131,7 @@ class KernelPlan(NamedTuple):
     groups: list  # its fusion groups
     kernels: dict  # id(group) -> group, for the groups that become kernels
     loops: list  # the scan/while loops that run whole as one kernel
+    small: bool = False  # kernels for a program of small arrays (small_program_plan)
 
 
 def choose_kernels(fn, groups, backend):
@@ -160,7 +161,7 @@ def choose_kernels(fn, groups, backend):
     if backend == "auto" and not numba_groups and not loops:
         small = small_program_plan(fn, groups)
         if small is not None:  # a program of small arrays: its per-call cost dominates
-            kernel_fn, kernel_groups, numba_groups = small
+            return KernelPlan(*small, [], small=True)
     if not numba_groups and not loops:
         return None
     return KernelPlan(kernel_fn, kernel_groups, numba_groups, loops)
@@ -261,6 +262,12 @@ KERNEL_CALL_SECONDS = 2e-6  # a kernel launch from the generated code (launcher 
 KERNEL_TRANSCENDENTAL_SECONDS = 8e-9  # a transcendental function in a kernel, per element
 # NumPy's own loops for these are scalar libm calls as well (NumPy 2.x, x86-64)
 SCALAR_IN_NUMPY = frozenset({("sin", "float64"), ("cos", "float64")})
+# Under tiered compilation a small program's kernels start compiling only after this many
+# calls of its NumPy version (or at `wait()`): their compile (about a second of a core for
+# a few microseconds saved per call) pays only for a program run many times, as a training
+# step is; a function called a few times (most of a test suite's) never queues one, so the
+# one background worker stays free for the kernels of programs that do run on.
+SMALL_PROGRAM_DEFERRED_CALLS = 100
 
 
 def small_program_plan(fn, groups):
@@ -509,7 +516,6 @@ def _tiered(exe, plan, backend, emitter=npc):
     process) are loaded by a background thread, which still takes 30-50 ms a kernel."""
     from . import numba_codegen
 
-    pending = exe._pending = Pending()
     owner = get_backend()
 
     def generate_kernels():
@@ -527,5 +533,13 @@ def _tiered(exe, plan, backend, emitter=npc):
         pending.error = error
         pending.ready.set()
 
-    numba_codegen.compile_in_background(list(plan.kernels.values()), done, specs=plan.loops)
+    def start():
+        numba_codegen.compile_in_background(list(plan.kernels.values()), done,
+                                            specs=plan.loops)
+
+    if plan.small:  # worth its compile only for a program that runs many times
+        pending = exe._pending = Pending(start, SMALL_PROGRAM_DEFERRED_CALLS)
+    else:
+        pending = exe._pending = Pending()
+        start()
     return exe

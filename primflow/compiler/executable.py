@@ -56,13 +56,14 @@ class Executable:
     @property
     def compiling(self) -> bool:
         """Whether numba kernels for this program are still being compiled in the
-        background (meanwhile the generated NumPy code runs)."""
+        background, or will be after more calls (meanwhile the generated NumPy code runs)."""
         return self._pending is not None and not self._pending.ready.is_set()
 
     def wait(self, timeout=None) -> bool:
         """Waits for a background numba compile to finish and switches to its kernels.
         Returns whether numba kernels are in use. (A no-op without a background compile.)"""
         if self._pending is not None:
+            self._pending.begin()  # a deferred compile starts now
             self._pending.ready.wait(timeout)
             if self._pending.ready.is_set():
                 self._upgrade()
@@ -100,8 +101,12 @@ class Executable:
         self.groups, self.kernels, self.backend = new.groups, new.kernels, new.backend
 
     def __call__(self, args, keys=None):
-        if self._pending is not None and self._pending.ready.is_set():
-            self._upgrade()
+        pending = self._pending
+        if pending is not None:
+            if pending.ready.is_set():
+                self._upgrade()
+            elif pending.start is not None:
+                pending.count_call()
         if keys is None and self.n_random:
             from ..core import random as _random
 
@@ -119,14 +124,31 @@ class Executable:
 
 
 class Pending:
-    __slots__ = ("error", "ready", "result", "generate")
+    """A numba version of a program, compiled in the background (or, for a deferred one,
+    once ``start`` is called: after ``calls_left`` more calls, or by ``wait()``)."""
 
-    def __init__(self):
+    __slots__ = ("error", "ready", "result", "generate", "start", "calls_left")
+
+    def __init__(self, start=None, calls_left=0):
         self.ready = threading.Event()
         self.error = None
         self.result = None
         self.generate = None  # the generation left to the next call (another backend was
         # installed when the kernels were ready: the generated code uses the active one's)
+        self.start = start  # a deferred compile: starts it (then None)
+        self.calls_left = calls_left
+
+    def begin(self):
+        """Starts a deferred compile (once)."""
+        start, self.start = self.start, None
+        if start is not None:
+            start()
+
+    def count_call(self):
+        """One more call of the NumPy version; the deferred compile starts at the last."""
+        self.calls_left -= 1
+        if self.calls_left <= 0:
+            self.begin()
 
 
 
