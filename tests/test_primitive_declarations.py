@@ -1,8 +1,10 @@
 """A primitive is one declaration (core/primitive.py): the coverage of every registered
 primitive's rules (sharding included), what is derived from a declaration, the kernel
-checks, and the target of issue 13: a new primitive written as its declaration plus an
-OpInfo entry, nothing else, works in eager mode, to second order in every AD mode, under
-vmap, jet and jit, where the compiler fuses it with its neighbours."""
+checks, and the target: a new primitive written as its declaration plus an OpInfo entry,
+nothing else, works in eager mode, to second order in every AD mode, under vmap, jet and
+jit, where the compiler fuses it with its neighbours; a new public elementwise op declared
+that way is ``pf.<name>``, a Tensor method and a ``prims`` export, spelled in every
+generated kernel and run natively by the array-API backend."""
 
 from __future__ import annotations
 

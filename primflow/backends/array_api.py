@@ -355,7 +355,7 @@ def _kernels(backend):
         "scatter_add": scatter_add, "dot_general": dot_general,
     }
     kernels.update(_numerics_kernels(backend))
-    kernels.update(_collective_kernels(backend))  # distributed (issue 15)
+    kernels.update(_collective_kernels(backend))  # MPI collectives, run on host copies
     return kernels
 
 
