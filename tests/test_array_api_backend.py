@@ -230,7 +230,7 @@ def test_vmap(info, namespace):
     _compare(got, expected, f"vmap {info.name}")
 
 
-# ---- a backend with only the required kernels (issue 17: the contract's count) ----------------
+# ---- a backend with only the required kernels (the contract's count is enough) -------------
 
 def _required_only_backend():
     """The array-API backend over array-api-strict stripped to the contract's required

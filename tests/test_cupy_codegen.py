@@ -1,4 +1,4 @@
-"""GPU code generation for fused groups (compiler/cupy_codegen.py, issue 17).
+"""GPU code generation for fused groups (compiler/cupy_codegen.py): CuPy's CUDA kernels.
 
 CI has no GPU: the generated CUDA kernel source is checked as text, and the whole compiled
 program (scheduling, buffers, kernel calls) runs with each kernel replaced by a NumPy

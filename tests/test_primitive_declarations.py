@@ -1,8 +1,10 @@
 """A primitive is one declaration (core/primitive.py): the coverage of every registered
 primitive's rules (sharding included), what is derived from a declaration, the kernel
-checks, and the target of issue 13: a new primitive written as its declaration plus an
-OpInfo entry, nothing else, works in eager mode, to second order in every AD mode, under
-vmap, jet and jit, where the compiler fuses it with its neighbours."""
+checks, and the target: a new primitive written as its declaration plus an OpInfo entry,
+nothing else, works in eager mode, to second order in every AD mode, under vmap, jet and
+jit, where the compiler fuses it with its neighbours; a new public elementwise op declared
+that way is ``pf.<name>``, a Tensor method and a ``prims`` export, spelled in every
+generated kernel and run natively by the array-API backend."""
 
 from __future__ import annotations
 
@@ -266,3 +268,143 @@ def test_a_backend_without_the_kernel_runs_the_reference_on_the_host(new_primiti
     spec.loader.exec_module(gen)
     assert gen.kernel_kind("erfc_probe") == "reference"
     assert gen.main(["--check"]) == 0  # the page is current with the new primitive declared
+
+
+# ---- the target for public ops: a declaration with Lowering and PublicOp, nothing else ------
+
+# A complete public elementwise op as a contributor declares it: its spellings for every code
+# generator and backend (the array-API kernel built from namespace functions), real-only and
+# float32-computed, and its public op. Nothing else is written anywhere.
+NEW_PUBLIC_OP = '''
+from primflow.core.lowering import Lowering, PublicOp
+from primflow.core.primitive import Primitive
+from primflow.prims import _taylor as tl, elementwise as ew
+from primflow.prims._util import float_unary_infer, full_like
+from primflow.prims.families import ELEMENTWISE_UNARY
+from primflow.testing.opinfo import OpInfo, unary
+
+
+def _cube_jvp(g, out, x):  # d x^3 = 3 x^2
+    return ew.mul(g, ew.mul(full_like(x, 3.0), ew.mul(x, x)))
+
+
+def _cube_series(xs, z0, x0):  # x^3 as the Cauchy product of x and x^2
+    return [z0] + tl.cauchy_series(xs, tl.cauchy_series(xs, xs))[1:]
+
+
+def _array_api_cube(xp):
+    return lambda x: xp.multiply(x, xp.multiply(x, x))
+
+
+cube_probe = Primitive(
+    "cube_probe", family=ELEMENTWISE_UNARY, infer=float_unary_infer("cube_probe"),
+    jvp=(_cube_jvp,), taylor=tl.unary_rule(_cube_series), reference=lambda x: x * x * x,
+    lowering=Lowering(c="{0} * {0} * {0}", numba="({0} * {0} * {0})", array_api=_array_api_cube,
+                      real_only=True, float32_compute=True),
+    doc="x ** 3",
+    public=PublicOp("The cube x ** 3.", "pf.cube_probe(pf.to_tensor([2.0])).numpy()",
+                    "array([8.], dtype=float32)"))
+
+ENTRY = OpInfo("cube_probe", cube_probe, lambda x: x ** 3, unary((2, 3), ()),
+               prims=("cube_probe",), covers=())
+'''
+
+
+COMPLEX_REFUSED = (TypeError, pf.PrimitiveError)  # (eager: the kernel's error, wrapped by bind)
+
+
+@pytest.fixture
+def new_public_op(tmp_path):
+    """Imports NEW_PUBLIC_OP from a temporary module; afterwards every trace of it is removed
+    (registry, kernels, the public op, the Tensor method) and the removal is checked."""
+    from primflow.core import tensor as tensor_module
+    from primflow.ops import math as ops_math
+
+    registry, kernels = dict(primitive_module._registry), get_backend().kernels
+    public_ops = dict(ops_math._PUBLIC_OPS)
+    deferred = {k: list(v) for k, v in tensor_module.DEFERRED_METHODS.items()}
+    get_backend().kernels = dict(kernels)
+    path = tmp_path / "cube_probe_family.py"
+    path.write_text(textwrap.dedent(NEW_PUBLIC_OP), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("cube_probe_family", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        primitive_module._registry.clear()
+        primitive_module._registry.update(registry)
+        get_backend().kernels = kernels
+        ops_math._PUBLIC_OPS.clear()
+        ops_math._PUBLIC_OPS.update(public_ops)
+        tensor_module.DEFERRED_METHODS.clear()
+        tensor_module.DEFERRED_METHODS.update(deferred)
+        if "cube_probe" in vars(pf.Tensor):
+            delattr(pf.Tensor, "cube_probe")
+    assert "cube_probe" not in pf.primitives() and not hasattr(pf, "cube_probe")
+    assert not hasattr(pf.Tensor, "cube_probe") and not hasattr(prims, "cube_probe")
+
+
+def test_a_new_public_op_is_seen_by_users(new_public_op):
+    x = pf.to_tensor([1.5, -2.0], dtype="float64")
+    assert pf.cube_probe(x).numpy().tolist() == [3.375, -8.0]
+    assert x.cube_probe().numpy().tolist() == [3.375, -8.0]
+    assert pf.cube_probe([2.0]).dtype == pf.float32  # a list becomes a floating tensor
+    assert prims.cube_probe is new_public_op.cube_probe
+    assert "The cube x ** 3." in pf.cube_probe.__doc__
+    assert not _gaps("cube_probe")
+    # complex refused, as declared (real_only), eager and jitted alike
+    z = pf.to_tensor([1 + 1j])
+    for run in (pf.cube_probe, pf.jit(pf.cube_probe)):
+        with pytest.raises(COMPLEX_REFUSED, match="cube_probe is not defined for complex"):
+            run(z)
+    # narrow floats keep their dtype (float32_compute: computed in float32, rounded once)
+    assert pf.cube_probe(pf.to_tensor([1.5], "float32")).dtype == pf.float32
+    import_extra("test", "ml_dtypes")
+    half = pf.cube_probe(pf.to_tensor([1.5, 2.0], "bfloat16"))
+    assert half.dtype == pf.bfloat16
+    assert half.astype("float32").numpy().tolist() == [3.375, 8.0]
+    # derivatives to second order and the Taylor rule, against finite differences
+    rng = np.random.default_rng(3)
+    fn, primals = new_public_op.ENTRY.samples()[0].bind(new_public_op.ENTRY.op)
+    cg.check_order(fn, primals, 2, rng, modes=cg.ALL_MODES)
+    cg.check_jet(fn, primals, 3, rng)
+
+
+def test_a_new_public_op_is_in_every_generated_kernel(new_public_op):
+    """Its fused numba and CuPy kernels (CuPy's as generated text: no GPU needed) and the
+    numba kernel of a whole loop spell the op as declared."""
+    from primflow.compiler import cupy_codegen, numba_codegen, numba_loops
+    from primflow.ir import parse
+
+    fn = parse("def f(%0: float64[8], %1: float64[8]):\n"
+               "    %2: float64[8] = mul(%0, %1)\n    %3: float64[8] = cube_probe(%2)\n"
+               "    %4: float64[8] = add(%3, %1)\n    return %4\n")
+    (group,) = fuse(fn)
+    assert [op.prim for op in group.ops] == ["mul", "cube_probe", "add"]
+    assert cupy_codegen.supports(group)
+    assert re.search(r"double t3 = t2 \* t2 \* t2;", cupy_codegen.kernel_source(group).operation)
+    assert numba_codegen.supports(group)
+    assert re.search(r"(\w+) \* \1 \* \1", numba_codegen.kernel_source(group))
+
+    def loop(c0):
+        return pf.scan(lambda c, _: (pf.cube_probe(c) * 0.5, c), c0, None, length=4)
+
+    program = pf.jit(loop).lower(pf.to_tensor([0.5, 0.25], "float64")).program
+    (scan,) = [op for op in program.ops if op.prim == "scan"]
+    assert numba_loops.supports(scan)
+    assert re.search(r"\((\w+(?:\[\w+\])?) \* \1 \* \1\)", numba_loops.loop_spec(scan).source)
+
+
+def test_the_array_api_backend_runs_a_new_public_op_natively(new_public_op):
+    strict = import_extra("test", "array_api_strict")
+    fresh = backends.make_backend("array_api", namespace=strict)
+    assert "cube_probe" not in fresh.host_fallbacks
+    with pf.backend(fresh), warnings.catch_warnings():
+        warnings.simplefilter("error")  # no host-fallback warning
+        out = pf.cube_probe(pf.to_tensor([1.5, -2.0], "float32"))
+        assert isinstance(out._value, type(strict.asarray(0.0)))
+        assert out.dtype == pf.float32
+        assert out.numpy().tolist() == [3.375, -8.0]
+        with pytest.raises(COMPLEX_REFUSED, match="cube_probe is not defined for complex"):
+            pf.cube_probe(pf.to_tensor([1 + 1j]))

@@ -7,10 +7,10 @@ compatibility wrappers, and ``array_api_strict`` checks that nothing outside the
 used). It has no fast paths: rules run as written in primitives. ``pf.jit`` writes its
 optimized programs as Python source over the namespace (``compiler/array_api_codegen.py``).
 
-Two things the standard lacks are built from it: ``erf`` (a power series for ``|x| < 3`` and
-a continued fraction for ``erfc`` beyond, accurate to ~1e-13 relative in float64) and
-``scatter_add`` (a one-hot matrix product: O(updates x rows) memory, fine for the index
-sizes primflow's rules produce, not for huge scatters). Random draws are made on the host by
+Functions the standard lacks are built from it: the special functions by the builders their
+declarations give (``Lowering(array_api=build)``: ``erf``, ``erfc``), and ``scatter_add``
+here (a one-hot matrix product: O(updates x rows) memory, fine for the index sizes
+primflow's rules produce, not for huge scatters). Random draws are made on the host by
 NumPy's generator from the same key and copied in, so every backend draws the same numbers.
 
 Select it with ``pf.set_backend("array_api", namespace=array_api_strict)``.
@@ -218,9 +218,6 @@ def foreign_array_message(obj, backend):
 
 # ---- kernels ---------------------------------------------------------------------------------
 
-_SQRT_PI = math.sqrt(math.pi)
-
-
 def _kernels(backend):
     """The kernel table of ``backend`` (closures over its namespace)."""
     xp = backend.xp
@@ -229,42 +226,8 @@ def _kernels(backend):
     # machine) and sizes the pools to pf.get_num_threads()
     matmul = backend.matmul
 
-    def scalar_like(x, value):
-        return xp.asarray(value, dtype=x.dtype, device=xp_device(x))
-
     def xp_device(x):
         return getattr(x, "device", None)
-
-    def erf(x):
-        # |x| < 3: the Maclaurin series; beyond: 1 - erfc from its continued fraction
-        a = xp.abs(x)
-        small = xp.minimum(a, scalar_like(x, 3.0))
-        s2 = small * small
-        term = small
-        total = small
-        for n in range(1, 64):
-            term = term * (-s2) / n
-            total = total + term / (2 * n + 1)
-        series = total * (2.0 / _SQRT_PI)
-        big = xp.maximum(a, scalar_like(x, 3.0))
-        frac = big
-        for k in range(60, 0, -1):
-            frac = big + (k / 2.0) / frac
-        tail = 1.0 - xp.exp(-big * big) / (_SQRT_PI * frac)
-        return xp.sign(x) * xp.where(a < 3.0, series, tail)
-
-    def erfc(x):
-        # |x| < 1: 1 - erf (no cancellation: erfc >= 0.15 there); beyond: the continued
-        # fraction of erfc(|x|) (not 1 - erf, whose float32 rounding gave negative values on
-        # [2.3, 3]), and 2 - erfc(|x|) for negative x
-        a = xp.abs(x)
-        big = xp.maximum(a, scalar_like(x, 1.0))
-        frac = big
-        for k in range(200, 0, -1):
-            frac = big + (k / 2.0) / frac
-        tail = xp.exp(-big * big) / (_SQRT_PI * frac)
-        upper = xp.where(a < 1.0, 1.0 - erf(a), tail)
-        return xp.where(x < 0.0, 2.0 - upper, upper)
 
     def convert_element_type(x, *, dtype):
         if xp.isdtype(x.dtype, "complex floating") and not dtype.is_complex:
@@ -382,7 +345,7 @@ def _kernels(backend):
     # (``derive_kernel``); rsqrt, logistic, integer_pow, iota, full, the random draws and
     # the LU helpers are the defaults of ``defaults.py``
     kernels = {
-        "erf": erf, "erfc": erfc, "div": div, "convert_element_type": convert_element_type,
+        "div": div, "convert_element_type": convert_element_type,
         # reductions
         "reduce_sum": reduce_sum, "reduce_max": reduce_max, "reduce_min": reduce_min,
         "argmax": argmax, "argmin": argmin, "cumsum": cumsum,
@@ -392,7 +355,7 @@ def _kernels(backend):
         "scatter_add": scatter_add, "dot_general": dot_general,
     }
     kernels.update(_numerics_kernels(backend))
-    kernels.update(_collective_kernels(backend))  # distributed (issue 15)
+    kernels.update(_collective_kernels(backend))  # MPI collectives, run on host copies
     return kernels
 
 

@@ -471,7 +471,7 @@ def compile_in_background(groups, done, specs=()):
     separate process (numba's compiler is Python code holding the GIL: a thread would stall
     this process), one job at a time; then calls ``done(error)`` from a background thread
     (``error`` is None or a message), which loads them from the disk cache. Kernels already
-    on disk are skipped."""
+    on disk are skipped. Jobs wait in a last-in-first-out queue."""
     jobs = []
     all_specs = list(specs)
     for g in groups:
@@ -486,7 +486,9 @@ def compile_in_background(groups, done, specs=()):
             import atexit
             import queue
 
-            _background["queue"] = queue.Queue()
+            # newest first: the program submitted last is the one running now (and the one
+            # a wait_compiled() waits for); older ones keep running their NumPy code
+            _background["queue"] = queue.LifoQueue()
             threading.Thread(target=_serve, name="primflow-numba-compile", daemon=True).start()
             atexit.register(_stop_worker)
         _background["queue"].put((jobs, done))

@@ -18,5 +18,22 @@ for _module in (_creation, _elementwise, _compare, _reduce, _shape, _index, _lin
                       if isinstance(value, _Primitive) and not name.startswith("_")})
 del _module
 
+
+def __getattr__(name):
+    """``prims.<name>`` of a primitive declared outside these family files (after primflow
+    was imported), as ``pf.<name>`` finds its public op.
+
+    Example:
+        >>> import primflow.prims as prims
+        >>> prims.__getattr__("exp").name
+        'exp'
+    """
+    from ..core.primitive import get_primitive  # noqa: PLC0415
+
+    found = get_primitive(name, None)
+    if found is None:
+        raise AttributeError(f"module 'primflow.prims' has no attribute {name!r}")
+    return found
+
 # Internal API for the transforms (not primitives): vmap's batch-axis moves.
 from ._batching import move_axis, with_batch_front  # noqa: E402

@@ -98,9 +98,10 @@ class Problem:
     output_name = "u"
     dim = 1
 
-    def __init__(self, dtype="float64"):
+    def __init__(self, dtype="float64", geometry=None):
         self.dtype = as_dtype(dtype)
         self._validation = None
+        self._geometry = geometry
 
     # ---- configuration --------------------------------------------------------------------
     def settings(self, quick=False) -> Settings:
@@ -113,7 +114,12 @@ class Problem:
     # ---- the network's inputs and outputs -------------------------------------------------
     @property
     def geometry(self):
-        raise NotImplementedError
+        """The domain, in the internal coordinates the problem trains in (given to
+        ``Problem.__init__`` or set by the subclass)."""
+        if self._geometry is None:
+            raise NotImplementedError(f"{type(self).__name__} gives no geometry: pass "
+                                      f"geometry= to Problem.__init__")
+        return self._geometry
 
     def normalize(self, X):
         """Internal coordinates -> ``[-1, 1]^d`` (the network's input)."""
@@ -304,3 +310,21 @@ def relative_l2(pred, ref):
 def mean_square(r):
     """``mean(r^2)``."""
     return (r * r).mean()
+
+
+def vanishing_on_unit_box(*coords):
+    """The bump ``prod 4 c (1 - c)`` over the coordinate columns ``coords`` of ``[0, 1]^k``:
+    zero on the box's boundary, 1 at its centre. Multiplying the network output by it builds
+    homogeneous Dirichlet conditions into ``u`` (the problems' ``transform``).
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.to_tensor([[0.0], [0.5]], dtype="float64")
+        >>> vanishing_on_unit_box(x, x).numpy().ravel().tolist()
+        [0.0, 1.0]
+    """
+    out = None
+    for c in coords:
+        factor = 4.0 * c * (1.0 - c)
+        out = factor if out is None else out * factor
+    return out

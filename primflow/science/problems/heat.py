@@ -25,7 +25,7 @@ import primflow as pf
 
 from ..geometry import Rectangle
 from ..operators import Derivatives
-from .base import Problem, Settings, mean_square
+from .base import Problem, Settings, mean_square, vanishing_on_unit_box
 
 
 class Heat1D(Problem):
@@ -34,18 +34,13 @@ class Heat1D(Problem):
     dim = 2
 
     def __init__(self, alpha=0.4, modes=((1, 1.0), (2, 0.5), (3, 0.25)), dtype="float64"):
-        super().__init__(dtype)
+        super().__init__(dtype, geometry=Rectangle([0.0, 0.0], [1.0, 1.0]))
         self.alpha = float(alpha)
         self.modes = tuple((int(n), float(b)) for n, b in modes)
         self.ramp_rate = 10.0
-        self._geometry = Rectangle([0.0, 0.0], [1.0, 1.0])
         terms = " + ".join(f"{b:g} sin({n}πx)" for n, b in self.modes)
         self.title = (f"Heat 1-D: u_t = {self.alpha:g} u_xx on [0,1]x[0,1], u(0,t)=u(1,t)=0, "
                       f"u(x,0) = {terms}")
-
-    @property
-    def geometry(self):
-        return self._geometry
 
     def settings(self, quick=False):
         if quick:
@@ -66,7 +61,7 @@ class Heat1D(Problem):
     def transform(self, X, N):
         x, t = X[:, 0:1], X[:, 1:2]
         ramp = 1.0 - pf.exp(-self.ramp_rate * t)  # 0 at t = 0, ~1 after a few 1/rate
-        return self.initial(x) + ramp * (4.0 * x * (1.0 - x)) * N
+        return self.initial(x) + ramp * vanishing_on_unit_box(x) * N
 
     def residual(self, u, X):
         D = Derivatives(u, X)

@@ -23,7 +23,7 @@ import primflow as pf
 
 from ..geometry import Rectangle
 from ..operators import laplacian
-from .base import Problem, Settings, mean_square
+from .base import Problem, Settings, mean_square, vanishing_on_unit_box
 
 
 class Poisson2D(Problem):
@@ -33,12 +33,7 @@ class Poisson2D(Problem):
     dim = 2
 
     def __init__(self, dtype="float64"):
-        super().__init__(dtype)
-        self._geometry = Rectangle([0.0, 0.0], [1.0, 1.0])
-
-    @property
-    def geometry(self):
-        return self._geometry
+        super().__init__(dtype, geometry=Rectangle([0.0, 0.0], [1.0, 1.0]))
 
     def settings(self, quick=False):
         if quick:
@@ -52,7 +47,7 @@ class Poisson2D(Problem):
 
     def transform(self, X, N):
         x, y = X[:, 0:1], X[:, 1:2]
-        return 16.0 * x * (1.0 - x) * y * (1.0 - y) * N
+        return vanishing_on_unit_box(x, y) * N
 
     def residual(self, u, X):
         """``(Δu + f) / (2 pi^2)`` at the points."""
