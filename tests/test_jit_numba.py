@@ -351,10 +351,50 @@ def test_a_hanging_compile_worker_is_killed_after_the_timeout(tmp_path, monkeypa
     monkeypatch.setattr(numba_codegen, "_kernels", {})
     fn, args = parse(_TIERED_PROGRAM), _tiered_args()
     exe = compile_program(fn, backend="auto")
-    assert exe._pending.ready.wait(60)
+    assert exe._pending.ready.wait(300)  # (after the job being served, if any)
     with pytest.warns(RuntimeWarning, match="TimeoutExpired"):
         exe(args)
     assert not exe.kernels and numba_codegen._background["process"] is None
+
+
+@needs_numba
+def test_a_queued_job_keeps_the_worker_settings_it_was_queued_with(tmp_path, monkeypatch):
+    # a job served after others (a cold cache queues many) once read the module's settings
+    # when it started: a test's patched worker script ran with the restored 30-minute
+    # timeout and blocked the queue
+    import threading
+    import types
+
+    from primflow.compiler import numba_codegen
+
+    release = tmp_path / "release"
+    gate = tmp_path / "gate.py"
+    gate.write_text(f"import os, time\nwhile not os.path.exists({str(release)!r}): "
+                    f"time.sleep(0.01)\nprint('[]')\n")
+    record = tmp_path / "record.py"
+    record.write_text("import sys\nopen(sys.argv[0] + '.ran', 'w').write(sys.argv[1])\n"
+                      "print('[]')\n")
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("import sys\nopen(sys.argv[0] + '.ran', 'w').write('x')\nprint('[]')\n")
+
+    def job(name):
+        return [types.SimpleNamespace(path=str(tmp_path / name), signature="()")]
+
+    gate_done, job_done, errors = threading.Event(), threading.Event(), []
+    monkeypatch.setattr(numba_codegen, "WORKER_TIMEOUT_S", 60)
+    monkeypatch.setattr(numba_codegen, "_WORKER", str(gate))
+    numba_codegen.compile_in_background([], lambda e: gate_done.set(), specs=job("a"))
+    monkeypatch.setattr(numba_codegen, "_WORKER", str(record))
+    monkeypatch.setattr(numba_codegen, "WORKER_NICENESS", 7)
+    numba_codegen.compile_in_background(
+        [], lambda e: (errors.append(e), job_done.set()), specs=job("b"))
+    monkeypatch.setattr(numba_codegen, "_WORKER", str(wrong))
+    monkeypatch.setattr(numba_codegen, "WORKER_NICENESS", 3)
+    release.write_text("")
+    assert gate_done.wait(300) and job_done.wait(300)
+    assert errors == [None]
+    assert (tmp_path / "record.py.ran").read_text() == "7"
+    assert not (tmp_path / "wrong.py.ran").exists()
 
 
 @needs_numba

@@ -471,7 +471,8 @@ def compile_in_background(groups, done, specs=()):
     separate process (numba's compiler is Python code holding the GIL: a thread would stall
     this process), one job at a time; then calls ``done(error)`` from a background thread
     (``error`` is None or a message), which loads them from the disk cache. Kernels already
-    on disk are skipped. Jobs wait in a last-in-first-out queue."""
+    on disk are skipped. Jobs wait in a last-in-first-out queue; each keeps the worker
+    settings (``WORKER_NICENESS``, ``WORKER_TIMEOUT_S``) in force when it was queued."""
     jobs = []
     all_specs = list(specs)
     for g in groups:
@@ -491,7 +492,10 @@ def compile_in_background(groups, done, specs=()):
             _background["queue"] = queue.LifoQueue()
             threading.Thread(target=_serve, name="primflow-numba-compile", daemon=True).start()
             atexit.register(_stop_worker)
-        _background["queue"].put((jobs, done))
+        # the settings travel with the job: a job served later (after others) still runs
+        # under the settings it was queued with, not whatever the module holds by then
+        settings = (_WORKER, WORKER_NICENESS, WORKER_TIMEOUT_S)
+        _background["queue"].put((jobs, done, settings))
 
 
 def _serve():
@@ -499,16 +503,16 @@ def _serve():
     import subprocess
 
     while True:
-        jobs, done = _background["queue"].get()
+        jobs, done, (worker, niceness, timeout) = _background["queue"].get()
         error = None
         if jobs:
             try:
-                proc = subprocess.Popen([sys.executable, _WORKER, str(WORKER_NICENESS)],
+                proc = subprocess.Popen([sys.executable, worker, str(niceness)],
                                         stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True)
                 _background["process"] = proc
-                out, err = proc.communicate(json.dumps(jobs), timeout=WORKER_TIMEOUT_S)
+                out, err = proc.communicate(json.dumps(jobs), timeout=timeout)
                 _warn_notices(out)
                 if proc.returncode != 0:
                     error = (f"the numba compile worker exited with code {proc.returncode}: "
