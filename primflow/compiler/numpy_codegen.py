@@ -187,6 +187,9 @@ def emit(op, args, out, params_name):
     aval = op.out.aval
     floating = aval.dtype.is_floating
     ufunc = ufunc_source(prim, len(args)) if floating or aval.dtype.is_bool else None
+    if ufunc is not None and holds_bfloat16(op) and getattr(
+            _lowered.kernels.get(prim), "computes_bfloat16_in_float32", False):
+        ufunc = None  # the kernel, which computes bfloat16 in float32 as its declaration says
     if ufunc is not None:
         return f"{ufunc}({', '.join(args)}{_out(out)})"
     if holds_bfloat16(op) and prim not in ("reshape", "transpose"):

@@ -16,9 +16,13 @@ from .families import COMPARE
 
 
 def _compare(name, standard, operator):
-    # complex numbers are not ordered: only eq and ne take them
+    # complex numbers are not ordered: only eq and ne take them. ml_dtypes's ordered
+    # bfloat16 comparisons warn "invalid value" at a NaN (float32 ones do not, as IEEE's
+    # quiet comparisons): computed in float32, exactly
+    ordered = name not in ("eq", "ne")
     lowering = Lowering(numpy=standard, array_api=standard, c=f"{{0}} {operator} {{1}}",
-                        numba=f"({{0}} {operator} {{1}})", real_only=name not in ("eq", "ne"))
+                        numba=f"({{0}} {operator} {{1}})", real_only=ordered,
+                        float32_compute=ordered)
     return Primitive(name, family=COMPARE, shard=sr.NONLINEAR, lowering=lowering,
                      infer=binary_infer(name, out_dtype=dtypes.bool_),
                      differentiable=False, doc=f"elementwise {name} -> bool")

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import primflow as pf
+from primflow.testing.extras import requires_extra
 
 F = pf.nn.functional
 NINF, INF = -math.inf, math.inf
@@ -267,3 +268,26 @@ def test_singular_vector_derivatives_next_to_a_zero_singular_value_match_differe
     h = 1e-6
     fd = (loss_np(a + h * d) - loss_np(a - h * d)) / (2 * h)
     assert abs((g * d).sum() - fd) < 1e-7
+
+
+# ---- NaN in bfloat16 comparisons ------------------------------------------------------------
+
+@requires_extra("bfloat16")
+@pytest.mark.parametrize("mode", ("eager", "jit"))
+def test_bfloat16_nan_checks_and_ordered_comparisons_do_not_warn(mode):
+    # ml_dtypes's ordered bfloat16 comparisons set "invalid" at a NaN (float32 and float64
+    # ones do not): isfinite warned "invalid value encountered in less"
+    data = np.array([1.0, np.nan, np.inf, -2.0], dtype=np.float32)
+    x = pf.to_tensor(data).astype("bfloat16")
+
+    def checks(t):
+        return pf.isfinite(t), pf.isinf(t), pf.isnan(t), t < 0.5, t >= 1.0, t > -INF
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = _run(mode, checks, x)
+    want = (np.isfinite(data), np.isinf(data), np.isnan(data), data < 0.5, data >= 1.0,
+            data > -INF)
+    for g, w in zip(got, want):
+        assert g.dtype == pf.bool_
+        np.testing.assert_array_equal(g.numpy(), w)
