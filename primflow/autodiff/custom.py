@@ -211,14 +211,14 @@ class custom_jvp:
     Example:
         >>> import primflow as pf
         >>> @pf.custom_jvp
-        ... def safe_log1pexp(x):
-        ...     return pf.log1p(pf.exp(x))
-        >>> @safe_log1pexp.defjvp
-        ... def _(primals, tangents):
+        ... def softplus(x):  # log(1 + e^x), written so that e^x never overflows
+        ...     return pf.maximum(x, 0.0) + pf.log1p(pf.exp(-pf.abs(x)))
+        >>> @softplus.defjvp
+        ... def _(primals, tangents):  # one sigmoid instead of the chain through max and abs
         ...     (x,), (t,) = primals, tangents
-        ...     return safe_log1pexp(x), t * pf.sigmoid(x)
-        >>> round(float(pf.grad(safe_log1pexp)(100.0)), 6)
-        1.0
+        ...     return softplus(x), t * pf.sigmoid(x)
+        >>> round(float(pf.grad(softplus)(100.0)), 6), round(float(pf.grad(softplus)(0.0)), 6)
+        (1.0, 0.5)
     """
 
     def __init__(self, fun, nondiff_argnums=()):
