@@ -31,10 +31,6 @@ class Beam(Problem):
         super().__init__(dtype)
         self._geometry = Interval(0.0, 1.0)
 
-    @property
-    def geometry(self):
-        return self._geometry
-
     def settings(self, quick=False):
         if quick:
             return Settings(hidden=16, depth=2, n_interior=64, adam_steps=300, lr=5e-3,

@@ -87,10 +87,6 @@ class Burgers(Problem):
         self.nu = float(nu)
         self._geometry = Rectangle([-1.0, 0.0], [1.0, 1.0])
 
-    @property
-    def geometry(self):
-        return self._geometry
-
     def settings(self, quick=False):
         if quick:
             return Settings(hidden=20, depth=6, n_interior=1000, adam_steps=300, lr=5e-3,

@@ -205,10 +205,6 @@ class HighDimPDE(Problem):
                       f"{pde} in {dim} dimensions, Laplacian by the {method} method")
 
     @property
-    def geometry(self):
-        return self._geometry
-
-    @property
     def input_names(self):
         """``("x0", ..., "x{d-1}")``, made when asked for: kept as a tuple it would take
         gigabytes at a very large d before the first array is allocated."""

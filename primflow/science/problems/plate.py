@@ -71,10 +71,6 @@ class Plate(Problem):
                       f"[0,{self.a:g}]x[0,{self.b:g}], simply supported; D = {self.D:.6g}, "
                       f"q0 = {self.q0:g}")
 
-    @property
-    def geometry(self):
-        return self._geometry
-
     def settings(self, quick=False):
         if quick:
             return Settings(hidden=16, depth=2, n_interior=256, n_boundary=64, adam_steps=100,
