@@ -6,8 +6,8 @@ Usage::
     primflow launch -n N [--] script.py [args]   (or -m module, or primflow ...)
     primflow demo {plate,beam,poisson,burgers,heat} [--quick] [--steps N] [--lbfgs-steps N]
                   [--points N] [--seed S] [--out DIR] [--config {unit,paddlescience}]
-                  [--lr LR] [--sampling {uniform,lhs,sobol}] [--threads N] [--no-plots]
-                  [--no-progress] [--resume | --overwrite]
+                  [--lr LR] [--sampling {uniform,lhs,sobol}] [--device DEVICE] [--threads N]
+                  [--no-plots] [--no-progress] [--resume | --overwrite]
 
     primflow demo {poisson-hd,allen-cahn-hd} [--dim D] [--samples K] [--exact]
                   [--cost-dims D1,D2,...] [common options]
@@ -43,6 +43,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -129,33 +130,52 @@ def cmd_demo(args, out=None, err=None):
         dist.init_parallel_env()
         lead = dist.get_rank() == 0
     _check_demo_options(args)
-    _check_issue19_options(args)
-    out_dir = _check_out_dir(f"primflow-demo-{args.name}" if args.out is None else args.out)
-    if args.data_dir is not None:
-        _check_out_dir(args.data_dir, "--data-dir")
-
-    lock = _FolderLock(out_dir) if lead else None  # only rank 0 writes the folder
-    if lock is not None:
-        lock.acquire()
-    previous = pf.get_default_dtype()
-    pf.set_default_dtype("float64")
-    try:
-        if lead:
-            _check_previous_run(args, out_dir)
-        return _run_demo(args, out_dir, out, err)
-    except Exception as exc:
-        memory = _memory_error(exc)
-        if memory is None:
-            raise
-        sizes = " ".join(f"--{flag.replace('_', '-')} {getattr(args, flag)}" for flag in
-                         _SIZE_FLAGS if getattr(args, flag, None) is not None)
-        raise CLIError(f"out of memory: this run needs more memory than the machine has "
-                       f"({sizes or 'the default sizes'}); pass smaller sizes"
-                       + (f" ({memory})" if str(memory) else "")) from None
-    finally:
-        pf.set_default_dtype(previous)
+    _check_problem_specific_options(args)
+    with _on_device(args.device):  # a device that is not there: refused before the folder
+        out_dir = _check_out_dir(f"primflow-demo-{args.name}" if args.out is None
+                                 else args.out)
+        if args.data_dir is not None:
+            _check_out_dir(args.data_dir, "--data-dir")
+        lock = _FolderLock(out_dir) if lead else None  # only rank 0 writes the folder
         if lock is not None:
-            lock.release()
+            lock.acquire()
+        previous = pf.get_default_dtype()
+        pf.set_default_dtype("float64")
+        try:
+            if lead:
+                _check_previous_run(args, out_dir)
+            return _run_demo(args, out_dir, out, err)
+        except Exception as exc:
+            memory = _memory_error(exc)
+            if memory is None:
+                raise
+            sizes = " ".join(f"--{flag.replace('_', '-')} {getattr(args, flag)}" for flag in
+                             _SIZE_FLAGS if getattr(args, flag, None) is not None)
+            raise CLIError(f"out of memory: this run needs more memory than the machine has "
+                           f"({sizes or 'the default sizes'}); pass smaller sizes"
+                           + (f" ({memory})" if str(memory) else "")) from None
+        finally:
+            pf.set_default_dtype(previous)
+            if lock is not None:
+                lock.release()
+
+
+@contextlib.contextmanager
+def _on_device(device):
+    """Runs the block on ``device`` (``--device``; None: where primflow runs now), then
+    restores the backend that was in use."""
+    import primflow as pf
+
+    backend = pf.get_backend()
+    if device is not None:
+        try:
+            pf.set_device(device)
+        except (ValueError, RuntimeError) as exc:  # unknown, no CuPy, no such GPU
+            raise CLIError(f"--device {device}: {exc}") from None
+    try:
+        yield
+    finally:
+        pf.set_backend(backend)
 
 
 def _memory_error(exc):
@@ -286,7 +306,7 @@ def _run_demo(args, out_dir, out, err):
         return _run_operator_demo(args, out_dir, out, err)
 
     options = {"config": args.config} if args.config else {}
-    options.update(_issue19_options(args))
+    options.update(_problem_specific_options(args))
     if args.name in HIGH_DIM_DEMOS and args.cost_dims:
         return _cost_vs_dim(args, out_dir, out)
     try:
@@ -361,7 +381,7 @@ def _run_demo(args, out_dir, out, err):
 
 # ---- high-dimensional PDEs and inverse problems ---------------------------------
 
-def _check_issue19_options(args):
+def _check_problem_specific_options(args):
     high_dim = args.name in HIGH_DIM_DEMOS
     for flag, value, ok in (("--dim", args.dim, high_dim),
                             ("--samples", args.samples, high_dim),
@@ -500,7 +520,7 @@ def _parse_dims(text):
     return dims
 
 
-def _issue19_options(args):
+def _problem_specific_options(args):
     options = {}
     if args.name in HIGH_DIM_DEMOS:
         if args.dim is not None:
@@ -609,6 +629,9 @@ def build_parser():
     demo.add_argument("--lr", type=float, help="initial Adam learning rate")
     demo.add_argument("--sampling", choices=("uniform", "lhs", "sobol"),
                       help="collocation sampling (sobol needs scipy)")
+    demo.add_argument("--device", metavar="DEVICE",
+                      help="where to train: cpu (default), gpu or gpu:N (needs CuPy and an "
+                           "NVIDIA GPU: pip install 'primflow[gpu]')")
     demo.add_argument("--threads", type=int, default=1,
                       help="BLAS threads while training (default 1, the fastest for these "
                            "small networks)")

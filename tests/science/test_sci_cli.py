@@ -76,6 +76,26 @@ def test_demo_runs_and_writes_its_outputs(tmp_path, capsys):
     assert pf.get_default_dtype() == "float32" or pf.get_default_dtype() == "float64"
 
 
+def test_device_option_trains_on_the_named_device_and_restores_the_backend(tmp_path, capsys):
+    before = pf.get_backend()
+    assert main(["demo", "beam", "--device", "cpu", "--out", str(tmp_path / "cpu"),
+                 "--no-plots"] + TINY) == 0
+    assert "relative L2 error vs reference:" in capsys.readouterr().out
+    assert pf.get_backend() is before
+
+
+@pytest.mark.parametrize("device, message", [
+    ("tpu", "--device tpu: unknown device 'tpu'; use 'cpu', 'gpu' or 'gpu:N'"),
+    ("gpu:99", "--device gpu:99: device 'gpu:99'"),
+])
+def test_device_option_refuses_a_device_that_is_not_there(device, message, tmp_path, capsys):
+    before = pf.get_backend()
+    out = tmp_path / "run"
+    assert main(["demo", "beam", "--device", device, "--out", str(out)] + TINY) == 2
+    assert message in capsys.readouterr().err
+    assert pf.get_backend() is before and not out.exists()  # refused before anything ran
+
+
 def test_demo_restores_the_default_dtype(tmp_path):
     before = pf.get_default_dtype()
     main(["demo", "poisson", "--out", str(tmp_path), "--no-plots"] + TINY)
