@@ -123,6 +123,9 @@ def _gpu_count():
 
 def skip_reason(cell):
     """Why ``cell`` cannot run here, or None."""
+    for extra in cell.info.extras:  # (LU without SciPy, on a bare install)
+        if not has_extra(extra):
+            return extra_skip_reason(extra)
     for limit in cell.info.limits:
         if limit.matches(cell.dtype, cell.mode, cell.backend):
             return f"{cell.info.name}: {limit.reason}"
