@@ -10,6 +10,8 @@ its values were already read by another group (else the kernels cannot be schedu
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
 
@@ -363,7 +365,6 @@ def test_a_queued_job_keeps_the_worker_settings_it_was_queued_with(tmp_path, mon
     # when it started: a test's patched worker script ran with the restored 30-minute
     # timeout and blocked the queue
     import threading
-    import types
 
     from primflow.compiler import numba_codegen
 
@@ -395,6 +396,43 @@ def test_a_queued_job_keeps_the_worker_settings_it_was_queued_with(tmp_path, mon
     assert errors == [None]
     assert (tmp_path / "record.py.ran").read_text() == "7"
     assert not (tmp_path / "wrong.py.ran").exists()
+
+
+@needs_numba
+def test_kernels_load_from_the_folder_they_were_compiled_into(tmp_path, monkeypatch):
+    # pf.config.cache_dir changed while the job waited in the queue: the load looked in the
+    # new folder, found nothing and compiled every kernel again in this process
+    import time
+
+    from primflow.compiler import numba_codegen
+    from primflow.compiler import compile_program
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    monkeypatch.setattr(pf.config, "cache_dir", str(first))
+    monkeypatch.setattr(numba_codegen, "_kernels", {})
+    started, release = tmp_path / "started", tmp_path / "release"
+    gate = tmp_path / "gate.py"
+    gate.write_text(f"import os, time\nopen({str(started)!r}, 'w').close()\n"
+                    f"while not os.path.exists({str(release)!r}): time.sleep(0.01)\n"
+                    f"print('[]')\n")
+    real_worker = numba_codegen._WORKER
+    monkeypatch.setattr(numba_codegen, "_WORKER", str(gate))
+    numba_codegen.compile_in_background(
+        [], lambda e: None,
+        specs=[types.SimpleNamespace(path=str(tmp_path / "gate_job"), signature="()")])
+    deadline = time.monotonic() + 300
+    while not started.exists():  # the gate holds the queue: the program's job waits
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    monkeypatch.setattr(numba_codegen, "_WORKER", real_worker)
+    fn, args = parse(_TIERED_PROGRAM), _tiered_args()
+    exe = compile_program(fn, backend="auto")
+    monkeypatch.setattr(pf.config, "cache_dir", str(second))
+    release.write_text("")
+    assert exe.wait(300) and exe.kernels
+    assert _rel_err(exe(args)[0], evaluate(fn, args)[0]) < 1e-13
+    assert list((first / "numba").glob("k_*.py"))
+    assert not (second / "numba").exists() or not list((second / "numba").glob("k_*.py"))
 
 
 @needs_numba

@@ -114,10 +114,16 @@ def available() -> bool:
     return _state["numba"] is not None
 
 
+# the folder a background load reads: the one its job compiled into, even when
+# pf.config.cache_dir changed while the job waited (else the kernels were compiled again, in
+# this process, holding the GIL)
+_loading_from = threading.local()
+
+
 def cache_dir() -> str:
     """Where kernel sources and numba's cache files go: ``numba/`` in ``pf.config.cache_dir``
     (default ``~/.cache/primflow``)."""
-    return os.path.join(config.cache_dir, "numba")
+    return getattr(_loading_from, "path", None) or os.path.join(config.cache_dir, "numba")
 
 
 def computes(op, transcendental=False) -> bool:
@@ -472,7 +478,8 @@ def compile_in_background(groups, done, specs=()):
     this process), one job at a time; then calls ``done(error)`` from a background thread
     (``error`` is None or a message), which loads them from the disk cache. Kernels already
     on disk are skipped. Jobs wait in a last-in-first-out queue; each keeps the worker
-    settings (``WORKER_NICENESS``, ``WORKER_TIMEOUT_S``) in force when it was queued."""
+    settings (``WORKER_NICENESS``, ``WORKER_TIMEOUT_S``) and the cache folder in force when
+    it was queued."""
     jobs = []
     all_specs = list(specs)
     for g in groups:
@@ -494,7 +501,7 @@ def compile_in_background(groups, done, specs=()):
             atexit.register(_stop_worker)
         # the settings travel with the job: a job served later (after others) still runs
         # under the settings it was queued with, not whatever the module holds by then
-        settings = (_WORKER, WORKER_NICENESS, WORKER_TIMEOUT_S)
+        settings = (_WORKER, WORKER_NICENESS, WORKER_TIMEOUT_S, cache_dir())
         _background["queue"].put((jobs, done, settings))
 
 
@@ -503,7 +510,7 @@ def _serve():
     import subprocess
 
     while True:
-        jobs, done, (worker, niceness, timeout) = _background["queue"].get()
+        jobs, done, (worker, niceness, timeout, folder) = _background["queue"].get()
         error = None
         if jobs:
             try:
@@ -525,10 +532,13 @@ def _serve():
                     proc.kill()
                     proc.wait()
                 _background["process"] = None
+        _loading_from.path = folder
         try:
             done(error)
         except Exception:  # noqa: BLE001,S110 - the callback reports its own errors
             pass
+        finally:
+            _loading_from.path = None
 
 
 def _warn_notices(out):
