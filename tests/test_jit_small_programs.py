@@ -148,3 +148,39 @@ def test_small_program_kernels_compile_only_after_many_calls(monkeypatch):
     g(x)
     assert g.wait_compiled(60) and next(iter(g._cache.values())).executable.kernels
     assert len(submitted) == 2
+
+
+@needs_numba
+def test_a_deferred_compile_reached_from_several_threads_is_queued_once(monkeypatch):
+    import threading
+
+    from primflow.compiler import _pipeline, numba_codegen
+
+    submitted = []
+    real = numba_codegen.compile_in_background
+
+    def spy(groups, done, specs=()):
+        submitted.append(len(groups))
+        return real(groups, done, specs=specs)
+
+    monkeypatch.setattr(numba_codegen, "compile_in_background", spy)
+    monkeypatch.setattr(_pipeline, "SMALL_PROGRAM_DEFERRED_CALLS", 1000)
+    x = pf.to_tensor(np.random.default_rng(2).standard_normal(3))
+    f = pf.jit(lambda t: _chain(t) * 0.59375)
+    f(x)  # traced and compiled (the NumPy tier); the compile is not queued yet
+    exe = next(iter(f._cache.values())).executable
+    pending = exe._pending
+    assert submitted == [] and pending is not None
+    barrier = threading.Barrier(8)
+
+    def start():  # as the calls that reach the count, or wait_compiled(), in eight threads
+        barrier.wait()
+        pending.begin()
+
+    threads = [threading.Thread(target=start) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert submitted == [1]
+    assert f.wait_compiled(60) and exe.kernels

@@ -127,10 +127,11 @@ class Pending:
     """A numba version of a program, compiled in the background (or, for a deferred one,
     once ``start`` is called: after ``calls_left`` more calls, or by ``wait()``)."""
 
-    __slots__ = ("error", "ready", "result", "generate", "start", "calls_left")
+    __slots__ = ("error", "ready", "result", "generate", "start", "calls_left", "_starting")
 
     def __init__(self, start=None, calls_left=0):
         self.ready = threading.Event()
+        self._starting = threading.Lock()  # calls from several threads start it once
         self.error = None
         self.result = None
         self.generate = None  # the generation left to the next call (another backend was
@@ -140,7 +141,8 @@ class Pending:
 
     def begin(self):
         """Starts a deferred compile (once)."""
-        start, self.start = self.start, None
+        with self._starting:
+            start, self.start = self.start, None
         if start is not None:
             start()
 
