@@ -359,58 +359,14 @@ def test_a_hanging_compile_worker_is_killed_after_the_timeout(tmp_path, monkeypa
     assert not exe.kernels and numba_codegen._background["process"] is None
 
 
-@needs_numba
-def test_a_queued_job_keeps_the_worker_settings_it_was_queued_with(tmp_path, monkeypatch):
-    # a job served after others (a cold cache queues many) once read the module's settings
-    # when it started: a test's patched worker script ran with the restored 30-minute
-    # timeout and blocked the queue
-    import threading
-
-    from primflow.compiler import numba_codegen
-
-    release = tmp_path / "release"
-    gate = tmp_path / "gate.py"
-    gate.write_text(f"import os, time\nwhile not os.path.exists({str(release)!r}): "
-                    f"time.sleep(0.01)\nprint('[]')\n")
-    record = tmp_path / "record.py"
-    record.write_text("import sys\nopen(sys.argv[0] + '.ran', 'w').write(sys.argv[1])\n"
-                      "print('[]')\n")
-    wrong = tmp_path / "wrong.py"
-    wrong.write_text("import sys\nopen(sys.argv[0] + '.ran', 'w').write('x')\nprint('[]')\n")
-
-    def job(name):
-        return [types.SimpleNamespace(path=str(tmp_path / name), signature="()")]
-
-    gate_done, job_done, errors = threading.Event(), threading.Event(), []
-    monkeypatch.setattr(numba_codegen, "WORKER_TIMEOUT_S", 60)
-    monkeypatch.setattr(numba_codegen, "_WORKER", str(gate))
-    numba_codegen.compile_in_background([], lambda e: gate_done.set(), specs=job("a"))
-    monkeypatch.setattr(numba_codegen, "_WORKER", str(record))
-    monkeypatch.setattr(numba_codegen, "WORKER_NICENESS", 7)
-    numba_codegen.compile_in_background(
-        [], lambda e: (errors.append(e), job_done.set()), specs=job("b"))
-    monkeypatch.setattr(numba_codegen, "_WORKER", str(wrong))
-    monkeypatch.setattr(numba_codegen, "WORKER_NICENESS", 3)
-    release.write_text("")
-    assert gate_done.wait(300) and job_done.wait(300)
-    assert errors == [None]
-    assert (tmp_path / "record.py.ran").read_text() == "7"
-    assert not (tmp_path / "wrong.py.ran").exists()
-
-
-@needs_numba
-def test_kernels_load_from_the_folder_they_were_compiled_into(tmp_path, monkeypatch):
-    # pf.config.cache_dir changed while the job waited in the queue: the load looked in the
-    # new folder, found nothing and compiled every kernel again in this process
+def _hold_the_compile_queue(tmp_path, monkeypatch):
+    """Queues a job whose worker waits until the returned function is called (the queue's
+    one worker is busy with it meanwhile, so later jobs wait); returns once it runs."""
     import time
 
     from primflow.compiler import numba_codegen
-    from primflow.compiler import compile_program
 
-    first, second = tmp_path / "first", tmp_path / "second"
-    monkeypatch.setattr(pf.config, "cache_dir", str(first))
-    monkeypatch.setattr(numba_codegen, "_kernels", {})
-    started, release = tmp_path / "started", tmp_path / "release"
+    started, release = tmp_path / "gate-started", tmp_path / "gate-release"
     gate = tmp_path / "gate.py"
     gate.write_text(f"import os, time\nopen({str(started)!r}, 'w').close()\n"
                     f"while not os.path.exists({str(release)!r}): time.sleep(0.01)\n"
@@ -420,15 +376,59 @@ def test_kernels_load_from_the_folder_they_were_compiled_into(tmp_path, monkeypa
     numba_codegen.compile_in_background(
         [], lambda e: None,
         specs=[types.SimpleNamespace(path=str(tmp_path / "gate_job"), signature="()")])
-    deadline = time.monotonic() + 300
-    while not started.exists():  # the gate holds the queue: the program's job waits
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
     monkeypatch.setattr(numba_codegen, "_WORKER", real_worker)
+    deadline = time.monotonic() + 300  # (after the job being served, if any)
+    while not started.exists():
+        assert time.monotonic() < deadline, "the compile queue never served the gate job"
+        time.sleep(0.01)
+    return lambda: release.write_text("")
+
+
+@needs_numba
+def test_a_queued_job_keeps_the_worker_settings_it_was_queued_with(tmp_path, monkeypatch):
+    # a job served after others (a cold cache queues many) once read the module's settings
+    # when it started: a test's patched worker script ran with the restored 30-minute
+    # timeout and blocked the queue
+    import threading
+
+    from primflow.compiler import numba_codegen
+
+    record = tmp_path / "record.py"
+    record.write_text("import sys\nopen(sys.argv[0] + '.ran', 'w').write(sys.argv[1])\n"
+                      "print('[]')\n")
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("import sys\nopen(sys.argv[0] + '.ran', 'w').write('x')\nprint('[]')\n")
+    release = _hold_the_compile_queue(tmp_path, monkeypatch)
+    done, errors = threading.Event(), []
+    monkeypatch.setattr(numba_codegen, "WORKER_TIMEOUT_S", 60)
+    monkeypatch.setattr(numba_codegen, "_WORKER", str(record))
+    monkeypatch.setattr(numba_codegen, "WORKER_NICENESS", 7)
+    numba_codegen.compile_in_background(
+        [], lambda e: (errors.append(e), done.set()),
+        specs=[types.SimpleNamespace(path=str(tmp_path / "job"), signature="()")])
+    monkeypatch.setattr(numba_codegen, "_WORKER", str(wrong))
+    monkeypatch.setattr(numba_codegen, "WORKER_NICENESS", 3)
+    release()
+    assert done.wait(300) and errors == [None]
+    assert (tmp_path / "record.py.ran").read_text() == "7"
+    assert not (tmp_path / "wrong.py.ran").exists()
+
+
+@needs_numba
+def test_kernels_load_from_the_folder_they_were_compiled_into(tmp_path, monkeypatch):
+    # pf.config.cache_dir changed while the job waited in the queue: the load looked in the
+    # new folder, found nothing and compiled every kernel again in this process
+    from primflow.compiler import numba_codegen
+    from primflow.compiler import compile_program
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    monkeypatch.setattr(pf.config, "cache_dir", str(first))
+    monkeypatch.setattr(numba_codegen, "_kernels", {})
+    release = _hold_the_compile_queue(tmp_path, monkeypatch)
     fn, args = parse(_TIERED_PROGRAM), _tiered_args()
     exe = compile_program(fn, backend="auto")
     monkeypatch.setattr(pf.config, "cache_dir", str(second))
-    release.write_text("")
+    release()
     assert exe.wait(300) and exe.kernels
     assert _rel_err(exe(args)[0], evaluate(fn, args)[0]) < 1e-13
     assert list((first / "numba").glob("k_*.py"))
