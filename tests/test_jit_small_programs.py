@@ -116,12 +116,9 @@ def test_the_cost_model_fuses_small_programs_only():
     assert small_program_plan(single, fuse(single)) is None
 
 
-@needs_numba
-def test_small_program_kernels_compile_only_after_many_calls(monkeypatch):
-    """Under tiered compilation a small program's kernels are queued for the background
-    worker only after SMALL_PROGRAM_DEFERRED_CALLS calls (or at wait_compiled): a function
-    called a few times never costs a compile, one run on and on gets its kernels."""
-    from primflow.compiler import _pipeline, numba_codegen
+def _count_queued_compiles(monkeypatch):
+    """A list that gets each background compile's group count as it is queued."""
+    from primflow.compiler import numba_codegen
 
     submitted = []
     real = numba_codegen.compile_in_background
@@ -131,6 +128,17 @@ def test_small_program_kernels_compile_only_after_many_calls(monkeypatch):
         return real(groups, done, specs=specs)
 
     monkeypatch.setattr(numba_codegen, "compile_in_background", spy)
+    return submitted
+
+
+@needs_numba
+def test_small_program_kernels_compile_only_after_many_calls(monkeypatch):
+    """Under tiered compilation a small program's kernels are queued for the background
+    worker only after SMALL_PROGRAM_DEFERRED_CALLS calls (or at wait_compiled): a function
+    called a few times never costs a compile, one run on and on gets its kernels."""
+    from primflow.compiler import _pipeline
+
+    submitted = _count_queued_compiles(monkeypatch)
     monkeypatch.setattr(_pipeline, "SMALL_PROGRAM_DEFERRED_CALLS", 5)
     x = pf.to_tensor(np.random.default_rng(1).standard_normal(3))
     # (constants no other test uses: a kernel loaded in this process already is used at once)
@@ -154,16 +162,9 @@ def test_small_program_kernels_compile_only_after_many_calls(monkeypatch):
 def test_a_deferred_compile_reached_from_several_threads_is_queued_once(monkeypatch):
     import threading
 
-    from primflow.compiler import _pipeline, numba_codegen
+    from primflow.compiler import _pipeline
 
-    submitted = []
-    real = numba_codegen.compile_in_background
-
-    def spy(groups, done, specs=()):
-        submitted.append(len(groups))
-        return real(groups, done, specs=specs)
-
-    monkeypatch.setattr(numba_codegen, "compile_in_background", spy)
+    submitted = _count_queued_compiles(monkeypatch)
     monkeypatch.setattr(_pipeline, "SMALL_PROGRAM_DEFERRED_CALLS", 1000)
     x = pf.to_tensor(np.random.default_rng(2).standard_normal(3))
     f = pf.jit(lambda t: _chain(t) * 0.59375)
