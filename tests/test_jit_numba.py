@@ -103,14 +103,37 @@ def test_auto_backend_runs_numpy_code_while_numba_compiles_in_the_background(mon
     # a second compile of the same program in this process reuses the loaded kernel
     again = compile_program(fn, backend="auto")
     assert len(again.kernels) == 1 and not again.compiling
-    # a new process (no kernels loaded) loads it from the disk cache, in the background too
+    # a new process (no kernels loaded) loads it from the disk cache at once, in the calling
+    # thread: a background thread loading kernels holds the GIL and slowed the next calls
     from primflow.compiler import numba_codegen
 
     monkeypatch.setattr(numba_codegen, "_kernels", {})
+    queued = []
+    monkeypatch.setattr(numba_codegen, "compile_in_background",
+                        lambda *a, **k: queued.append(a))
     fresh = compile_program(fn, backend="auto")
-    assert not fresh.kernels
-    assert fresh.wait(300) and len(fresh.kernels) == 1
+    assert fresh._pending.ready.is_set() and not queued
     assert _rel_err(fresh(args)[0], want) < 1e-13
+    assert len(fresh.kernels) == 1 and not fresh.compiling
+
+
+@needs_numba
+def test_numbas_process_set_up_runs_in_the_calling_thread(monkeypatch):
+    # numba's once-per-process set-up (0.15-0.25 s holding the GIL) made a call 20x slower
+    # when the background thread did it while loading the first kernel
+    import threading
+
+    from primflow.compiler import compile_program, numba_codegen
+
+    threads = []
+    real = numba_codegen.prepare_process
+    monkeypatch.setattr(numba_codegen, "prepare_process",
+                        lambda: (threads.append(threading.current_thread()), real()))
+    monkeypatch.setattr(numba_codegen, "_kernels", {})
+    exe = compile_program(parse(_TIERED_PROGRAM), backend="auto")
+    assert threads == [threading.current_thread()]
+    assert numba_codegen._state["prepared"]
+    assert exe.wait(300) and len(exe.kernels) == 1
 
 
 @needs_numba

@@ -27,6 +27,7 @@ thread cost model below. Writing the code is ``emit.py``'s job, running it
 from __future__ import annotations
 
 import math
+import time
 from typing import NamedTuple
 
 from ..backends import get_backend
@@ -268,6 +269,10 @@ SCALAR_IN_NUMPY = frozenset({("sin", "float64"), ("cos", "float64")})
 # step is; a function called a few times (most of a test suite's) never queues one, so the
 # one background worker stays free for the kernels of programs that do run on.
 SMALL_PROGRAM_DEFERRED_CALLS = 100
+# after loading a compiled kernel, the background thread pauses this many times the load's
+# own time: a program's call then shares the GIL with at most one load (W3, ten kernels: the
+# call during the switch took 55 ms against 25-29 without pauses)
+LOAD_PAUSE = 3
 
 
 def small_program_plan(fn, groups):
@@ -505,6 +510,18 @@ def _nbytes(v):
 
 
 
+def _load_spaced(groups):
+    """Loads the kernels of ``groups`` from the background thread with pauses between them:
+    a load holds the GIL for a few milliseconds, so the program's call running meanwhile
+    waits that long; paused, each call overlaps at most one load."""
+    from . import numba_codegen
+
+    for g in groups:
+        t0 = time.perf_counter()
+        numba_codegen.compile_group(g)
+        time.sleep(LOAD_PAUSE * (time.perf_counter() - t0))
+
+
 def _tiered(exe, plan, backend, emitter=npc):
     """``exe`` (the NumPy version) now, and the numba version of ``plan.fn`` (the same
     program prepared for kernels) with its kernels compiled in a background process; the
@@ -513,7 +530,10 @@ def _tiered(exe, plan, backend, emitter=npc):
     numba compiles a kernel in 0.25-0.5 s, so a program with twenty fusion groups would
     spend seconds in its first call; this way the first call costs what generating NumPy
     code costs, and the second core compiles. Kernels already in the disk cache (a second
-    process) are loaded by a background thread, which still takes 30-50 ms a kernel."""
+    process) load at once, in the calling thread (5-8 ms a kernel): loaded by a background
+    thread holding the GIL, they made the program's next calls up to twice as slow. The
+    compiled ones are loaded by the background thread, after numba's once-per-process
+    set-up was done in the calling thread (``numba_codegen.prepare_process``)."""
     from . import numba_codegen
 
     owner = get_backend()
@@ -522,8 +542,10 @@ def _tiered(exe, plan, backend, emitter=npc):
         return generate(plan.fn, plan.groups, plan.kernels, backend, emitter,
                         whole_loops=bool(plan.loops))
 
-    def done(error):
+    def done(error, spaced=False):
         try:
+            if error is None and spaced:
+                _load_spaced(plan.kernels.values())
             if error is None and get_backend() is not owner:  # pf.set_backend meanwhile
                 pending.generate = (owner, generate_kernels)
             elif error is None:
@@ -534,8 +556,13 @@ def _tiered(exe, plan, backend, emitter=npc):
         pending.ready.set()
 
     def start():
-        numba_codegen.compile_in_background(list(plan.kernels.values()), done,
-                                            specs=plan.loops)
+        numba_codegen.prepare_process()
+        groups = list(plan.kernels.values())
+        if numba_codegen.uncompiled(groups, plan.loops):
+            numba_codegen.compile_in_background(groups, lambda e: done(e, spaced=True),
+                                                specs=plan.loops)
+        else:
+            done(None)
 
     if plan.small:  # worth its compile only for a program that runs many times
         pending = exe._pending = Pending(start, SMALL_PROGRAM_DEFERRED_CALLS)

@@ -96,7 +96,7 @@ def _strided(v):
     return op.prim in STRIDED_VIEWS
 
 
-_state = {"numba": None, "checked": False}
+_state = {"numba": None, "checked": False, "prepared": False}
 _lock = threading.Lock()
 _kernels = {}  # sha -> compiled dispatcher
 
@@ -471,6 +471,39 @@ WORKER_NICENESS = 10
 _background = {"queue": None, "process": None}
 
 
+def uncompiled(groups, specs=()):
+    """The compile jobs (``{"path", "sig"}``) of the kernels of ``groups`` and of the
+    ``KernelSpec``s ``specs`` that are not in the disk cache yet; writes the groups'
+    sources. An empty list: every kernel can be loaded now."""
+    all_specs = list(specs)
+    for g in groups:
+        spec = kernel_spec(g)
+        write_source(g, spec)
+        all_specs.append(spec)
+    return [{"path": spec.path, "sig": spec.signature} for spec in all_specs
+            if not os.path.exists(ready_marker(spec.path))]
+
+
+def prepare_process():
+    """Runs numba's once-per-process set-up now, in the calling thread: loading the first
+    kernel from the disk cache sets up numba's compiler registries (imports, the runtime's
+    own functions), 0.15-0.25 s holding the GIL. Done by a background thread, that stalled
+    the program's next calls (one measured at 196 ms against 9); done here, the first call
+    pays it once. A no-op after the first time, or without numba.
+
+    Example:
+        >>> prepare_process()  # the next kernel load costs milliseconds
+    """
+    if _state["prepared"] or not available():
+        return
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.registry import cpu_target
+
+    with global_compiler_lock:
+        cpu_target.target_context.refresh()
+    _state["prepared"] = True
+
+
 def compile_in_background(groups, done, specs=()):
     """Compiles the kernels of ``groups`` (and the ``KernelSpec``s ``specs``, whose sources
     are written already: whole-loop kernels, see ``numba_loops``) into the disk cache in a
@@ -480,15 +513,7 @@ def compile_in_background(groups, done, specs=()):
     on disk are skipped. Jobs wait in a last-in-first-out queue; each keeps the worker
     settings (``WORKER_NICENESS``, ``WORKER_TIMEOUT_S``) and the cache folder in force when
     it was queued."""
-    jobs = []
-    all_specs = list(specs)
-    for g in groups:
-        spec = kernel_spec(g)
-        write_source(g, spec)
-        all_specs.append(spec)
-    for spec in all_specs:
-        if not os.path.exists(ready_marker(spec.path)):
-            jobs.append({"path": spec.path, "sig": spec.signature})
+    jobs = uncompiled(groups, specs)
     with _lock:
         if _background["queue"] is None:
             import atexit
@@ -574,5 +599,7 @@ __all__ = [
     "kernel_source",
     "load_kernel",
     "np",
+    "prepare_process",
     "supports",
+    "uncompiled",
 ]
