@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import types
 
+import math
+
 import numpy as np
 import pytest
 
@@ -681,3 +683,32 @@ def test_the_background_compile_starts_the_worker_with_the_niceness(monkeypatch)
     f(pf.ones([1 << 15]))
     assert f.wait_compiled(120)
     assert started and started[-1][-1] == str(numba_codegen.WORKER_NICENESS)
+
+
+@needs_numba
+@pytest.mark.parametrize("shape", [(7,), (8,), (3, 5), (4, 1), (1, 6), (3, 1, 5), (1,)])
+def test_a_kernel_with_libm_calls_interleaves_two_elements_and_matches_numpy(shape):
+    # chains of sin/exp run two elements side by side (the CPU overlaps the calls' latency);
+    # odd lengths finish with one element, unit dims and broadcast inputs keep their indexing
+    from primflow.compiler import numba_codegen
+
+    t = f"float64{list(shape)}".replace(" ", "")
+    last, n = shape[-1], len(shape)
+    program = (f"def f(%0: {t}, %1: float64[{last}]):\n"
+               f"    %2: {t} = broadcast_in_dim(%1, shape={tuple(shape)}, "
+               f"broadcast_dimensions=({n - 1},))\n"
+               f"    %3: {t} = sin(%0)\n"
+               f"    %4: {t} = add(%3, %2)\n"
+               f"    %5: {t} = exp(%4)\n"
+               f"    %6: {t} = sub(%5, %3)\n"
+               f"    return %6, %3\n")
+    groups = fuse(parse(program))
+    assert len(groups) == 1 and numba_codegen.supports(groups[0], transcendental=True)
+    source = numba_codegen.kernel_source(groups[0])
+    assert ("t3_1 = " in source) == (math.prod(shape) >= 2)
+    rng = np.random.default_rng(3)
+    x, row = rng.standard_normal(shape), rng.standard_normal(last)
+    outs = numba_codegen.compile_group(groups[0])(x, row, np.empty(shape), np.empty(shape))
+    want = {"sin": np.sin(x), "sub": np.exp(np.sin(x) + row) - np.sin(x)}
+    for v, got in zip(groups[0].outputs, outs):
+        np.testing.assert_allclose(got, want[v.op.prim], rtol=1e-14)
