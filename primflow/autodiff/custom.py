@@ -11,29 +11,18 @@ its cotangent.
 
 from __future__ import annotations
 
-import copy
 import functools
 
-from ..core.primitive import CustomRule, Node, record_custom
+from ..core.primitive import CustomRule, Node, _innermost_trace, record_custom
 from ..core.pytree import replace_at, tree_flatten, tree_unflatten
 from ..core.state import enable_grad, no_grad, state
 from ..core.tensor import Tensor
-from ..core.trace import Tracer, mark_transform
+from ..core.trace import mark_transform
 from ..ops.helpers import alias, as_tensor, cast
 from ..ops.creation import full, zeros_like
 from .forward import JVPTrace, JVPTracer, split_tangents
 from .functional import external_leaves, grad_handle
-from .tape import _run_backward
-
-
-def _detached(t):
-    """Same value, no graph (tracers keep their trace)."""
-    if isinstance(t, Tracer):
-        out = copy.copy(t)
-        out._node = None
-        out.stop_gradient = True
-        return out
-    return Tensor._wrap(t._value)
+from .tape import _run_backward, detached
 
 
 def _tensor_outputs(out, rule_name):
@@ -80,7 +69,7 @@ def _attach(outputs, inputs, name, pullback):
     # the rules hold the outputs' shapes, not the outputs (no output -> rule -> output cycle)
     avals = [(tuple(o._shape), o.dtype) for o in outputs]
     for k, o in enumerate(outputs):
-        o = _detached(o)
+        o = detached(o)
 
         def vjp(g, _out, *_inputs, k=k):
             cts = [full(shape, 0, dtype=dtype) for shape, dtype in avals]
@@ -113,8 +102,6 @@ def recomputing_pullback(name, run, inputs, extra=()):
             recomputed = run(handles)
         seeds = [(o, g) for o, g in zip(recomputed, cotangents)
                  if g is not None and not o.stop_gradient]
-        if not seeds:
-            return [None] * len(watched)
         return _run_backward(seeds, handles + list(extra), create_graph=create_graph,
                              retain_graph=create_graph)
 
@@ -290,11 +277,8 @@ class custom_jvp:
         def pullback(cotangents):
             seeds = [(t, g) for t, g in zip(touts, cotangents)
                      if t is not None and not t.stop_gradient]
-            if not seeds:
-                return [None] * len(tensors)
-            grads = _run_backward(seeds, picked, create_graph=state.grad_enabled,
-                                  retain_graph=True)
-            return grads
+            return _run_backward(seeds, picked, create_graph=state.grad_enabled,
+                                 retain_graph=True)
 
         outs = _attach(outs, tensors, name, pullback)
         return tree_unflatten(out_tree, outs)
@@ -311,10 +295,7 @@ def _rule_tangents(name, tangent_out, outs):
 
 
 def _innermost_jvp_trace(values):
-    best = None
-    for v in tree_flatten(values)[0]:
-        if isinstance(v, Tracer) and (best is None or v._trace.level > best.level):
-            best = v._trace
+    best = _innermost_trace(tree_flatten(values)[0])
     return best if isinstance(best, JVPTrace) else None
 
 
@@ -431,10 +412,8 @@ class PyLayer:
         node_inputs = list(inputs)
         inplace = []  # (position in outs, input index) of inputs returned in place
         for k, o in enumerate(outs):
-            if id(o) not in by_id:
-                outs[k] = _detached(o)
-            elif id(o) in ctx._not_inplace:
-                outs[k] = _detached(o)
+            if id(o) not in by_id or id(o) in ctx._not_inplace:
+                outs[k] = detached(o)
             else:
                 if o._node is None and not o.stop_gradient:
                     raise ValueError(
@@ -478,8 +457,7 @@ class PyLayer:
                 cts[k] = g
                 return tuple(pullback(cts))
 
-            node = Node(CustomRule(name, vjp), {}, tuple(node_inputs), None)
-            o._node = node
+            o._node = Node(CustomRule(name, vjp), {}, tuple(node_inputs), None)
             o.stop_gradient = False
         for k, j in inplace:
             outs[k]._version += 1  # nodes that saved the input before now refuse
@@ -536,7 +514,7 @@ def checkpoint(f):
         params = external_leaves(outs, handles, stop_at_targets=True)
         originals = inputs + params
         if not any(not t.stop_gradient for t in originals):
-            return tree_unflatten(out_tree, [_detached(o) for o in outs])
+            return tree_unflatten(out_tree, [detached(o) for o in outs])
         del handles, out
         pullback = recomputing_pullback(name, lambda again: tree_flatten(run(again))[0],
                                         inputs, params)
