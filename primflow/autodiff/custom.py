@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import functools
 
-from ..core.primitive import CustomRule, Node, _innermost_trace, record_custom
+from ..core.primitive import CustomRule, Node, record_custom
 from ..core.pytree import replace_at, tree_flatten, tree_unflatten
 from ..core.state import enable_grad, no_grad, state
 from ..core.tensor import Tensor
-from ..core.trace import mark_transform
+from ..core.trace import Tracer, mark_transform
 from ..ops.helpers import alias, as_tensor, cast
 from ..ops.creation import full, zeros_like
 from .forward import JVPTrace, JVPTracer, split_tangents
@@ -295,7 +295,10 @@ def _rule_tangents(name, tangent_out, outs):
 
 
 def _innermost_jvp_trace(values):
-    best = _innermost_trace(tree_flatten(values)[0])
+    best = None
+    for v in tree_flatten(values)[0]:
+        if isinstance(v, Tracer) and (best is None or v._trace.level > best.level):
+            best = v._trace
     return best if isinstance(best, JVPTrace) else None
 
 

@@ -79,8 +79,7 @@ from .backend import on_install
 from .lowering import NOWHERE, Lowering, PublicOp, real_only_infer
 from .state import departures, note_constant_reads, state
 from .tensor import Tensor, defer_method
-from .trace import (EscapedTracerError, Tracer, escaped_tracer_error, is_active,
-                    staging_trace)
+from .trace import EscapedTracerError, Tracer, escaped_tracer_error, is_active, staging_trace
 
 _backend = None  # the installed backend (set through core/backend.py's on_install)
 _registry: dict = {}
@@ -151,8 +150,7 @@ class Aval:
         return f"{self.dtype.name}{list(self.shape)}"
 
     def __eq__(self, other):
-        return (isinstance(other, Aval) and self.shape == other.shape
-                and self.dtype is other.dtype)
+        return isinstance(other, Aval) and self.shape == other.shape and self.dtype is other.dtype
 
     def __hash__(self):
         return hash((self.shape, self.dtype))
@@ -400,9 +398,8 @@ def _linear_taylor(prim, static):
             if all(c is None for c in coeffs):
                 out_series.append(None)
                 continue
-            args = [primals[i] if i in static else (c if c is not None else
-                                                    _zeros_like(primals[i]))
-                    for i, c in enumerate(coeffs)]
+            args = [p if i in static else (c if c is not None else _zeros_like(p))
+                    for i, (p, c) in enumerate(zip(primals, coeffs))]
             out_series.append(prim.bind(*args, **params))
         return out, out_series
 

@@ -67,9 +67,8 @@ def is_active(trace) -> bool:
 
 def escaped_tracer_error(tracer) -> EscapedTracerError:
     """The error for ``tracer`` used after its transform ended."""
-    trace = tracer._trace
     return EscapedTracerError(
-        f"a value traced by {trace.transform_name} ({tracer.aval}) was used after that "
+        f"a value traced by {tracer._trace.transform_name} ({tracer.aval}) was used after that "
         f"transform ended: the transformed function stored it outside itself (in a global, "
         f"a list, a closure or an object's attribute), and it escaped. A traced value exists "
         f"only while its transform runs: return it from the transformed function instead, "
@@ -137,8 +136,7 @@ class Tracer(Tensor):
         if not is_active(self._trace):
             raise escaped_tracer_error(self)
         name = self._trace.transform_name
-        per_lane = (" (under pf.vmap it has one value per lane)" if name == "pf.vmap"
-                    else "")
+        per_lane = " (under pf.vmap it has one value per lane)" if name == "pf.vmap" else ""
         raise NoConcreteValueError(
             f"Python control flow or a conversion (if, while, bool(), float(), .item(), "
             f".tolist()) needs the concrete value of a tensor traced by {name} ({self.aval}), "
