@@ -181,8 +181,7 @@ class custom_vjp:
             picked = [g for g, x in zip(got_leaves, leaves) if isinstance(x, Tensor)]
             return _check_cotangents(name, picked, tensors, "bwd")
 
-        outs = _attach(out_leaves, tensors, name, pullback)
-        return tree_unflatten(out_tree, outs)
+        return tree_unflatten(out_tree, _attach(out_leaves, tensors, name, pullback))
 
 
 # ---- custom_jvp ----------------------------------------------------------------------------
@@ -277,11 +276,9 @@ class custom_jvp:
         def pullback(cotangents):
             seeds = [(t, g) for t, g in zip(touts, cotangents)
                      if t is not None and not t.stop_gradient]
-            return _run_backward(seeds, picked, create_graph=state.grad_enabled,
-                                 retain_graph=True)
+            return _run_backward(seeds, picked, create_graph=state.grad_enabled, retain_graph=True)
 
-        outs = _attach(outs, tensors, name, pullback)
-        return tree_unflatten(out_tree, outs)
+        return tree_unflatten(out_tree, _attach(outs, tensors, name, pullback))
 
 
 def _rule_tangents(name, tangent_out, outs):
@@ -413,7 +410,7 @@ class PyLayer:
         outs = [items[i] for i in positions]
         by_id = {id(x): x for x in inputs}
         node_inputs = list(inputs)
-        inplace = []  # (position in outs, input index) of inputs returned in place
+        inplace = []  # the positions in outs of inputs returned in place
         for k, o in enumerate(outs):
             if id(o) not in by_id or id(o) in ctx._not_inplace:
                 outs[k] = detached(o)
@@ -426,7 +423,7 @@ class PyLayer:
                         f"call ctx.mark_not_inplace(x) in forward")
                 j = next(i for i, x in enumerate(inputs) if x is o)
                 node_inputs[j] = alias(o)  # the node reads the value before the update
-                inplace.append((k, j))
+                inplace.append(k)
         out_dtypes = [o.dtype for o in outs]
         out_shapes = [tuple(o._shape) for o in outs]  # (the rules hold no output: no cycle)
         differentiable = [id(items[i]) not in ctx._non_differentiable for i in positions]
@@ -462,10 +459,9 @@ class PyLayer:
 
             o._node = Node(CustomRule(name, vjp), {}, tuple(node_inputs), None)
             o.stop_gradient = False
-        for k, j in inplace:
+        for k in inplace:
             outs[k]._version += 1  # nodes that saved the input before now refuse
-        for i, o in zip(positions, outs):
-            items[i] = o
+        items = replace_at(items, positions, outs)
         if isinstance(out, Tensor):
             return items[0]
         return type(out)(items) if isinstance(out, tuple) else items
@@ -508,12 +504,10 @@ def checkpoint(f):
             handle_versions = [h._version for h in handles]
             out = run(handles)
         outs, out_tree = _tensor_outputs(out, name)
-        changed = [h._version != v for h, v in zip(handles, handle_versions)]
-        for x, v, c in zip(inputs, versions, changed):
-            if c or x._version != v:
-                raise RuntimeError(f"{name}: the function modified an input in place; a "
-                                   f"checkpointed function must be free of side effects on "
-                                   f"tensors, because backward runs it again")
+        if any(t._version != v for t, v in zip(inputs + handles, versions + handle_versions)):
+            raise RuntimeError(f"{name}: the function modified an input in place; a "
+                               f"checkpointed function must be free of side effects on "
+                               f"tensors, because backward runs it again")
         params = external_leaves(outs, handles, stop_at_targets=True)
         originals = inputs + params
         if not any(not t.stop_gradient for t in originals):
@@ -521,8 +515,7 @@ def checkpoint(f):
         del handles, out
         pullback = recomputing_pullback(name, lambda again: tree_flatten(run(again))[0],
                                         inputs, params)
-        results = _attach(outs, originals, name, pullback)
-        return tree_unflatten(out_tree, results)
+        return tree_unflatten(out_tree, _attach(outs, originals, name, pullback))
 
     return mark_transform(wrapped, (f,), checkpoint)
 

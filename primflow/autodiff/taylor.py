@@ -44,14 +44,9 @@ class TaylorTrace(Trace):
         self.order = order
 
     def process_primitive(self, prim, args, params):
-        primals, series = [], []
-        for a in args:
-            if isinstance(a, TaylorTracer) and a._trace is self:
-                primals.append(a.series[0])
-                series.append(a.series)
-            else:
-                primals.append(a)
-                series.append(None)
+        series = [a.series if isinstance(a, TaylorTracer) and a._trace is self else None
+                  for a in args]
+        primals = [a if s is None else s[0] for a, s in zip(args, series)]
         if all(s is None for s in series):
             return prim.bind(*primals, **params)
         if prim.taylor is None:
