@@ -93,9 +93,8 @@ def recomputing_pullback(name, run, inputs, extra=()):
     def pullback(cotangents):
         for t, v in zip(watched, versions):
             if t._version != v:
-                raise RuntimeError(f"{name}: a tensor of shape {t.shape} that the function "
-                                   f"reads was modified in place between the forward call "
-                                   f"and backward")
+                raise RuntimeError(f"{name}: a tensor of shape {t.shape} that the function reads "
+                                   f"was modified in place between the forward call and backward")
         create_graph = state.grad_enabled
         with enable_grad():
             handles = [grad_handle(x) for x in inputs]
@@ -286,8 +285,7 @@ def _rule_tangents(name, tangent_out, outs):
     outputs' shapes and dtypes."""
     touts = tree_flatten(tangent_out)[0]
     if len(touts) != len(outs):
-        raise ValueError(f"{name}: the rule returned {len(touts)} tangents for {len(outs)} "
-                         f"outputs")
+        raise ValueError(f"{name}: the rule returned {len(touts)} tangents for {len(outs)} outputs")
     return _check_cotangents(name, touts, outs, "the jvp rule", "tangent", "output")
 
 
@@ -389,8 +387,7 @@ class PyLayer:
     @staticmethod
     def backward(ctx, *grads):
         raise _PyLayerBackwardMissing(
-            "a PyLayer subclass must define a static backward(ctx, *grads) to be "
-            "differentiated")
+            "a PyLayer subclass must define a static backward(ctx, *grads) to be differentiated")
 
     @classmethod
     def apply(cls, *args, **kwargs):

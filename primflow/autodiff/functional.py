@@ -238,11 +238,10 @@ def check_output_dtypes(transform, values, holomorphic, complex_allowed=False):
                             f"{dtype.name} for output {i}")
         if not holomorphic and not complex_allowed and dtype.is_complex:
             raise TypeError(f"{transform} requires a real-valued output, got {dtype.name} for "
-                            f"output {i}: the derivative of a complex output is ambiguous. For "
-                            f"a holomorphic function pass holomorphic=True (the complex "
-                            f"derivative f'(z)); otherwise differentiate a real function of "
-                            f"it (pf.real(y), pf.abs(y) ** 2) or use pf.vjp with the "
-                            f"cotangent you mean")
+                            f"output {i}: the derivative of a complex output is ambiguous. For a "
+                            f"holomorphic function pass holomorphic=True (the complex derivative "
+                            f"f'(z)); otherwise differentiate a real function of it (pf.real(y), "
+                            f"pf.abs(y) ** 2) or use pf.vjp with the cotangent you mean")
 
 
 def holomorphic_result(tree):
@@ -299,8 +298,7 @@ def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position
             main = _scalar_output(fun, out, has_aux)
             if main.size != 1:
                 raise TypeError(f"grad requires a function with a scalar output, got shape "
-                                f"{main.shape}; reduce it (e.g. .sum()) or use pf.vjp / "
-                                f"pf.jacrev")
+                                f"{main.shape}; reduce it (e.g. .sum()) or use pf.vjp / pf.jacrev")
             if not main.dtype.is_floating:
                 raise TypeError(f"grad requires a floating-point output, got {main.dtype}")
             check_output_dtypes("grad", main, holomorphic)

@@ -197,11 +197,10 @@ def _seed_gradients(outputs, grad_outputs, skip_constant=False, inputs=None):
             if out.dtype.is_complex:  # PyTorch's rule: which real part would ones pick?
                 raise RuntimeError(
                     f"output {i} is complex ({out.dtype.name}, shape {out.shape}): a starting "
-                    f"gradient can be created implicitly only for real outputs. Differentiate "
-                    f"a real function of it (y.real().sum(), (y.abs() ** 2).sum()), or pass "
-                    f"the cotangent explicitly (grad_outputs= / y.backward(grad)); for the "
-                    f"complex derivative of a holomorphic function use "
-                    f"pf.grad(f, holomorphic=True)")
+                    f"gradient can be created implicitly only for real outputs. Differentiate a "
+                    f"real function of it (y.real().sum(), (y.abs() ** 2).sum()), or pass the "
+                    f"cotangent explicitly (grad_outputs= / y.backward(grad)); for the complex "
+                    f"derivative of a holomorphic function use pf.grad(f, holomorphic=True)")
             g = creation.full(shape=tuple(out._shape), value=1, dtype=out.dtype)
         elif tuple(g._shape) != tuple(out._shape):
             if g.size != out.size:
@@ -231,21 +230,19 @@ def unrecorded_message(what, out, inputs=None):
                        f"compute it in floating point (cast the inputs with "
                        f".astype('float32'))")
     if not state.grad_enabled:
-        return head + ("recording is off here (inside pf.no_grad() or "
-                       "pf.set_grad_enabled(False)); compute it, and differentiate it, with "
-                       "recording on (pf.enable_grad())")
+        return head + ("recording is off here (inside pf.no_grad() or pf.set_grad_enabled(False)); "
+                       "compute it, and differentiate it, with recording on (pf.enable_grad())")
     if inputs:
         for j, x in enumerate(inputs):
             if not x.dtype.is_floating:
                 return head + (f"input {j} is {x.dtype.name}, and operations on integer "
                                f"tensors are never recorded: make it floating point "
                                f"(x.astype('float32')) before computing with it")
-        return head + ("the inputs require grad (stop_gradient=False), so it was computed "
-                       "without recording: under pf.no_grad() (or "
-                       "pf.set_grad_enabled(False)), from detached copies (.detach(), "
-                       ".numpy(), pf.to_tensor(t)) or through an integer result (a cast to "
-                       "int, argmax, a comparison), or it is a constant that does not depend "
-                       "on them")
+        return head + ("the inputs require grad (stop_gradient=False), so it was computed without "
+                       "recording: under pf.no_grad() (or pf.set_grad_enabled(False)), from "
+                       "detached copies (.detach(), .numpy(), pf.to_tensor(t)) or through an "
+                       "integer result (a cast to int, argmax, a comparison), or it is a constant "
+                       "that does not depend on them")
     return head + ("no recorded operation links it to a tensor that requires grad. Set "
                    "x.stop_gradient = False on the inputs before computing it, and compute "
                    "it with recording on (not under pf.no_grad())")

@@ -251,9 +251,8 @@ class Primitive:
                 if family.elementwise and isinstance(jvp, tuple) else None)
             if jvp is None and vjp is None:
                 raise ValueError(
-                    f"primitive {name!r} has no derivative rule: give jvp= (and vjp= "
-                    f"where it cannot be derived), or linear=True with transpose=, or "
-                    f"differentiable=False")
+                    f"primitive {name!r} has no derivative rule: give jvp= (and vjp= where it "
+                    f"cannot be derived), or linear=True with transpose=, or differentiable=False")
         self.jvp, self.vjp = jvp, vjp
         if saves_inputs is None and transpose is not None and vjp is transpose:
             saves_inputs = static

@@ -191,12 +191,11 @@ def outside_update_error(trace, target, what) -> TypeError:
         whose = ("that the transform does not trace (defined outside the function, or made "
                  "inside it from constants only, e.g. with pf.zeros)")
     return TypeError(
-        f"{trace.transform_name}: the function modifies a {_describe_tensor(target)} {whose} "
-        f"in place ({what}); a transformed function cannot write its values into tensors "
-        f"outside it. Pass the tensor as an argument and return its new value, then assign "
-        f"it outside the transformed function (w.set_value(new_w)), or build a new tensor "
-        f"instead of updating one (w + x, pf.where(mask, value, w)): write the update "
-        f"functionally")
+        f"{trace.transform_name}: the function modifies a {_describe_tensor(target)} {whose} in "
+        f"place ({what}); a transformed function cannot write its values into tensors outside it. "
+        f"Pass the tensor as an argument and return its new value, then assign it outside the "
+        f"transformed function (w.set_value(new_w)), or build a new tensor instead of updating one "
+        f"(w + x, pf.where(mask, value, w)): write the update functionally")
 
 
 @contextlib.contextmanager
