@@ -201,8 +201,7 @@ def outside_update_error(trace, target, what) -> TypeError:
 @contextlib.contextmanager
 def new_trace(trace_cls, *args, **kwargs):
     """Pushes a new trace one level above the current innermost one; pops it on exit."""
-    level = len(state.trace_stack) + 1
-    trace = trace_cls(level, *args, **kwargs)
+    trace = trace_cls(len(state.trace_stack) + 1, *args, **kwargs)
     push_trace(trace)
     try:
         yield trace
