@@ -281,8 +281,7 @@ class custom_jvp:
 
 
 def _rule_tangents(name, tangent_out, outs):
-    """The tangents a custom jvp rule returned, one per output, checked against the
-    outputs' shapes and dtypes."""
+    """A custom jvp rule's tangents, one per output, checked against the outputs."""
     touts = tree_flatten(tangent_out)[0]
     if len(touts) != len(outs):
         raise ValueError(f"{name}: the rule returned {len(touts)} tangents for {len(outs)} outputs")

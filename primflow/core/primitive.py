@@ -385,8 +385,7 @@ def _apply_to_tangents(prim, static):
 
 
 def _linear_taylor(prim, static):
-    """Taylor rule of a linear primitive: the primitive applied to each coefficient (the
-    ``static`` inputs stay fixed)."""
+    """Taylor rule of a linear primitive: itself on each coefficient (``static`` inputs fixed)."""
 
     def rule(primals, series, out=None, **params):
         order = next(len(s) - 1 for s in series if s is not None)
