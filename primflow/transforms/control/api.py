@@ -92,8 +92,7 @@ def branch(index, branches, operands, what, names, message=None):
     out of range (``unrolled.check_index``)."""
     value = concrete_value(index)
     if value is not None and value is not BATCHED:
-        i = as_int(value) if index.dtype is not dtypes.bool_ else int(bool(
-            first(value)))
+        i = as_int(value) if index.dtype is not dtypes.bool_ else int(bool(first(value)))
         return branches[check_index(i, len(branches), message)](*operands)
     op_leaves, op_tree = leaves(operands)
     if value is None:  # staged: one cond operation (its rules handle any transform)
@@ -116,9 +115,7 @@ def branch(index, branches, operands, what, names, message=None):
         outs = get_primitive("cond").bind(idx, *op_leaves, *captures, **params)
         return tree_unflatten(trees[0], outs)
     # a predicate batched by vmap: run every branch and select per lane
-    results = []
-    for b in branches:
-        results.append(leaves(b(*operands)))
+    results = [leaves(b(*operands)) for b in branches]
     for j in range(1, len(branches)):
         check_same(what, results[0][1], results[0][0], names[0], results[j][1],
                    results[j][0], names[j])
@@ -306,19 +303,15 @@ def fori_loop(lower, upper, body_fun, init_val):
 
         out, _ = scan(step, init_val, arange(lo, hi, dtype="int64"), length=steps)
         return out
-    lower = as_tensor(lower, dtype="int64")
-    upper = as_tensor(upper, dtype="int64")
-    return _fori_traced(lower, upper, body_fun, init_val)
 
-
-def _fori_traced(lower, upper, body_fun, init_val):
     def cond_fun(s):
         return s[0] < s[1]
 
     def body(s):
         return (s[0] + 1, s[1], body_fun(s[0], s[2]))
 
-    return while_loop(cond_fun, body, (lower, upper, init_val))[2]
+    bounds = (as_tensor(lower, dtype="int64"), as_tensor(upper, dtype="int64"))
+    return while_loop(cond_fun, body, (*bounds, init_val))[2]
 
 
 def scan(f, init, xs=None, length=None, reverse=False):

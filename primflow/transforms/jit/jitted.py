@@ -362,10 +362,15 @@ def _attach_backward(entry, inputs, diff, results, keys):
         return evaluate_bound(entry.program, replace_at(inputs, diff, handles), keys=keys)
 
     pullback = recomputing_pullback(name, run, diff_inputs)
+    return record_outputs(results, diff_inputs, name, pullback, entry.out_requires_grad)
 
+
+def record_outputs(results, inputs, name, pullback, wanted):
+    """Tape nodes on the results ``wanted`` marks, with ``pullback(cotangents, one per result,
+    None where none) -> cotangents of inputs`` as their backward."""
     out, n = [], len(results)
     for k, r in enumerate(results):
-        if not entry.out_requires_grad[k]:
+        if not wanted[k]:
             out.append(r)
             continue
 
@@ -376,7 +381,7 @@ def _attach_backward(entry, inputs, diff, results, keys):
             cts[k] = g
             return tuple(pullback(cts))
 
-        out.append(record_custom(r, diff_inputs, name, vjp))
+        out.append(record_custom(r, inputs, name, vjp))
     return out
 
 
