@@ -381,8 +381,7 @@ def _tuple(names, store=False):
 
 
 def _loads(names):
-    return ast.Tuple(elts=[_call(_rt("ld"), _thunk(_name(n))) for n in names],
-                     ctx=ast.Load())
+    return ast.Tuple(elts=[_call(_rt("ld"), _thunk(_name(n))) for n in names], ctx=ast.Load())
 
 
 def _def(name, params, body):
@@ -444,8 +443,7 @@ class _Converter:
             if isinstance(s, ast.If) and _has_return([s]):
                 rest = stmts[k + 1:]
                 body = self._lower_returns(s.body + ([] if _always_returns(s.body) else rest))
-                orelse = self._lower_returns(
-                    s.orelse + ([] if _always_returns(s.orelse) else rest))
+                orelse = self._lower_returns(s.orelse + ([] if _always_returns(s.orelse) else rest))
                 if body is None or orelse is None:
                     return None
                 out.append(ast.If(test=s.test, body=body or [ast.Pass()],
@@ -496,8 +494,7 @@ class _Converter:
         names = [n for n in assigned_names(body + orelse) if n in carried]
         t_name, f_name = _fresh("true"), _fresh("false")
         self.converted += 1
-        call = _call(_rt("if_stmt"), self.test(s.test), _name(t_name), _name(f_name),
-                     _loads(names))
+        call = _call(_rt("if_stmt"), self.test(s.test), _name(t_name), _name(f_name), _loads(names))
         return [_function(t_name, names, body or [ast.Pass()], names),
                 _function(f_name, names, orelse or [ast.Pass()], names),
                 _assign(names, call)]
@@ -529,8 +526,7 @@ class _Converter:
             if second:  # a second break (continue) in the body: not lowered
                 return None
             if rest_body:
-                out.append(ast.If(test=_call(_rt("not_"), _name(flag)), body=rest_body,
-                                  orelse=[]))
+                out.append(ast.If(test=_call(_rt("not_"), _name(flag)), body=rest_body, orelse=[]))
             return (out, flag, rest_cont) if is_break else (out, rest_brk, flag)
         return out, None, None
 
@@ -607,8 +603,7 @@ class _Converter:
         return [_function(b_name, [s.target.id] + names, body, names), _assign(names, call)]
 
     def test(self, expr):
-        """``and``/``or``/``not`` in a condition, as runtime calls (they work on traced
-        tensors)."""
+        """``and``/``or``/``not`` in a condition, as runtime calls (they work on traced tensors)."""
         if isinstance(expr, ast.BoolOp):
             values = [self.test(v) for v in expr.values]
             fn = "and_" if isinstance(expr.op, ast.And) else "or_"
@@ -657,8 +652,7 @@ def function_ast(fn):
     code = getattr(fn, "__code__", None)
     if code is None:
         raise Unconvertible(f"{type(fn).__name__} is not a Python function")
-    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE
-                        | inspect.CO_ASYNC_GENERATOR):
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         raise Unconvertible("a generator or coroutine")
     if "__class__" in code.co_freevars:
         raise Unconvertible("it uses super() or __class__")
@@ -702,8 +696,7 @@ def build(fn, node, filename, extra_names=()):
     # the made function's cells for the runtime and extra names, fn's own for its variables
     own = dict(zip(made.__code__.co_freevars, made.__closure__ or ()))
     closure = tuple(cells.get(name, own.get(name)) for name in made.__code__.co_freevars)
-    new = types.FunctionType(made.__code__, fn.__globals__, made.__name__, fn.__defaults__,
-                             closure)
+    new = types.FunctionType(made.__code__, fn.__globals__, made.__name__, fn.__defaults__, closure)
     new.__kwdefaults__ = fn.__kwdefaults__
     new.__qualname__ = getattr(fn, "__qualname__", made.__qualname__)
     new.__wrapped_original__ = fn

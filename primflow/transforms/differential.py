@@ -128,8 +128,7 @@ class CollapsedTaylorTrace(TaylorTrace):
                 weights = self.weights
                 if weights.dtype != r.dtype:  # (a float16 layer under pf.amp.auto_cast)
                     weights = prims.convert_element_type(weights, dtype=r.dtype)
-                top = prims.dot_general(weights, r, contracting=((0,), (0,)),
-                                        batch=((), ()))
+                top = prims.dot_general(weights, r, contracting=((0,), (0,)), batch=((), ()))
             else:
                 out_lower[k - 1] = r
         return out_lower, top
@@ -169,8 +168,7 @@ def _weighted_top(f, X, directions, weights, order, method):
     # collapsed
     with new_trace(CollapsedTaylorTrace, order, weights) as trace:
         if order == 1:
-            top = prims.dot_general(weights, directions, contracting=((0,), (0,)),
-                                    batch=((), ()))
+            top = prims.dot_general(weights, directions, contracting=((0,), (0,)), batch=((), ()))
             x = CollapsedTracer(trace, X, [], top)
         else:
             x = CollapsedTracer(trace, X, [directions] + [None] * (order - 2), None)

@@ -188,8 +188,7 @@ class Jacobian(LazyMatrix):
             rest = key[:a] + key[a + 1:]
             return row[rest] if rest else row
         if isinstance(rows, slice):
-            parts = [self._engine.row(i)[self._index]
-                     for i in range(*rows.indices(self._engine.m))]
+            parts = [self._engine.row(i)[self._index] for i in range(*rows.indices(self._engine.m))]
             shape = list(self.shape)
             shape[a] = len(parts)  # (a 0-d input has no dim in the shape)
             block = manipulation.reshape(manipulation.stack(parts, axis=a), shape)
@@ -286,8 +285,7 @@ def hessian(ys, xs, batch_axis=None):
                 f"hessian: xs[{i}] has shape {x.shape}; with batch_axis={batch_axis} inputs "
                 f"must have at most {most} dim(s). Reshape it, e.g. x.reshape([-1])"
                 + ("" if batch_axis is None else " or x.reshape([B, -1])"))
-    grads = ([creation.zeros_like(x) for x in xs_t] if total.stop_gradient
-             else _grads(total, xs_t))
+    grads = [creation.zeros_like(x) for x in xs_t] if total.stop_gradient else _grads(total, xs_t)
     blocks = jacobian(tuple(grads), xs_t, batch_axis=batch_axis)
     return blocks if xs_multi else blocks[0][0]
 

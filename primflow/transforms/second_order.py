@@ -286,8 +286,7 @@ def _contract(a, b):
     if a.dtype.is_complex:
         return real(matmul(exact_reshape(conj(a), [d, m]), exact_reshape(b, [d, m]),
                            transpose_y=True))
-    return matmul(exact_reshape(a, [d, m]), exact_reshape(b, [d, m]),
-                  transpose_y=True)
+    return matmul(exact_reshape(a, [d, m]), exact_reshape(b, [d, m]), transpose_y=True)
 
 
 def _nest(h, out, handles, in_tree, argnums):

@@ -13,8 +13,7 @@ import functools
 from ..core.primitive import Aval
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.tensor import Tensor
-from ..core.trace import (Trace, Tracer, escaped_tracer_error, is_active, mark_transform,
-                          new_trace)
+from ..core.trace import Trace, Tracer, escaped_tracer_error, is_active, mark_transform, new_trace
 from ..ops.helpers import as_tensor
 from ..prims import move_axis, with_batch_front
 

@@ -261,8 +261,7 @@ def _finished_within(cond_flat, carry, max_steps):
     # the cond primitive's rules for the transforms in between (under pf.vmap, a
     # per-lane index checked per lane)
     index = still.astype("int32")
-    return branch(index, [lambda *v: list(v)], list(carry), "pf.while_loop", ["the carry"],
-                  message)
+    return branch(index, [lambda *v: list(v)], list(carry), "pf.while_loop", ["the carry"], message)
 
 
 def fori_loop(lower, upper, body_fun, init_val):
@@ -347,8 +346,7 @@ def scan(f, init, xs=None, length=None, reverse=False):
                              "is unknown)")
         length = sizes.pop()
     elif sizes and sizes != {int(length)}:
-        raise ValueError(f"pf.scan: length={length} but xs have leading size "
-                         f"{sizes.pop()}")
+        raise ValueError(f"pf.scan: length={length} but xs have leading size {sizes.pop()}")
     length = int(length)
     y_tree_box = []
 

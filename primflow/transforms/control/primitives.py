@@ -23,10 +23,8 @@ from ...ir.regions import TupleAval, regions_of, result_avals, run_native
 from ...prims.sharding import ShardingRule
 from .api import select
 from .reverse import cond_vjp_rule, scan_vjp_rule, while_vjp_rule
-from .transform_rules import (cond_batch, cond_jvp, cond_taylor, loop_batch, loop_jvp,
-                              loop_taylor)
-from .unrolled import (BATCHED, as_int, check_index, concrete_value, scan_python,
-                       while_python)
+from .transform_rules import cond_batch, cond_jvp, cond_taylor, loop_batch, loop_jvp, loop_taylor
+from .unrolled import BATCHED, as_int, check_index, concrete_value, scan_python, while_python
 
 CONTROL_FLOW = Family("control flow")
 

@@ -201,8 +201,7 @@ def _scan_vjp(params, operands, results, cts, n_out, saved):
         values = list(c_t) + list(x_t) + list(consts)
         gc_full = dict(zip(fc, gc))
         out_cts = [gc_full[j] if j in gc_full else zeros_like(c_t[j]) for j in range(k)]
-        grads = _region_vjp(body, values, positions, out_cts + list(gy_t),
-                            dict(zip(saved, s_t)))
+        grads = _region_vjp(body, values, positions, out_cts + list(gy_t), dict(zip(saved, s_t)))
         dc = grads[:len(fc)]
         dx = grads[len(fc):len(fc) + len(fx)]
         dk = grads[len(fc) + len(fx):]

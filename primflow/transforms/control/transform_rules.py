@@ -31,8 +31,7 @@ def _jvp_region(region, values, tangents):
     def f(*diff):
         return evaluate_bound(region, replace_at(values, positions, diff))
 
-    outs, dots = jvp(f, tuple(values[i] for i in positions),
-                      tuple(tangents[i] for i in positions))
+    outs, dots = jvp(f, tuple(values[i] for i in positions), tuple(tangents[i] for i in positions))
     return list(outs), [d if o.dtype.is_floating else None for o, d in zip(outs, dots)]
 
 
@@ -115,8 +114,7 @@ def loop_jvp(kind):
     primals and tangents, whose body is the jvp of the body (every float carry gets a
     tangent, zero where it had none)."""
     def rule(primals, tangents, **params):
-        return _augmented_loop(kind, params, primals, tangents, _tangent_or_zeros,
-                               _jvp_region)
+        return _augmented_loop(kind, params, primals, tangents, _tangent_or_zeros, _jvp_region)
 
     return rule
 
@@ -158,8 +156,7 @@ def loop_batch(kind):
             def body_fn(c):
                 active = lane_cond(*c, *consts)[0]
                 new = lane_body(*c, *consts)
-                return [vmap(lambda a, n, o: where(a, n, o))(active, n, o)
-                        for n, o in zip(new, c)]
+                return [vmap(lambda a, n, o: where(a, n, o))(active, n, o) for n, o in zip(new, c)]
 
             out = while_loop(cond_fn, body_fn, carry)
             return list(out), [0] * len(out)
@@ -231,8 +228,7 @@ def cond_taylor(primals, series, out=None, *, branches, message=None):
 
     def branch_taylor(region):
         def run(*args):
-            coeffs = [list(args[n + order * j:n + order * (j + 1)])
-                      for j in range(len(positions))]
+            coeffs = [list(args[n + order * j:n + order * (j + 1)]) for j in range(len(positions))]
             outs, out_c = through(region, list(args[:n]), _placed(positions, coeffs, n))
             return list(outs), [c for i in floats for c in fill(outs[i], out_c[i])]
         return run

@@ -116,8 +116,7 @@ def tree_paths(td, prefix, out):
     elif td.kind == "dict":
         for k, child in zip(td.meta, td.children):
             tree_paths(child, f"{prefix}[{k!r}]", out)
-    elif td.kind in ("tuple", "list") or (isinstance(td.kind, type)
-                                           and issubclass(td.kind, tuple)):
+    elif td.kind in ("tuple", "list") or (isinstance(td.kind, type) and issubclass(td.kind, tuple)):
         for j, child in enumerate(td.children):
             tree_paths(child, f"{prefix}[{j}]", out)
     elif td.kind != "none":  # a registered class (a Layer: its parameters' names)

@@ -259,8 +259,7 @@ class Jitted:
         entry = self._lookup(args, kwargs)
         self.hits = hits
         if entry is None:
-            raise TypeError("lower() needs concrete arguments, not another transform's "
-                            "tracers")
+            raise TypeError("lower() needs concrete arguments, not another transform's tracers")
         return Lowered(entry)
 
     def explain(self, *args, **kwargs) -> str:
@@ -322,8 +321,7 @@ class Jitted:
         outs = entry.executable(natives, keys)
         results = [Tensor._wrap(o) for o in outs]
         if entry.any_requires_grad and state.grad_enabled:
-            diff = [i for i, t in enumerate(inputs)
-                    if not t.stop_gradient and t.dtype.is_floating]
+            diff = [i for i, t in enumerate(inputs) if not t.stop_gradient and t.dtype.is_floating]
             if diff:
                 results = _attach_backward(entry, inputs, diff, results, keys)
         if entry.single:
