@@ -82,7 +82,6 @@ def _augmented_loop(kind, params, primals, extras, fill, through):
     return list(cp) + list(ys), _placed(fc, ce, k) + _placed(float_positions(ys), ye, len(ys))
 
 
-
 def _through_taylor(order):
     """Runs a region in Taylor mode: ``(outs, out coefficients)`` for input coefficients."""
     def through(region, values, in_series):

@@ -61,7 +61,6 @@ def _too_long_message(fn_name):
             f"or, if the program really is this long, raise pf.config.jit_max_trace_ops")
 
 
-
 def _conversion_message(tracer, what):
     return (f"{what} needs the concrete value of a traced tensor ({tracer.aval}) inside "
             f"pf.jit, but tracing records operations without computing them. Python control "
@@ -222,7 +221,6 @@ class JitTrace(Trace):
             return [JitTracer(self, self.builder.add_op("get", [out], {"index": k}, a))
                     for k, a in enumerate(aval.avals)]
         return JitTracer(self, out)
-
 
 
 def trace_entry(jitted, args, kwargs, static_pos, leaves, treedef):
