@@ -44,8 +44,7 @@ class Jitted:
                                else tuple(static_argnums))
         self.static_argnames = ((static_argnames,) if isinstance(static_argnames, str)
                                 else tuple(static_argnames))
-        self.optimize = optimize
-        self.backend = backend
+        self.optimize, self.backend = optimize, backend
         self.tiered, self.blocking = tiered, blocking  # None: pf.config's, when compiling
         self._extra_key = extra_key
         self._name = name or getattr(fun, "__name__", "f")
@@ -61,9 +60,8 @@ class Jitted:
         self._stale_reason = None  # what made the last cached program stale (retrace warning)
         self._warned_retrace = False
         self._param_names = None
-        # Python control flow on traced values: the AST-converted function
-        # replaces fun after a TracerConversionError; what still cannot be traced breaks
-        # the graph (transforms/graph_break.py) unless full_graph
+        # Python control flow on traced values: the AST-converted function replaces fun after
+        # a TracerConversionError; what still cannot be traced breaks the graph unless full_graph
         self.full_graph = full_graph
         self._converted = False
         self._converted_count = 0  # statements and calls the AST conversion rewrote
@@ -71,9 +69,7 @@ class Jitted:
         self._broken = None
 
     def __get__(self, obj, objtype=None):  # decorating a method binds self as usual
-        if obj is None:
-            return self
-        return functools.partial(self, obj)
+        return self if obj is None else functools.partial(self, obj)
 
     def __repr__(self):
         return f"<pf.jit of {self._name}: {len(self._cache)} cached signatures>"
