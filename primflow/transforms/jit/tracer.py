@@ -122,8 +122,6 @@ class JitTracer(Tracer):
         """The same value, cut from the tape."""
         return JitTracer(self._trace, self.value)
 
-    # what needs a concrete value raises TracerConversionError (pf.jit then converts the
-    # control flow or breaks the graph there)
     numpy = _refused(".numpy()")
     item = _refused(".item()")
     tolist = _refused(".tolist()")
