@@ -83,9 +83,7 @@ def scalar_check(x, what, allow_int, allow_bool=True):
         want = "boolean" if not allow_int else "boolean or integer"
         raise TypeError(f"{what} must be a {want} scalar, got {x.dtype.name}; compare first "
                         f"(e.g. x > 0)")
-    if x._shape:
-        x = x.reshape([])
-    return x
+    return x.reshape([]) if x._shape else x
 
 
 def while_python(cond_fn, body_fn, carry):

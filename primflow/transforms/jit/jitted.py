@@ -204,7 +204,7 @@ class Jitted:
                 return stager._jit_call(self, args, kwargs)
             return self.fun(*args, **kwargs)
         leaves = tree_flatten(self._split(args, kwargs)[:2])[0]
-        return self._run(entry, [_as_tensor_leaf(x) for x in leaves
+        return self._run(entry, [x if isinstance(x, Tensor) else Tensor(x) for x in leaves
                                  if isinstance(x, Tensor) or is_array_like(x)])
 
     def _lookup(self, args, kwargs):
@@ -322,11 +322,8 @@ class Jitted:
                 results = _attach_backward(entry, inputs, diff, results, keys)
         if entry.single:
             return results[0]
-        return _unflatten_outputs(entry, results)
-
-
-def _as_tensor_leaf(x):
-    return x if isinstance(x, Tensor) else Tensor(x)
+        return tree_unflatten(entry.out_tree, [results[s] if isinstance(s, int) else s[1]
+                                               for s in entry.out_slots])
 
 
 def _fresh_keys(entry):
@@ -338,11 +335,6 @@ def _fresh_keys(entry):
     if not entry.impure:
         return None
     return [_random.next_key() if drawn else key for key, drawn in entry.impure]
-
-
-def _unflatten_outputs(entry, results):
-    leaves = [results[s] if isinstance(s, int) else s[1] for s in entry.out_slots]
-    return tree_unflatten(entry.out_tree, leaves)
 
 
 def _attach_backward(entry, inputs, diff, results, keys):
