@@ -69,8 +69,6 @@ def _traced(x):
 class runtime:  # noqa: N801 - a namespace the generated code reads as __pf_rt
     """The functions converted code calls (see the module docstring)."""
 
-    UNDEFINED = UNDEFINED
-
     @staticmethod
     def ld(thunk):
         """The variable's value, or UNDEFINED when it has none yet."""

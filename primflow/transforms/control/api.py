@@ -97,29 +97,23 @@ def branch(index, branches, operands, what, names, message=None):
     op_leaves, op_tree = leaves(operands)
     if value is None:  # staged: one cond operation (its rules handle any transform)
         avals = avals_of(op_leaves)
-        traced, trees = [], []
-        for j, b in enumerate(branches):
-            fn, caps, tree = trace_region(
-                lambda ins, b=b: b(*tree_unflatten(op_tree, ins)), avals, f"branch{j}")
-            traced.append((fn, caps))
-            trees.append(tree)
-        first_outs = [AvalView(v.aval) for v in traced[0][0].outputs]
-        for j in range(1, len(branches)):
-            check_same(what, trees[0], first_outs, names[0], trees[j],
-                       [AvalView(v.aval) for v in traced[j][0].outputs], names[j])
-        regions, captures = unify(traced, len(op_leaves))
-        idx = index.astype("int32") if index.dtype is not dtypes.int32 else index
-        params = {"branches": tuple(regions)}
-        if message is not None:
-            params["message"] = message
-        outs = get_primitive("cond").bind(idx, *op_leaves, *captures, **params)
-        return tree_unflatten(trees[0], outs)
-    # a predicate batched by vmap: run every branch and select per lane
-    results = [leaves(b(*operands)) for b in branches]
+        traced = [trace_region(lambda ins, b=b: b(*tree_unflatten(op_tree, ins)), avals,
+                               f"branch{j}") for j, b in enumerate(branches)]
+        results = [([AvalView(v.aval) for v in fn.outputs], tree) for fn, _, tree in traced]
+    else:  # a predicate batched by vmap: run every branch and select per lane
+        results = [leaves(b(*operands)) for b in branches]
     for j in range(1, len(branches)):
         check_same(what, results[0][1], results[0][0], names[0], results[j][1],
                    results[j][0], names[j])
-    return tree_unflatten(results[0][1], select(index, [r[0] for r in results], message))
+    if value is not None:
+        return tree_unflatten(results[0][1], select(index, [r[0] for r in results], message))
+    regions, captures = unify([(fn, caps) for fn, caps, _ in traced], len(op_leaves))
+    idx = index.astype("int32") if index.dtype is not dtypes.int32 else index
+    params = {"branches": tuple(regions)}
+    if message is not None:
+        params["message"] = message
+    outs = get_primitive("cond").bind(idx, *op_leaves, *captures, **params)
+    return tree_unflatten(results[0][1], outs)
 
 
 # ---- per-lane selection (a predicate batched by pf.vmap) -------------------------------------
