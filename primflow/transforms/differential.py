@@ -87,7 +87,7 @@ class CollapsedTaylorTrace(TaylorTrace):
             # a unary primitive with a fused Taylor kernel takes the R directions at once,
             # and sums the top coefficient over them as it goes
             fast = fast_paths.taylor_series(prim.name, primals[0], out,
-                                    [primals[0], *lowers[0], None], params, self.weights)
+                                            [primals[0], *lowers[0], None], params, self.weights)
             if fast is not None:
                 return fast[1:K], fast[K]
         present = [[i for i, c in enumerate(lo) if c is not None] if lo is not None else []
@@ -101,10 +101,7 @@ class CollapsedTaylorTrace(TaylorTrace):
             it = iter(coeffs)
             series = []
             for i, p in enumerate(primals):
-                if lowers[i] is None:
-                    series.append(None)
-                    continue
-                s = [p] + [None] * K
+                s = None if lowers[i] is None else [p] + [None] * K  # (None: nothing present)
                 for k in present[i]:
                     s[k + 1] = next(it)
                 series.append(s)
