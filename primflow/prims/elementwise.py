@@ -20,7 +20,7 @@ from .families import ELEMENTWISE_BINARY, ELEMENTWISE_TRANSCENDENTAL, ELEMENTWIS
 
 # ---- unary ---------------------------------------------------------------------------------
 
-def _neg_transpose(g, out, x):
+def _neg_transpose(g, out, *primals):  # also sub's transpose in y
     return neg(g)
 
 
@@ -388,15 +388,11 @@ add = Primitive("add", family=ELEMENTWISE_BINARY,
                 doc="x + y")
 
 
-def _sub_y_transpose(g, out, x, y):
-    return neg(g)
-
-
 sub = Primitive("sub", family=ELEMENTWISE_BINARY,
                 lowering=Lowering(numpy="subtract", array_api="subtract", c="{0} - {1}",
                                   numba="({0} - {1})"),
                 infer=binary_infer("sub"), linear=True,
-                transpose=(_add_transpose, _sub_y_transpose), taylor=tl.sum_rule(tl.sub),
+                transpose=(_add_transpose, _neg_transpose), taylor=tl.sum_rule(tl.sub),
                 doc="x - y")
 
 
@@ -424,11 +420,8 @@ def _div_y_jvp(g, out, x, y):  # d(x/y)/dy = -x/y^2 = -out/y
 
 
 def _div_taylor(primals, series, out=None):
-    order = tl.order_of(series)
     out = div(*primals) if out is None else out
-    us = tl.full_series(series[0], primals[0], order)
-    ys = tl.full_series(series[1], primals[1], order)
-    return out, tl.quotient_series(us, ys, out)
+    return out, tl.quotient_series(*tl.all_series(primals, series), out)
 
 
 div = Primitive("div", family=ELEMENTWISE_BINARY,
@@ -453,10 +446,9 @@ def _pow_y_jvp(g, out, x, y):
 
 
 def _pow_taylor(primals, series, out=None):
-    order = tl.order_of(series)
-    (x0, y0) = primals
+    x0, y0 = primals
     out = pow(x0, y0) if out is None else out
-    xs = tl.full_series(series[0], x0, order)
+    xs = tl.all_series(primals, series)[0]
     if series[1] is None:  # constant exponent: the power recurrence
         return out, tl.power_series(xs, out, y0)
     # x^y = exp(y log x)
@@ -480,30 +472,24 @@ def _extremum_jvp(winner, mine, other, g):
                           compare.select(compare.eq(mine, other), half, zeros_like(g)))
 
 
-def _maximum_x_jvp(g, out, x, y):
-    return _extremum_jvp(compare.gt, x, y, g)
+def _extremum_jvps(winner):
+    """The jvp rules (in x, in y) of the extremum that ``winner`` picks."""
 
+    def x_jvp(g, out, x, y):
+        return _extremum_jvp(winner, x, y, g)
 
-def _maximum_y_jvp(g, out, x, y):
-    return _extremum_jvp(compare.gt, y, x, g)
+    def y_jvp(g, out, x, y):
+        return _extremum_jvp(winner, y, x, g)
 
-
-def _minimum_x_jvp(g, out, x, y):
-    return _extremum_jvp(compare.lt, x, y, g)
-
-
-def _minimum_y_jvp(g, out, x, y):
-    return _extremum_jvp(compare.lt, y, x, g)
+    return x_jvp, y_jvp
 
 
 def _extremum_taylor(winner):
     def make(prim):
         def rule(primals, series, out=None):
-            order = tl.order_of(series)
             x0, y0 = primals
             out = prim.bind(x0, y0) if out is None else out
-            xs = tl.full_series(series[0], x0, order)
-            ys = tl.full_series(series[1], y0, order)
+            xs, ys = tl.all_series(primals, series)
             # ties take the average, as the jvp rule does
             halves = [None if a is None and b is None else tl.scale(tl.add(a, b), 0.5)
                       for a, b in zip(xs, ys)]
@@ -521,14 +507,14 @@ maximum = Primitive("maximum", family=ELEMENTWISE_BINARY,
                                       numba="np.maximum({0}, {1})",
                                       numba_fused="max({0}, {1})", real_only=True),
                     infer=binary_infer("maximum"),
-                    jvp=(_maximum_x_jvp, _maximum_y_jvp), taylor=_extremum_taylor(compare.gt),
+                    jvp=_extremum_jvps(compare.gt), taylor=_extremum_taylor(compare.gt),
                     doc="elementwise maximum")
 minimum = Primitive("minimum", family=ELEMENTWISE_BINARY,
                     lowering=Lowering(c="({0} < {1} || isnan({0})) ? {0} : {1}",
                                       numba="np.minimum({0}, {1})",
                                       numba_fused="min({0}, {1})", real_only=True),
                     infer=binary_infer("minimum"),
-                    jvp=(_minimum_x_jvp, _minimum_y_jvp), taylor=_extremum_taylor(compare.lt),
+                    jvp=_extremum_jvps(compare.lt), taylor=_extremum_taylor(compare.lt),
                     doc="elementwise minimum")
 
 
@@ -543,11 +529,9 @@ def _atan2_y_jvp(g, out, x, y):
 
 def _atan2_taylor(primals, series, out=None):
     # z' = (y x' - x y') / (x^2 + y^2): build that series to order K-1, z[k] = h[k-1] / k
-    order = tl.order_of(series)
-    x0, y0 = primals
-    out = atan2(x0, y0) if out is None else out
-    xs = tl.full_series(series[0], x0, order)
-    ys = tl.full_series(series[1], y0, order)
+    out = atan2(*primals) if out is None else out
+    xs, ys = tl.all_series(primals, series)
+    order = len(xs) - 1
 
     def derivative(s):  # coefficients of s'(t)
         return [tl.scale(s[m + 1], m + 1) for m in range(order)]
@@ -556,8 +540,8 @@ def _atan2_taylor(primals, series, out=None):
                                                tl.cauchy_series(xs[:order], derivative(ys)))]
     denominator = [tl.add(a, b) for a, b in zip(tl.cauchy_series(xs[:order], xs[:order]),
                                                  tl.cauchy_series(ys[:order], ys[:order]))]
-    h0 = numerator[0] if numerator[0] is not None else zeros_like(out)
-    h = tl.quotient_series(numerator, denominator, div(h0, denominator[0]))
+    h = tl.quotient_series(numerator, denominator,
+                           div(tl.dense(numerator[0], out), denominator[0]))
     return out, [out] + [tl.scale(h[k - 1], 1.0 / k) for k in range(1, order + 1)]
 
 
