@@ -88,7 +88,7 @@ def _select_false_transpose(g, out, pred, on_true, on_false):
 
 # linear in the two branches (the predicate is static: its transpose entry is None)
 select = Primitive("select", family=COMPARE, shard=sr.SELECT, lowering=Lowering(array_api="where"),
-infer=_select_infer, linear=True,
+                   infer=_select_infer, linear=True,
                    transpose=(None, _select_true_transpose, _select_false_transpose),
                    doc="where(pred, on_true, on_false), elementwise")
 

@@ -113,11 +113,9 @@ def _solve_taylor(primals, series, out=None):
     return _solve_taylor_rule(primals, series, out, solve, mx.mm)
 
 
-solve = Primitive("solve", family=_F, shard=sr.MATRICES,
-                  infer=_solve_infer, jvp=(_solve_a_jvp, _solve_b_jvp),
-                  vjp=_solve_vjp, taylor=_solve_taylor,
-                  saves_out=True, linear_in=(1,),
-                  doc="x with a @ x = b (LU with partial pivoting)")
+solve = Primitive("solve", family=_F, shard=sr.MATRICES, infer=_solve_infer,
+                  jvp=(_solve_a_jvp, _solve_b_jvp), vjp=_solve_vjp, taylor=_solve_taylor,
+                  saves_out=True, linear_in=(1,), doc="x with a @ x = b (LU with partial pivoting)")
 
 
 # ---- triangular_solve ----------------------------------------------------------------------
@@ -171,10 +169,9 @@ def _tri_taylor(primals, series, out=None, **p):
 
 
 triangular_solve = Primitive(
-    "triangular_solve", family=_F, shard=sr.MATRICES,
-    infer=_tri_infer, jvp=(_tri_a_jvp, _tri_b_jvp),
-    vjp=_tri_vjp, taylor=_tri_taylor, saves_out=True,
-    linear_in=(1,), doc="x with op(a) @ x = b for triangular a (op: identity or transpose)")
+    "triangular_solve", family=_F, shard=sr.MATRICES, infer=_tri_infer, saves_out=True,
+    jvp=(_tri_a_jvp, _tri_b_jvp), vjp=_tri_vjp, taylor=_tri_taylor, linear_in=(1,),
+    doc="x with op(a) @ x = b for triangular a (op: identity or transpose)")
 
 
 # ---- cholesky ------------------------------------------------------------------------------
@@ -222,9 +219,8 @@ def _cholesky_taylor(primals, series, out=None):
     return l0, ls
 
 
-cholesky = Primitive("cholesky", family=_F, shard=sr.MATRICES,
-                     infer=_cholesky_infer, jvp=(_cholesky_jvp,),
-                     vjp=(_cholesky_vjp,), taylor=_cholesky_taylor,
+cholesky = Primitive("cholesky", family=_F, shard=sr.MATRICES, infer=_cholesky_infer,
+                     jvp=(_cholesky_jvp,), vjp=(_cholesky_vjp,), taylor=_cholesky_taylor,
                      saves_out=True, saves_inputs=(),
                      doc="lower-triangular L with a = L @ L^T (a symmetric positive definite)")
 
@@ -270,9 +266,8 @@ def _slogdet_taylor(primals, series, out=None):
     return out, coefficients
 
 
-slogdet = Primitive("slogdet", family=_F, shard=sr.MATRICES,
-                    infer=_slogdet_infer, jvp=(_slogdet_jvp,),
-                    vjp=(_slogdet_vjp,), taylor=_slogdet_taylor,
+slogdet = Primitive("slogdet", family=_F, shard=sr.MATRICES, infer=_slogdet_infer,
+                    jvp=(_slogdet_jvp,), vjp=(_slogdet_vjp,), taylor=_slogdet_taylor,
                     doc="[..., 2]: sign and log|det| of each matrix")
 
 
@@ -368,9 +363,8 @@ def _eigh_taylor(primals, series, out=None):
     return out, coefficients
 
 
-eigh = Primitive("eigh", family=_F, shard=sr.MATRICES,
-                 infer=_eigh_infer, jvp=(_eigh_jvp,), vjp=(_eigh_vjp,), taylor=_eigh_taylor,
-                 saves_out=True, saves_inputs=(),
+eigh = Primitive("eigh", family=_F, shard=sr.MATRICES, infer=_eigh_infer, jvp=(_eigh_jvp,),
+                 vjp=(_eigh_vjp,), taylor=_eigh_taylor, saves_out=True, saves_inputs=(),
                  doc="[..., n, n + 1]: eigenvectors then eigenvalues of a symmetric matrix")
 
 
@@ -647,8 +641,7 @@ def _svd_taylor(primals, series, out=None):
     return out, coefficients
 
 
-svd = Primitive("svd", family=_F, shard=sr.MATRICES,
-                infer=_svd_infer, jvp=(_svd_jvp,), vjp=(_svd_vjp,), taylor=_svd_taylor,
-                saves_out=True, saves_inputs=(),
+svd = Primitive("svd", family=_F, shard=sr.MATRICES, infer=_svd_infer, jvp=(_svd_jvp,),
+                vjp=(_svd_vjp,), taylor=_svd_taylor, saves_out=True, saves_inputs=(),
                 doc="[..., m + 1 + n, n]: U, the singular values (descending) and V of a "
                     "tall matrix (a = U diag(s) V^T)")

@@ -107,10 +107,9 @@ def _dot_general_y_jvp(g, out, x, y, **params):
 # bilinear: linear in each operand while the other stays fixed; its vjp contracts the
 # cotangent with the other operand (not derivable from the jvp without a transpose pass)
 dot_general = Primitive(
-    "dot_general", family=DOT, lowering=Lowering(float32_compute=True),
-    shard=sr.DOT_GENERAL, infer=_dot_general_infer, batch=_dot_general_batch,
+    "dot_general", family=DOT, lowering=Lowering(float32_compute=True), shard=sr.DOT_GENERAL,
+    infer=_dot_general_infer, batch=_dot_general_batch,
     jvp=(_dot_general_x_jvp, _dot_general_y_jvp),
     vjp=(holomorphic_vjp(_dot_general_x_vjp), holomorphic_vjp(_dot_general_y_vjp)),
-    linear_in=(0, 1),
-    taylor=tl.bilinear_rule,  # Cauchy product of the coefficients
+    linear_in=(0, 1), taylor=tl.bilinear_rule,  # Cauchy product of the coefficients
     doc="generalised matrix product with contracting and batch dims")

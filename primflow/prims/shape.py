@@ -99,10 +99,9 @@ def _transpose_transpose(g, out, x, *, perm):
     return transpose(g, perm=_inverse_perm(perm))
 
 
-transpose = Primitive(
-    "transpose", family=VIEW,
-    shard=sr.TRANSPOSE, infer=_transpose_infer, batch=_transpose_batch, linear=True,
-    transpose=(_transpose_transpose,), doc="permute dims: out.shape[i] = x.shape[perm[i]]")
+transpose = Primitive("transpose", family=VIEW, shard=sr.TRANSPOSE, infer=_transpose_infer,
+                      batch=_transpose_batch, linear=True, transpose=(_transpose_transpose,),
+                      doc="permute dims: out.shape[i] = x.shape[perm[i]]")
 
 
 # ---- slice and pad (each other's adjoint) --------------------------------------------------
@@ -137,8 +136,7 @@ def _slice_batch(vals, bdims, *, start, limit, strides):
 
 slice = Primitive(  # noqa: A001 - primitive name
     "slice", family=VIEW, shard=sr.SLICE, infer=_slice_infer, batch=_slice_batch, linear=True,
-    transpose=(_slice_transpose,),
-    doc="x[start:limit:strides] per dim (static, non-negative)")
+    transpose=(_slice_transpose,), doc="x[start:limit:strides] per dim (static, non-negative)")
 
 
 def _pad_infer(x, padding_value, *, config):
@@ -227,6 +225,5 @@ def _concatenate_batch(vals, bdims, *, axis):
 
 
 concatenate = Primitive("concatenate", family=SHAPE, shard=sr.CONCATENATE, infer=_concatenate_infer,
-                        batch=_concatenate_batch, linear=True,
-                        transpose=_concatenate_transpose,
+                        batch=_concatenate_batch, linear=True, transpose=_concatenate_transpose,
                         doc="join tensors along `axis`")
