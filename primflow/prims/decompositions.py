@@ -59,8 +59,7 @@ def _check_matrix(name, a, square=True):
 def _check_rhs(name, a, b):
     if b.dtype is not a.dtype:
         raise PrimitiveError(f"{name}: dtypes {a.dtype.name} and {b.dtype.name} differ")
-    if len(b.shape) != len(a.shape) or b.shape[:-2] != a.shape[:-2] or (
-            b.shape[-2] != a.shape[-1]):
+    if len(b.shape) != len(a.shape) or b.shape[:-2] != a.shape[:-2] or b.shape[-2] != a.shape[-1]:
         raise PrimitiveError(f"{name}: right-hand side of shape {list(b.shape)} does not "
                              f"match matrices of shape {list(a.shape)}")
 
@@ -573,15 +572,10 @@ def _svd_step(u0, s0, v0, f, r1, r2, su, sv):
     d = da if sv is None else ew.add(da, mx.scale(sv, 0.5))
     sk = ew.neg(mx.diagonal(q1))
     uk = mx.mm(u0, c)
-    if _is_tall(u0):  # (I - u0 u0^T) is 0 for a square matrix: no term to add
+    if u0._shape[-2] > u0._shape[-1]:  # tall: (I - u0 u0^T) is 0 for a square matrix
         projected = ew.sub(r1, mx.mm(u0, p1))  # (I - u0 u0^T) r1
         uk = ew.sub(uk, _scale_columns(projected, _reciprocal_or_zero(s0)))
     return uk, sk, mx.mm(v0, d)
-
-
-def _is_tall(u):
-    """Whether the U factor [..., m, n] has more rows than columns (m > n)."""
-    return u._shape[-2] > u._shape[-1]
 
 
 def _reciprocal_or_zero(s):
@@ -613,7 +607,7 @@ def _svd_vjp(g, out, a):
     k = _scale_rows(ew.mul(f, ew.sub(vt_vbar, mx.mT(vt_vbar))), s)
     inner = ew.add(ew.add(j, k), mx.diag_embed(s_bar))
     core = mx.mm(u, mx.mm(inner, mx.mT(v)))
-    if not _is_tall(u):  # (I - U U^T) is 0 for a square matrix
+    if u._shape[-2] == u._shape[-1]:  # square: (I - U U^T) is 0
         return core
     outside = ew.sub(u_bar, mx.mm(u, ut_ubar))  # (I - U U^T) U_bar
     return ew.add(core, mx.mm(_scale_columns(outside, _reciprocal_or_zero(s)), mx.mT(v)))

@@ -42,8 +42,7 @@ reduce_sum = Primitive("reduce_sum", family=REDUCE, lowering=_IN_FLOAT32,
 def _extremum_location(x, out, axes):
     hit = compare.convert_element_type(
         compare.eq(x, _expand_back(out, x._shape, axes)), dtype=x.dtype)
-    count = reduce_sum(hit, axes=axes)
-    return hit, count
+    return hit, reduce_sum(hit, axes=axes)
 
 
 def _extremum_jvp(g, out, x, *, axes):
