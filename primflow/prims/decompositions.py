@@ -592,9 +592,8 @@ def _reciprocal_or_zero(s):
 def _svd_jvp(g, out, a):
     u, s, v = _svd_parts(out)
     f = _square_gap_inverse(s)
-    uk, sk, vk = _svd_step(u, s, v, f, ew.neg(mx.mm(g, v)), ew.neg(mx.mm(mx.mT(g), u)),
-                           None, None)
-    return _pack_svd(uk, sk, vk)
+    return _pack_svd(*_svd_step(u, s, v, f, ew.neg(mx.mm(g, v)), ew.neg(mx.mm(mx.mT(g), u)),
+                                None, None))
 
 
 def _svd_vjp(g, out, a):

@@ -513,8 +513,7 @@ def _atan2_taylor(primals, series, out=None):
                                                tl.cauchy_series(xs[:order], derivative(ys)))]
     denominator = [tl.add(a, b) for a, b in zip(tl.cauchy_series(xs[:order], xs[:order]),
                                                  tl.cauchy_series(ys[:order], ys[:order]))]
-    h = tl.quotient_series(numerator, denominator,
-                           div(tl.dense(numerator[0], out), denominator[0]))
+    h = tl.quotient_series(numerator, denominator, div(tl.dense(numerator[0], out), denominator[0]))
     return out, [out] + [tl.scale(h[k - 1], 1.0 / k) for k in range(1, order + 1)]
 
 
