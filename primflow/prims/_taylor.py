@@ -104,9 +104,8 @@ def sum_rule(combine):
 
     def make(prim):
         def rule(primals, series, out=None, **params):
-            order = order_of(series)
             out = prim.bind(*primals, **params) if out is None else out
-            xs, ys = (s if s is not None else [None] * (order + 1) for s in series)
+            xs, ys = all_series(primals, series)
             return out, [out] + [combine(a, b) for a, b in zip(xs[1:], ys[1:])]
 
         return rule
@@ -139,9 +138,7 @@ def unary_rule(recurrence):
             (x0,), (xs,) = primals, series
             z0 = prim.bind(x0, **params) if out is None else out
             fast = fast_paths.taylor_series(prim.name, x0, z0, xs, params)
-            if fast is not None:
-                return z0, fast
-            return z0, recurrence(xs, z0, x0, **params)
+            return z0, fast if fast is not None else recurrence(xs, z0, x0, **params)
 
         return rule
 
@@ -160,11 +157,10 @@ def exp_series(xs, z0):
 
 def log_series(xs, z0):
     """z = log(x): z[k] = (x[k] - (1/k) sum_{j=1..k-1} j z[j] x[k-j]) / x[0]."""
-    x0 = xs[0]
     zs = [z0]
     for k in range(1, len(xs)):
         total = convolution(zs, xs, k, hi=k - 1, weighted=True)
-        zs.append(divide(sub(xs[k], scale(total, 1.0 / k)), x0))
+        zs.append(divide(sub(xs[k], scale(total, 1.0 / k)), xs[0]))
     return zs
 
 
@@ -228,10 +224,9 @@ def cauchy_series(xs, ys):
 
 def quotient_series(us, ys, z0):
     """z = u / y: z[k] = (u[k] - sum_{j=1..k} y[j] z[k-j]) / y[0]."""
-    y0 = ys[0]
     zs = [z0]
     for k in range(1, len(us)):
-        zs.append(divide(sub(us[k], convolution(ys, zs, k)), y0))
+        zs.append(divide(sub(us[k], convolution(ys, zs, k)), ys[0]))
     return zs
 
 

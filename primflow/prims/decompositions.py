@@ -132,13 +132,10 @@ def _tri_part(a, lower, unit_diagonal):
     return mx.triu(a, 1 if unit_diagonal else 0)
 
 
-def _tri_op(a, transpose):
-    return mx.mT(a) if transpose else a
-
-
 def _tri_matrix(a, p):
     """op(a) as the kernel reads it (``p``: the primitive's params)."""
-    return _tri_op(_tri_part(a, p["lower"], p["unit_diagonal"]), p["transpose"])
+    part = _tri_part(a, p["lower"], p["unit_diagonal"])
+    return mx.mT(part) if p["transpose"] else part
 
 
 def _tri_a_jvp(g, out, a, b, **p):
@@ -154,7 +151,8 @@ def _tri_vjp(g, out, a, b, **p):
                              unit_diagonal=p["unit_diagonal"])
     # d(op(a)) receives -b_bar x^T; map it back through op and the triangle mask
     grad_op = ew.neg(mx.mm(b_bar, mx.mT(out)))
-    return _tri_part(_tri_op(grad_op, p["transpose"]), p["lower"], p["unit_diagonal"]), b_bar
+    grad = mx.mT(grad_op) if p["transpose"] else grad_op
+    return _tri_part(grad, p["lower"], p["unit_diagonal"]), b_bar
 
 
 def _tri_taylor(primals, series, out=None, **p):
