@@ -200,7 +200,6 @@ def square_coefficient(zs, m):
 def power_series(xs, z0, r):
     """z = x^r for a constant exponent r (number or tensor):
     z[k] = (1 / (k x[0])) sum_{j=1..k} ((r+1) j - k) x[j] z[k-j]."""
-    x0 = xs[0]
     zs = [z0]
     for k in range(1, len(xs)):
         total = None
@@ -213,7 +212,7 @@ def power_series(xs, z0, r):
             else:  # ((r + 1) j - k) = r j + (j - k), elementwise
                 term = ew.mul(term, ew.add(ew.mul(r, full_like(r, j)), full_like(r, j - k)))
             total = add(total, term)
-        zs.append(None if total is None else ew.div(total, scale(x0, k)))
+        zs.append(None if total is None else ew.div(total, scale(xs[0], k)))
     return zs
 
 

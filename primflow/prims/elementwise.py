@@ -195,10 +195,8 @@ def _erf_series(xs, z0, x0):
     # erf' = 2/sqrt(pi) exp(-x^2): series of e = exp(-x^2), then z' = c e x'
     q = [tl.scale(tl.square_coefficient(xs, m), -1.0) for m in range(len(xs))]
     e = tl.exp_series(q, exp(q[0]))
-    zs = [z0]
-    for k in range(1, len(xs)):
-        zs.append(tl.scale(tl.convolution(xs, e, k, weighted=True), tl.TWO_OVER_SQRT_PI / k))
-    return zs
+    return [z0] + [tl.scale(tl.convolution(xs, e, k, weighted=True), tl.TWO_OVER_SQRT_PI / k)
+                   for k in range(1, len(xs))]
 
 
 def _erfc_fraction(xp, a, terms):

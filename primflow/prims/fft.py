@@ -86,7 +86,6 @@ def _fft_vjp(g, out, x, *, kind, axes, n_last, norm):
         n = x._shape[last]
         halved = ew.mul(g, _bin_weights(g, last, n, 0.5))
         return fft(halved, kind="irfft", axes=axes, n_last=n, norm=dual)
-    # irfft
     spectrum = fft(g, kind="rfft", axes=axes, n_last=None, norm=dual)
     return ew.mul(spectrum, _bin_weights(spectrum, last, n_last, 2.0))
 
