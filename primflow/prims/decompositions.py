@@ -554,9 +554,8 @@ def _square_gap_inverse(s):
 
 def _svd_step(u0, s0, v0, f, r1, r2, su, sv):
     """Order-k coefficients (see the module docstring of the recurrences)."""
-    p1 = mx.mm(mx.mT(u0), r1)
-    p2 = mx.mm(mx.mT(v0), r2)
-    q1, q2 = p1, p2
+    p1 = _mtm(u0, r1)
+    q1, q2 = p1, _mtm(v0, r2)
     if su is not None:
         q1 = ew.add(q1, mx.scale(_scale_columns(su, s0), 0.5))
         q2 = ew.sub(q2, mx.scale(_scale_rows(su, s0), 0.5))

@@ -313,28 +313,22 @@ def _dot_general_propagate(specs, avals, out_aval, size, *, contracting, batch):
     sx = None if is_partial(sx) else sx
     sy = None if is_partial(sy) else sy
 
-    def from_x(d):
-        if d in lb:
-            i = lb.index(d)
-            return [d, rb[i]], i
-        if d in lc:
-            i = lc.index(d)
-            return [d, rc[i]], "sum"
-        return [d, None], len(lb) + x_free.index(d)
-
-    def from_y(d):
-        if d in rb:
-            i = rb.index(d)
-            return [lb[i], d], i
-        if d in rc:
-            i = rc.index(d)
-            return [lc[i], d], "sum"
-        return [None, d], len(lb) + len(x_free) + y_free.index(d)
+    def sharded(d, mine, theirs, free, free_offset):
+        """(the other operand's spec, the output's) for dim d of one operand sharded;
+        ``mine``/``theirs``: the (contracting, batch) dims of the operand and of the other."""
+        (my_c, my_b), (their_c, their_b) = mine, theirs
+        if d in my_b:
+            return their_b[my_b.index(d)], my_b.index(d)
+        if d in my_c:
+            return their_c[my_c.index(d)], "sum"
+        return None, free_offset + free.index(d)
 
     if sx is not None:
-        return from_x(sx)
+        other, out = sharded(sx, (lc, lb), (rc, rb), x_free, len(lb))
+        return [sx, other], out
     if sy is not None:
-        return from_y(sy)
+        other, out = sharded(sy, (rc, rb), (lc, lb), y_free, len(lb) + len(x_free))
+        return [other, sy], out
     return [None, None], None
 
 
