@@ -128,14 +128,10 @@ def _product_series(x0, xs, ranks):
     return series
 
 
-def _all_reduce_batch(vals, bdims, *, op, ranks):
-    return all_reduce(vals[0], op=op, ranks=ranks), bdims[0]
-
-
 all_reduce = Primitive(
     "all_reduce", family=COLLECTIVE, shard=sr.LOCAL_ONLY, infer=_all_reduce_infer,
     jvp=(_all_reduce_jvp,), vjp=(_all_reduce_vjp,), saves_out=True,
-    batch=_all_reduce_batch, taylor=RuleTemplate(_make_all_reduce_taylor),
+    batch=bt.elementwise_batch, taylor=RuleTemplate(_make_all_reduce_taylor),
     doc="elementwise reduction `op` (sum, max, min, prod, avg) of the same-shaped tensors "
         "of the group `ranks`, on every member")
 
