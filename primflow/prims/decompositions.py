@@ -474,11 +474,9 @@ def _qr_step(q0, r0, c, s):
     c_rinv = _right_solve_upper(c, r0)
     b = mx.mm(mx.mT(q0), c_rinv)
     low = mx.tril(b, -1)
-    if s is None:
-        omega = ew.sub(low, mx.mT(low))
-    else:
-        omega = ew.add(ew.sub(low, mx.mT(low)), ew.add(
-            mx.triu(s, 1), mx.scale(mx.diag_only(s), 0.5)))
+    omega = ew.sub(low, mx.mT(low))
+    if s is not None:
+        omega = ew.add(omega, ew.add(mx.triu(s, 1), mx.scale(mx.diag_only(s), 0.5)))
     rk = mx.mm(ew.sub(b, omega), r0)
     qk = ew.add(mx.mm(q0, omega), ew.sub(c_rinv, mx.mm(q0, b)))
     return qk, rk

@@ -78,9 +78,8 @@ def _dot_general_batch(vals, bdims, *, contracting, batch):
     if x_bdim is not None and y_bdim is not None:
         # the vmapped dim becomes one more batch dim of the product
         x, y = bt.move_to_front(x, x_bdim), bt.move_to_front(y, y_bdim)
-        out = dot_general(x, y, contracting=(bt.shift_axes(lc), bt.shift_axes(rc)),
-                          batch=((0,) + bt.shift_axes(lb), (0,) + bt.shift_axes(rb)))
-        return out, 0
+        return dot_general(x, y, contracting=(bt.shift_axes(lc), bt.shift_axes(rc)),
+                           batch=((0,) + bt.shift_axes(lb), (0,) + bt.shift_axes(rb))), 0
     if x_bdim is not None:
         # a free dim of x: it comes right after the batch dims of the output
         x = bt.move_to_front(x, x_bdim)
@@ -89,8 +88,7 @@ def _dot_general_batch(vals, bdims, *, contracting, batch):
     # a free dim of y: after the batch dims and x's free dims
     y = bt.move_to_front(y, y_bdim)
     out = dot_general(x, y, contracting=(lc, bt.shift_axes(rc)), batch=(lb, bt.shift_axes(rb)))
-    x_free = len(x._shape) - len(lc) - len(lb)
-    return out, len(lb) + x_free
+    return out, len(lb) + len(_free_dims(len(x._shape), lc, lb))
 
 
 def _dot_general_x_jvp(g, out, x, y, **params):
