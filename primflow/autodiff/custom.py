@@ -11,7 +11,6 @@ its cotangent.
 
 from __future__ import annotations
 
-import copy
 import functools
 
 from ..core.primitive import CustomRule, Node, record_custom
@@ -23,17 +22,7 @@ from ..ops.helpers import alias, as_tensor, cast
 from ..ops.creation import full, zeros_like
 from .forward import JVPTrace, JVPTracer, split_tangents
 from .functional import external_leaves, grad_handle
-from .tape import _run_backward
-
-
-def _detached(t):
-    """Same value, no graph (tracers keep their trace)."""
-    if isinstance(t, Tracer):
-        out = copy.copy(t)
-        out._node = None
-        out.stop_gradient = True
-        return out
-    return Tensor._wrap(t._value)
+from .tape import _run_backward, detached
 
 
 def _tensor_outputs(out, rule_name):
@@ -80,7 +69,7 @@ def _attach(outputs, inputs, name, pullback):
     # the rules hold the outputs' shapes, not the outputs (no output -> rule -> output cycle)
     avals = [(tuple(o._shape), o.dtype) for o in outputs]
     for k, o in enumerate(outputs):
-        o = _detached(o)
+        o = detached(o)
 
         def vjp(g, _out, *_inputs, k=k):
             cts = [full(shape, 0, dtype=dtype) for shape, dtype in avals]
@@ -104,17 +93,14 @@ def recomputing_pullback(name, run, inputs, extra=()):
     def pullback(cotangents):
         for t, v in zip(watched, versions):
             if t._version != v:
-                raise RuntimeError(f"{name}: a tensor of shape {t.shape} that the function "
-                                   f"reads was modified in place between the forward call "
-                                   f"and backward")
+                raise RuntimeError(f"{name}: a tensor of shape {t.shape} that the function reads "
+                                   f"was modified in place between the forward call and backward")
         create_graph = state.grad_enabled
         with enable_grad():
             handles = [grad_handle(x) for x in inputs]
             recomputed = run(handles)
         seeds = [(o, g) for o, g in zip(recomputed, cotangents)
                  if g is not None and not o.stop_gradient]
-        if not seeds:
-            return [None] * len(watched)
         return _run_backward(seeds, handles + list(extra), create_graph=create_graph,
                              retain_graph=create_graph)
 
@@ -194,8 +180,7 @@ class custom_vjp:
             picked = [g for g, x in zip(got_leaves, leaves) if isinstance(x, Tensor)]
             return _check_cotangents(name, picked, tensors, "bwd")
 
-        outs = _attach(out_leaves, tensors, name, pullback)
-        return tree_unflatten(out_tree, outs)
+        return tree_unflatten(out_tree, _attach(out_leaves, tensors, name, pullback))
 
 
 # ---- custom_jvp ----------------------------------------------------------------------------
@@ -290,23 +275,16 @@ class custom_jvp:
         def pullback(cotangents):
             seeds = [(t, g) for t, g in zip(touts, cotangents)
                      if t is not None and not t.stop_gradient]
-            if not seeds:
-                return [None] * len(tensors)
-            grads = _run_backward(seeds, picked, create_graph=state.grad_enabled,
-                                  retain_graph=True)
-            return grads
+            return _run_backward(seeds, picked, create_graph=state.grad_enabled, retain_graph=True)
 
-        outs = _attach(outs, tensors, name, pullback)
-        return tree_unflatten(out_tree, outs)
+        return tree_unflatten(out_tree, _attach(outs, tensors, name, pullback))
 
 
 def _rule_tangents(name, tangent_out, outs):
-    """The tangents a custom jvp rule returned, one per output, checked against the
-    outputs' shapes and dtypes."""
+    """A custom jvp rule's tangents, one per output, checked against the outputs."""
     touts = tree_flatten(tangent_out)[0]
     if len(touts) != len(outs):
-        raise ValueError(f"{name}: the rule returned {len(touts)} tangents for {len(outs)} "
-                         f"outputs")
+        raise ValueError(f"{name}: the rule returned {len(touts)} tangents for {len(outs)} outputs")
     return _check_cotangents(name, touts, outs, "the jvp rule", "tangent", "output")
 
 
@@ -408,8 +386,7 @@ class PyLayer:
     @staticmethod
     def backward(ctx, *grads):
         raise _PyLayerBackwardMissing(
-            "a PyLayer subclass must define a static backward(ctx, *grads) to be "
-            "differentiated")
+            "a PyLayer subclass must define a static backward(ctx, *grads) to be differentiated")
 
     @classmethod
     def apply(cls, *args, **kwargs):
@@ -429,12 +406,10 @@ class PyLayer:
         outs = [items[i] for i in positions]
         by_id = {id(x): x for x in inputs}
         node_inputs = list(inputs)
-        inplace = []  # (position in outs, input index) of inputs returned in place
+        inplace = []  # the positions in outs of inputs returned in place
         for k, o in enumerate(outs):
-            if id(o) not in by_id:
-                outs[k] = _detached(o)
-            elif id(o) in ctx._not_inplace:
-                outs[k] = _detached(o)
+            if id(o) not in by_id or id(o) in ctx._not_inplace:
+                outs[k] = detached(o)
             else:
                 if o._node is None and not o.stop_gradient:
                     raise ValueError(
@@ -444,7 +419,7 @@ class PyLayer:
                         f"call ctx.mark_not_inplace(x) in forward")
                 j = next(i for i, x in enumerate(inputs) if x is o)
                 node_inputs[j] = alias(o)  # the node reads the value before the update
-                inplace.append((k, j))
+                inplace.append(k)
         out_dtypes = [o.dtype for o in outs]
         out_shapes = [tuple(o._shape) for o in outs]  # (the rules hold no output: no cycle)
         differentiable = [id(items[i]) not in ctx._non_differentiable for i in positions]
@@ -478,13 +453,11 @@ class PyLayer:
                 cts[k] = g
                 return tuple(pullback(cts))
 
-            node = Node(CustomRule(name, vjp), {}, tuple(node_inputs), None)
-            o._node = node
+            o._node = Node(CustomRule(name, vjp), {}, tuple(node_inputs), None)
             o.stop_gradient = False
-        for k, j in inplace:
+        for k in inplace:
             outs[k]._version += 1  # nodes that saved the input before now refuse
-        for i, o in zip(positions, outs):
-            items[i] = o
+        items = replace_at(items, positions, outs)
         if isinstance(out, Tensor):
             return items[0]
         return type(out)(items) if isinstance(out, tuple) else items
@@ -527,21 +500,18 @@ def checkpoint(f):
             handle_versions = [h._version for h in handles]
             out = run(handles)
         outs, out_tree = _tensor_outputs(out, name)
-        changed = [h._version != v for h, v in zip(handles, handle_versions)]
-        for x, v, c in zip(inputs, versions, changed):
-            if c or x._version != v:
-                raise RuntimeError(f"{name}: the function modified an input in place; a "
-                                   f"checkpointed function must be free of side effects on "
-                                   f"tensors, because backward runs it again")
+        if any(t._version != v for t, v in zip(inputs + handles, versions + handle_versions)):
+            raise RuntimeError(f"{name}: the function modified an input in place; a "
+                               f"checkpointed function must be free of side effects on "
+                               f"tensors, because backward runs it again")
         params = external_leaves(outs, handles, stop_at_targets=True)
         originals = inputs + params
         if not any(not t.stop_gradient for t in originals):
-            return tree_unflatten(out_tree, [_detached(o) for o in outs])
+            return tree_unflatten(out_tree, [detached(o) for o in outs])
         del handles, out
         pullback = recomputing_pullback(name, lambda again: tree_flatten(run(again))[0],
                                         inputs, params)
-        results = _attach(outs, originals, name, pullback)
-        return tree_unflatten(out_tree, results)
+        return tree_unflatten(out_tree, _attach(outs, originals, name, pullback))
 
     return mark_transform(wrapped, (f,), checkpoint)
 

@@ -128,8 +128,7 @@ def split_tangents(trace, values, fill=False):
     zeros where there is none with ``fill``."""
     primals, tangents = [], []
     for v in values:
-        p, t = (v.primal, v.tangent) if isinstance(v, JVPTracer) and v._trace is trace else (
-            v, None)
+        p, t = trace._unpack(v)
         primals.append(p)
         tangents.append(zeros_like(as_tensor(p)) if fill and t is None else t)
     return primals, tangents

@@ -11,6 +11,7 @@ live), the function runs, and the tape's backward produces the cotangents with
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 from .. import prims
@@ -40,22 +41,18 @@ def grad_handle(x):
     return fresh_leaf(x)
 
 
-class _watching:
+@contextlib.contextmanager
+def _watching(weights):
     """Makes ``weights`` require grad while the forward pass records (MindSpore's weights
     argument), restoring their flags afterwards."""
-
-    def __init__(self, weights):
-        self.weights = weights
-
-    def __enter__(self):
-        self.flags = [w.stop_gradient for w in self.weights]
-        for w in self.weights:
-            w.stop_gradient = False
-
-    def __exit__(self, *exc):
-        for w, flag in zip(self.weights, self.flags):
+    flags = [w.stop_gradient for w in weights]
+    for w in weights:
+        w.stop_gradient = False
+    try:
+        yield
+    finally:
+        for w, flag in zip(weights, flags):
             w.stop_gradient = flag
-        return False
 
 
 def _vjp_with_weights(f, primals, weights, has_aux):
@@ -93,8 +90,7 @@ def _vjp_with_weights(f, primals, weights, has_aux):
                                 f"dtype (ct.astype('{o.dtype.name}'))")
             if not o.stop_gradient:
                 seeds.append((o, ct))
-        grads = (_run_backward(seeds, targets, create_graph=create_graph, retain_graph=True)
-                 if seeds else [None] * len(targets))
+        grads = _run_backward(seeds, targets, create_graph=create_graph, retain_graph=True)
         grads = [zeros_like(t) if g is None else g for g, t in zip(grads, targets)]
         return tuple(tree_unflatten(in_tree, grads[:len(handles)])), grads[len(handles):]
 
@@ -242,11 +238,10 @@ def check_output_dtypes(transform, values, holomorphic, complex_allowed=False):
                             f"{dtype.name} for output {i}")
         if not holomorphic and not complex_allowed and dtype.is_complex:
             raise TypeError(f"{transform} requires a real-valued output, got {dtype.name} for "
-                            f"output {i}: the derivative of a complex output is ambiguous. For "
-                            f"a holomorphic function pass holomorphic=True (the complex "
-                            f"derivative f'(z)); otherwise differentiate a real function of "
-                            f"it (pf.real(y), pf.abs(y) ** 2) or use pf.vjp with the "
-                            f"cotangent you mean")
+                            f"output {i}: the derivative of a complex output is ambiguous. For a "
+                            f"holomorphic function pass holomorphic=True (the complex derivative "
+                            f"f'(z)); otherwise differentiate a real function of it (pf.real(y), "
+                            f"pf.abs(y) ** 2) or use pf.vjp with the cotangent you mean")
 
 
 def holomorphic_result(tree):
@@ -303,8 +298,7 @@ def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position
             main = _scalar_output(fun, out, has_aux)
             if main.size != 1:
                 raise TypeError(f"grad requires a function with a scalar output, got shape "
-                                f"{main.shape}; reduce it (e.g. .sum()) or use pf.vjp / "
-                                f"pf.jacrev")
+                                f"{main.shape}; reduce it (e.g. .sum()) or use pf.vjp / pf.jacrev")
             if not main.dtype.is_floating:
                 raise TypeError(f"grad requires a floating-point output, got {main.dtype}")
             check_output_dtypes("grad", main, holomorphic)
@@ -333,8 +327,7 @@ def value_and_grad(fun, argnums=0, weights=None, has_aux=False, *, grad_position
         new, argnums=argnums, weights=weights, has_aux=has_aux, holomorphic=holomorphic))
 
 
-def grad(fun, argnums=0, has_aux=False, weights=None, *, grad_position=_UNSET,
-         holomorphic=False):
+def grad(fun, argnums=0, has_aux=False, weights=None, *, grad_position=_UNSET, holomorphic=False):
     """Returns a function computing the gradient of scalar-valued ``fun`` (JAX semantics;
     ``has_aux`` gives ``(grads, aux)``). MindSpore's ``ops.grad(fn, grad_position,
     weights)`` becomes ``pf.grad(fn, grad_position=..., weights=...)`` (keywords: the third

@@ -28,10 +28,6 @@ from ..prims import creation
 from ..prims import shape as shape_prims
 
 
-def _reshape(x, shape):
-    return shape_prims.reshape(x, shape=shape)
-
-
 class GradArgumentTypeError(TypeError, AssertionError):
     """A wrong argument type for ``grad``/``backward``. Also an AssertionError, which is
     what Paddle raises for these (its checks are asserts), so Paddle code catching either
@@ -49,8 +45,7 @@ def _as_list(x, what):
     if isinstance(x, (list, tuple)):
         for i, t in enumerate(x):
             if not isinstance(t, Tensor):
-                raise GradArgumentTypeError(
-                    f"{what}[{i}] must be a Tensor, got {type(t).__name__}")
+                raise GradArgumentTypeError(f"{what}[{i}] must be a Tensor, got {type(t).__name__}")
         return list(x)
     raise GradArgumentTypeError(
         f"{what} must be a Tensor or a list of Tensors, got {type(x).__name__}")
@@ -67,21 +62,33 @@ _leaf_hooks = {}
 _node_hooks_used = [False]
 
 
-def _register_hook(tensor, hook):
+def _tensor_register_hook(self, hook):
+    """Registers ``hook(grad) -> Tensor or None`` to run when this tensor's gradient is
+    computed in a backward pass; a returned tensor replaces the gradient. Works on leaves
+    and on computed tensors. Returns a handle whose ``remove()`` unregisters it.
+
+    Example:
+        >>> import primflow as pf
+        >>> x = pf.to_tensor([1.0, 2.0], stop_gradient=False)
+        >>> y = x * 3.0
+        >>> _ = y.register_hook(lambda g: g * 2.0)
+        >>> y.sum().backward(); x.grad.numpy()
+        array([6., 6.], dtype=float32)
+    """
     if not callable(hook):
         raise TypeError(f"register_hook expects a callable, got {type(hook).__name__}")
-    if tensor.stop_gradient:
+    if self.stop_gradient:
         raise RuntimeError(
-            f"cannot register a hook on a tensor (shape {tensor.shape}) that does not require "
+            f"cannot register a hook on a tensor (shape {self.shape}) that does not require "
             f"grad: no gradient ever reaches it. Set stop_gradient = False first")
-    if tensor._node is not None:
-        hooks = _node_hooks.setdefault(tensor._node, [])
+    if self._node is not None:
+        hooks = _node_hooks.setdefault(self._node, [])
         _node_hooks_used[0] = True
     else:
-        key = id(tensor)
+        key = id(self)
         if key not in _leaf_hooks:
             _leaf_hooks[key] = []
-            weakref.finalize(tensor, _leaf_hooks.pop, key, None)
+            weakref.finalize(self, _leaf_hooks.pop, key, None)
         hooks = _leaf_hooks[key]
     hooks.append(hook)
     return _HookHandle(hooks, hook)
@@ -110,22 +117,6 @@ def _run_hooks(hooks, g):
     return g
 
 
-def _tensor_register_hook(self, hook):
-    """Registers ``hook(grad) -> Tensor or None`` to run when this tensor's gradient is
-    computed in a backward pass; a returned tensor replaces the gradient. Works on leaves
-    and on computed tensors. Returns a handle whose ``remove()`` unregisters it.
-
-    Example:
-        >>> import primflow as pf
-        >>> x = pf.to_tensor([1.0, 2.0], stop_gradient=False)
-        >>> y = x * 3.0
-        >>> _ = y.register_hook(lambda g: g * 2.0)
-        >>> y.sum().backward(); x.grad.numpy()
-        array([6., 6.], dtype=float32)
-    """
-    return _register_hook(self, hook)
-
-
 def _tensor_retain_grads(self):
     """Keeps the gradient of a computed (non-leaf) tensor in its ``.grad`` during
     ``backward()``, as leaves do (a no-op on leaves).
@@ -146,7 +137,7 @@ def _tensor_retain_grads(self):
         if t is not None and _mode.backward:
             accumulate_grad(t, g)
 
-    _register_hook(self, keep)
+    _tensor_register_hook(self, keep)
 
 
 # Accumulating into .grad reads the old gradient and writes the sum: two threads running
@@ -190,10 +181,6 @@ class _Mode(threading.local):
 _mode = _Mode()
 
 
-def _ones_like(t):
-    return creation.full(shape=tuple(t._shape), value=1, dtype=t.dtype)
-
-
 def _seed_gradients(outputs, grad_outputs, skip_constant=False, inputs=None):
     """Pairs each output with the gradient it starts with (ones where none is given),
     checking shapes and grad-ness. ``skip_constant`` drops outputs that do not require grad
@@ -210,19 +197,18 @@ def _seed_gradients(outputs, grad_outputs, skip_constant=False, inputs=None):
             if out.dtype.is_complex:  # PyTorch's rule: which real part would ones pick?
                 raise RuntimeError(
                     f"output {i} is complex ({out.dtype.name}, shape {out.shape}): a starting "
-                    f"gradient can be created implicitly only for real outputs. Differentiate "
-                    f"a real function of it (y.real().sum(), (y.abs() ** 2).sum()), or pass "
-                    f"the cotangent explicitly (grad_outputs= / y.backward(grad)); for the "
-                    f"complex derivative of a holomorphic function use "
-                    f"pf.grad(f, holomorphic=True)")
-            g = _ones_like(out)
+                    f"gradient can be created implicitly only for real outputs. Differentiate a "
+                    f"real function of it (y.real().sum(), (y.abs() ** 2).sum()), or pass the "
+                    f"cotangent explicitly (grad_outputs= / y.backward(grad)); for the complex "
+                    f"derivative of a holomorphic function use pf.grad(f, holomorphic=True)")
+            g = creation.full(shape=tuple(out._shape), value=1, dtype=out.dtype)
         elif tuple(g._shape) != tuple(out._shape):
             if g.size != out.size:
                 raise ValueError(f"grad_outputs[{i}] has shape {g.shape} but output {i} has "
                                  f"shape {out.shape}; they must match")
             # same elements, another shape (Paddle passes [1] for a 0-d output): reshape,
             # recorded, so a gradient with respect to the seed keeps the seed's shape
-            g = _reshape(g, tuple(out._shape))
+            g = shape_prims.reshape(g, shape=tuple(out._shape))
         seeds.append((out, g))
     return seeds
 
@@ -244,21 +230,19 @@ def unrecorded_message(what, out, inputs=None):
                        f"compute it in floating point (cast the inputs with "
                        f".astype('float32'))")
     if not state.grad_enabled:
-        return head + ("recording is off here (inside pf.no_grad() or "
-                       "pf.set_grad_enabled(False)); compute it, and differentiate it, with "
-                       "recording on (pf.enable_grad())")
+        return head + ("recording is off here (inside pf.no_grad() or pf.set_grad_enabled(False)); "
+                       "compute it, and differentiate it, with recording on (pf.enable_grad())")
     if inputs:
         for j, x in enumerate(inputs):
             if not x.dtype.is_floating:
                 return head + (f"input {j} is {x.dtype.name}, and operations on integer "
                                f"tensors are never recorded: make it floating point "
                                f"(x.astype('float32')) before computing with it")
-        return head + ("the inputs require grad (stop_gradient=False), so it was computed "
-                       "without recording: under pf.no_grad() (or "
-                       "pf.set_grad_enabled(False)), from detached copies (.detach(), "
-                       ".numpy(), pf.to_tensor(t)) or through an integer result (a cast to "
-                       "int, argmax, a comparison), or it is a constant that does not depend "
-                       "on them")
+        return head + ("the inputs require grad (stop_gradient=False), so it was computed without "
+                       "recording: under pf.no_grad() (or pf.set_grad_enabled(False)), from "
+                       "detached copies (.detach(), .numpy(), pf.to_tensor(t)) or through an "
+                       "integer result (a cast to int, argmax, a comparison), or it is a constant "
+                       "that does not depend on them")
     return head + ("no recorded operation links it to a tensor that requires grad. Set "
                    "x.stop_gradient = False on the inputs before computing it, and compute "
                    "it with recording on (not under pf.no_grad())")
@@ -268,8 +252,7 @@ def _check_grad_outputs(outputs, grad_outputs):
     """``grad_outputs`` as a list with one entry (a Tensor or None) per output."""
     if grad_outputs is None:
         return [None] * len(outputs)
-    grad_outputs = list(grad_outputs) if isinstance(grad_outputs, (list, tuple)) else [
-        grad_outputs]
+    grad_outputs = list(grad_outputs) if isinstance(grad_outputs, (list, tuple)) else [grad_outputs]
     if len(grad_outputs) != len(outputs):
         raise GradArgumentValueError(
             f"got {len(grad_outputs)} grad_outputs for {len(outputs)} outputs; pass one per "
@@ -322,9 +305,9 @@ def _accumulate(table, key, g):
 
 
 def _run_backward(seeds, targets, create_graph, retain_graph, blocked=frozenset()):
-    """The backward pass. ``targets`` is a list of tensors whose gradients are returned, or
-    None to accumulate into the ``.grad`` of every leaf reached (``Tensor.backward``).
-    ``blocked`` holds nodes and leaf ids that gradients must not flow through."""
+    """The backward pass. ``targets`` is a list of tensors whose gradients are returned (all
+    None when there are no seeds), or None to accumulate into the ``.grad`` of every leaf
+    reached (``Tensor.backward``). ``blocked``: nodes and leaf ids gradients must not pass."""
     node_grads = {}  # Node -> gradient of that node's output
     leaf_grads = {}  # id(leaf tensor) -> gradient of this pass
     leaves = {}  # id(leaf tensor) -> the tensor (backward() mode: accumulated into .grad)
@@ -479,8 +462,7 @@ def _tied(targets, results, order):
     Only for first-order gradients: a graph that already holds gradient nodes (a gradient
     differentiated again) is left as it is, as PaddlePaddle 3.3.1's triple grad of matmul
     leaves ``x.grad`` None."""
-    tied_leaves = {id(t): t for t, r in zip(targets, results)
-                   if r is not None and t._node is None}
+    tied_leaves = {id(t): t for t, r in zip(targets, results) if r is not None and t._node is None}
     if (len(tied_leaves) < 2 or not state.grad_enabled
             or any(node.prim.name == _GRADIENT_NODE for node in order)):
         return results
@@ -494,13 +476,9 @@ def _tied(targets, results, order):
     for r in results:
         if r is None or r.stop_gradient:
             out.append(r)
-            continue
-        if isinstance(r, Tracer):  # under a transform: a second tracer on the same value
-            handle = copy.copy(r)
-            handle._node = None
         else:
-            handle = Tensor._wrap(r._value)
-        out.append(record_custom(handle, (r, *tied_leaves), _GRADIENT_NODE, zero_for_leaves))
+            out.append(record_custom(detached(r), (r, *tied_leaves), _GRADIENT_NODE,
+                                     zero_for_leaves))
     return out
 
 
@@ -572,14 +550,20 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return results
 
 
-def fresh_leaf(x):
-    """A new leaf tensor requiring grad on ``x``'s value (under a transform, a second
-    tracer on it)."""
+def detached(x):
+    """``x``'s value cut from the graph: a new tensor (under a transform, a second tracer)."""
     if isinstance(x, Tracer):
         handle = copy.copy(x)
         handle._node = None
-    else:
-        handle = Tensor._wrap(x._value)
+        handle.stop_gradient = True
+        return handle
+    return Tensor._wrap(x._value)
+
+
+def fresh_leaf(x):
+    """A new leaf tensor requiring grad on ``x``'s value (under a transform, a second
+    tracer on it)."""
+    handle = detached(x)
     handle.stop_gradient = False
     return handle
 

@@ -44,14 +44,9 @@ class TaylorTrace(Trace):
         self.order = order
 
     def process_primitive(self, prim, args, params):
-        primals, series = [], []
-        for a in args:
-            if isinstance(a, TaylorTracer) and a._trace is self:
-                primals.append(a.series[0])
-                series.append(a.series)
-            else:
-                primals.append(a)
-                series.append(None)
+        series = [a.series if isinstance(a, TaylorTracer) and a._trace is self else None
+                  for a in args]
+        primals = [a if s is None else s[0] for a, s in zip(args, series)]
         if all(s is None for s in series):
             return prim.bind(*primals, **params)
         if prim.taylor is None:
@@ -90,8 +85,7 @@ def taylor_series(f, primals, series, order):
         if isinstance(leaf, TaylorTracer) and leaf._trace is trace:
             results.append(leaf.series)
         else:
-            leaf = as_tensor(leaf)
-            results.append([leaf] + [None] * order)
+            results.append([as_tensor(leaf)] + [None] * order)
     return tree_unflatten(treedef, results)
 
 
@@ -146,7 +140,8 @@ def jet(f, primals, series):
                 raise TypeError(f"jet: coefficient {k} of input {i} is {c.dtype.name} but the "
                                 f"primal is {p.dtype.name}; give the series in the primal's "
                                 f"dtype (c.astype('{p.dtype.name}'))")
-            coeffs.append(None if _is_zero(c) else _scaled(c, 1.0 / math.factorial(k)))
+            factor = 1.0 / math.factorial(k)  # to the normalised form
+            coeffs.append(None if _is_zero(c) else c if k == 1 else multiply(c, factor))
         normalised.append(coeffs)
     out = taylor_series(f, primals, normalised, order)
     # a series is a list [y0 (a Tensor), y1, ...]; f's own lists hold series, not tensors
@@ -179,10 +174,6 @@ def _derivative_form(series, primals):
         for (i, k), v in zip(scaled, values):
             out[i][k - 1] = Tensor._wrap(v)
     return out
-
-
-def _scaled(c, factor):
-    return c if factor == 1.0 else multiply(c, factor)
 
 
 def _is_zero(c):

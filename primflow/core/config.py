@@ -34,8 +34,7 @@ def _flag(name):
 
 
 def _block_bytes(value):
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                              or value < 1):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ValueError(f"pf.config.jit_block_bytes must be a positive int (bytes) or None, "
                          f"got {value!r}")
     return value

@@ -204,8 +204,7 @@ def promote_types(a: DType, b: DType) -> DType:
     if a is b:
         return a
     if a.is_complex or b.is_complex:  # the complex dtype wide enough for both
-        wide = promote_types(real_of(a) if a.is_complex else a,
-                             real_of(b) if b.is_complex else b)
+        wide = promote_types(real_of(a), real_of(b))
         return complex_of(wide if wide.is_floating else float64)
     if {a, b} == {uint8, int8}:
         return int16  # NumPy: the smallest signed type holding both ranges

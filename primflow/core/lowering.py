@@ -72,12 +72,11 @@ class Lowering:
         self.numpy, self.array_api, self.c, self.numba = numpy, array_api, c, numba
         self.numba_fused = numba_fused if numba_fused is not None else (
             None if numba is None else _unwrapped(numba))
-        self.real_only, self.float32_compute, self.integers = (real_only, float32_compute,
-                                                               integers)
+        self.real_only, self.float32_compute, self.integers = real_only, float32_compute, integers
 
     def __repr__(self):
-        facts = {k: getattr(self, k) for k in self.__slots__ if getattr(self, k) not in (
-            None, False) and not (k == "integers")}
+        facts = {k: getattr(self, k) for k in self.__slots__
+                 if getattr(self, k) not in (None, False) and k != "integers"}
         return f"Lowering({', '.join(f'{k}={v!r}' for k, v in facts.items())})"
 
 

@@ -79,8 +79,7 @@ from .backend import on_install
 from .lowering import NOWHERE, Lowering, PublicOp, real_only_infer
 from .state import departures, note_constant_reads, state
 from .tensor import Tensor, defer_method
-from .trace import (EscapedTracerError, Tracer, escaped_tracer_error, is_active,
-                    staging_trace)
+from .trace import EscapedTracerError, Tracer, escaped_tracer_error, is_active, staging_trace
 
 _backend = None  # the installed backend (set through core/backend.py's on_install)
 _registry: dict = {}
@@ -151,8 +150,7 @@ class Aval:
         return f"{self.dtype.name}{list(self.shape)}"
 
     def __eq__(self, other):
-        return (isinstance(other, Aval) and self.shape == other.shape
-                and self.dtype is other.dtype)
+        return isinstance(other, Aval) and self.shape == other.shape and self.dtype is other.dtype
 
     def __hash__(self):
         return hash((self.shape, self.dtype))
@@ -253,9 +251,8 @@ class Primitive:
                 if family.elementwise and isinstance(jvp, tuple) else None)
             if jvp is None and vjp is None:
                 raise ValueError(
-                    f"primitive {name!r} has no derivative rule: give jvp= (and vjp= "
-                    f"where it cannot be derived), or linear=True with transpose=, or "
-                    f"differentiable=False")
+                    f"primitive {name!r} has no derivative rule: give jvp= (and vjp= where it "
+                    f"cannot be derived), or linear=True with transpose=, or differentiable=False")
         self.jvp, self.vjp = jvp, vjp
         if saves_inputs is None and transpose is not None and vjp is transpose:
             saves_inputs = static
@@ -388,8 +385,7 @@ def _apply_to_tangents(prim, static):
 
 
 def _linear_taylor(prim, static):
-    """Taylor rule of a linear primitive: the primitive applied to each coefficient (the
-    ``static`` inputs stay fixed)."""
+    """Taylor rule of a linear primitive: itself on each coefficient (``static`` inputs fixed)."""
 
     def rule(primals, series, out=None, **params):
         order = next(len(s) - 1 for s in series if s is not None)
@@ -400,9 +396,8 @@ def _linear_taylor(prim, static):
             if all(c is None for c in coeffs):
                 out_series.append(None)
                 continue
-            args = [primals[i] if i in static else (c if c is not None else
-                                                    _zeros_like(primals[i]))
-                    for i, c in enumerate(coeffs)]
+            args = [p if i in static else (c if c is not None else _zeros_like(p))
+                    for i, (p, c) in enumerate(zip(primals, coeffs))]
             out_series.append(prim.bind(*args, **params))
         return out, out_series
 

@@ -95,8 +95,7 @@ def tree_unflatten(treedef: TreeDef, leaves):
     out = _unflatten(treedef, it)
     rest = list(it)
     if rest:
-        raise ValueError(f"tree_unflatten: {len(rest)} leaves left over for structure "
-                         f"{treedef!r}")
+        raise ValueError(f"tree_unflatten: {len(rest)} leaves left over for structure {treedef!r}")
     return out
 
 

@@ -57,8 +57,7 @@ class RegionPrimitive(Primitive):
             return self.unroll(list(args), **params)
         trace = _innermost_trace(args) or staging
         if not is_active(trace):  # a tracer kept from a transform that ended
-            raise escaped_tracer_error(next(a for a in args if getattr(a, "_trace", None)
-                                            is trace))
+            raise escaped_tracer_error(next(a for a in args if getattr(a, "_trace", None) is trace))
 
         def run(run_params, operands):
             return trace.process_primitive(self, operands, run_params)
@@ -73,5 +72,4 @@ class RegionPrimitive(Primitive):
 
 def needs_grad(operands) -> bool:
     """Whether recording is on and a floating operand requires grad."""
-    return state.grad_enabled and any(
-        not a.stop_gradient and a.dtype.is_floating for a in operands)
+    return state.grad_enabled and any(not a.stop_gradient and a.dtype.is_floating for a in operands)

@@ -19,6 +19,7 @@ the names here and the tables above agree.
 from __future__ import annotations
 
 import importlib
+import math
 import sys
 import weakref
 
@@ -149,10 +150,7 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        n = 1
-        for d in self._shape:
-            n *= d
-        return n
+        return math.prod(self._shape)
 
     def numel(self) -> int:
         """Number of elements."""
@@ -184,9 +182,7 @@ class Tensor:
     def numpy(self):
         """A NumPy array with the tensor's values (shares memory where possible; read-only
         results of views are copied)."""
-        if departures.count and state.trace_stack:  # read while tracing: baked in
-            note_constant_reads((self,))
-        return _backend.to_numpy(self._value).copy()
+        return _host(self).copy()
 
     def item(self):
         """The value of a one-element tensor as a Python scalar."""
@@ -194,19 +190,13 @@ class Tensor:
             raise ValueError(
                 f"item() needs a tensor with exactly one element, got shape {self.shape}; "
                 f"index or reduce it first, e.g. x.sum().item()")
-        if departures.count and state.trace_stack:  # read while tracing: baked in
-            note_constant_reads((self,))
-        return _backend.to_numpy(self._value).reshape(()).item()
+        return _host(self).reshape(()).item()
 
     def tolist(self):
-        if departures.count and state.trace_stack:
-            note_constant_reads((self,))
-        return _backend.to_numpy(self._value).tolist()
+        return _host(self).tolist()
 
     def __array__(self, dtype=None, copy=None):
-        if departures.count and state.trace_stack:
-            note_constant_reads((self,))
-        arr = _backend.to_numpy(self._value)
+        arr = _host(self)
         return arr if dtype is None else arr.astype(dtype)
 
     def __float__(self):
@@ -311,6 +301,14 @@ for _module, _names in DEFERRED_METHODS.items():
 del _module, _names, _name
 
 
+def _host(t):
+    """``t``'s values as a NumPy array (no copy), telling the active traces they were read:
+    a value read while tracing is baked into what is traced."""
+    if departures.count and state.trace_stack:
+        note_constant_reads((t,))
+    return _backend.to_numpy(t._value)
+
+
 def defer_method(name, module="primflow.ops.tensor_methods"):
     """Declares the Tensor method ``name``, implemented in ``module``'s ``TENSOR_METHODS``
     (a primitive declared with ``public=`` calls this, so ``x.exp()`` needs no list entry).
@@ -359,8 +357,6 @@ def to_native(data, dtype=None):
         f"{getattr(value, 'dtype', kind)}; primflow supports "
         f"{', '.join(d.name for d in dtypes.ALL_DTYPES)}. Pass real numbers, nested lists of "
         f"them, NumPy arrays or tensors")
-
-
 
 
 # ---- views (Paddle's rule: view-like ops share data with their input) ------------------------

@@ -67,9 +67,8 @@ def is_active(trace) -> bool:
 
 def escaped_tracer_error(tracer) -> EscapedTracerError:
     """The error for ``tracer`` used after its transform ended."""
-    trace = tracer._trace
     return EscapedTracerError(
-        f"a value traced by {trace.transform_name} ({tracer.aval}) was used after that "
+        f"a value traced by {tracer._trace.transform_name} ({tracer.aval}) was used after that "
         f"transform ended: the transformed function stored it outside itself (in a global, "
         f"a list, a closure or an object's attribute), and it escaped. A traced value exists "
         f"only while its transform runs: return it from the transformed function instead, "
@@ -137,8 +136,7 @@ class Tracer(Tensor):
         if not is_active(self._trace):
             raise escaped_tracer_error(self)
         name = self._trace.transform_name
-        per_lane = (" (under pf.vmap it has one value per lane)" if name == "pf.vmap"
-                    else "")
+        per_lane = " (under pf.vmap it has one value per lane)" if name == "pf.vmap" else ""
         raise NoConcreteValueError(
             f"Python control flow or a conversion (if, while, bool(), float(), .item(), "
             f".tolist()) needs the concrete value of a tensor traced by {name} ({self.aval}), "
@@ -193,19 +191,17 @@ def outside_update_error(trace, target, what) -> TypeError:
         whose = ("that the transform does not trace (defined outside the function, or made "
                  "inside it from constants only, e.g. with pf.zeros)")
     return TypeError(
-        f"{trace.transform_name}: the function modifies a {_describe_tensor(target)} {whose} "
-        f"in place ({what}); a transformed function cannot write its values into tensors "
-        f"outside it. Pass the tensor as an argument and return its new value, then assign "
-        f"it outside the transformed function (w.set_value(new_w)), or build a new tensor "
-        f"instead of updating one (w + x, pf.where(mask, value, w)): write the update "
-        f"functionally")
+        f"{trace.transform_name}: the function modifies a {_describe_tensor(target)} {whose} in "
+        f"place ({what}); a transformed function cannot write its values into tensors outside it. "
+        f"Pass the tensor as an argument and return its new value, then assign it outside the "
+        f"transformed function (w.set_value(new_w)), or build a new tensor instead of updating one "
+        f"(w + x, pf.where(mask, value, w)): write the update functionally")
 
 
 @contextlib.contextmanager
 def new_trace(trace_cls, *args, **kwargs):
     """Pushes a new trace one level above the current innermost one; pops it on exit."""
-    level = len(state.trace_stack) + 1
-    trace = trace_cls(level, *args, **kwargs)
+    trace = trace_cls(len(state.trace_stack) + 1, *args, **kwargs)
     push_trace(trace)
     try:
         yield trace

@@ -15,10 +15,7 @@ from ..core.primitive import RuleTemplate, get_primitive
 
 def move_to_front(x, bdim):
     """``x`` with dim ``bdim`` moved to position 0."""
-    if bdim == 0:
-        return x
-    perm = (bdim,) + tuple(d for d in range(len(x._shape)) if d != bdim)
-    return get_primitive("transpose").bind(x, perm=perm)
+    return move_axis(x, bdim, 0)
 
 
 def move_axis(x, src, dst):

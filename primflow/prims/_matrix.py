@@ -30,6 +30,20 @@ def _index_grid(shape, dimension):
     return creation.iota(shape=tuple(shape), dtype=dtypes.int64, dimension=dimension)
 
 
+def per_matrix(c, shape):
+    """``c`` ([...], one value per matrix) broadcast to the matrices of ``shape``."""
+    return sh.broadcast_in_dim(c, shape=tuple(shape),
+                               broadcast_dimensions=tuple(range(len(shape) - 2)))
+
+
+def along(v, shape, dim):
+    """The vectors ``v`` ([..., n]) broadcast to the matrices of ``shape``, running along
+    matrix dim ``dim`` (-2: ``out[i, j] = v[i]``; -1: ``out[i, j] = v[j]``)."""
+    nd = len(shape)
+    return sh.broadcast_in_dim(v, shape=tuple(shape),
+                               broadcast_dimensions=tuple(range(nd - 2)) + (nd + dim,))
+
+
 def band_mask(shape, lo, hi):
     """bool mask of entries with ``lo <= col - row <= hi`` over the last two dims (built
     for one matrix, then broadcast over the batch dims)."""
@@ -52,6 +66,11 @@ def masked(a, keep):
     return cmp.select(keep, a, creation.full(shape=tuple(a._shape), value=0, dtype=a.dtype))
 
 
+def diag_only(a):
+    """``a`` with the entries off the diagonal zeroed."""
+    return masked(a, band_mask(a._shape, 0, 0))
+
+
 def tril(a, k=0):
     return masked(a, band_mask(a._shape, None, k))
 
@@ -67,17 +86,13 @@ def eye_like(a):
 
 def diagonal(a):
     """``[..., n]``: the diagonal of each matrix."""
-    nd = len(a._shape)
-    return rd.reduce_sum(masked(a, band_mask(a._shape, 0, 0)), axes=(nd - 1,))
+    return rd.reduce_sum(diag_only(a), axes=(len(a._shape) - 1,))
 
 
 def diag_embed(v):
     """``[..., n, n]`` with ``v`` on the diagonal."""
-    n = v._shape[-1]
-    shape = tuple(v._shape) + (n,)
-    nd = len(shape)
-    wide = sh.broadcast_in_dim(v, shape=shape, broadcast_dimensions=tuple(range(nd - 1)))
-    return masked(wide, band_mask(shape, 0, 0))
+    shape = tuple(v._shape) + (v._shape[-1],)
+    return masked(along(v, shape, -2), band_mask(shape, 0, 0))
 
 
 def sym(a):
@@ -87,7 +102,7 @@ def sym(a):
 
 def phi(a):
     """The lower triangle with the diagonal halved (the Cholesky rules' projection)."""
-    return ew.add(tril(a, -1), scale(masked(a, band_mask(a._shape, 0, 0)), 0.5))
+    return ew.add(tril(a, -1), scale(diag_only(a), 0.5))
 
 
 def column(v):
@@ -97,6 +112,20 @@ def column(v):
 
 def row(v):
     return sh.reshape(v, shape=tuple(v._shape[:-1]) + (1, v._shape[-1]))
+
+
+def col(a, j):
+    """``a[..., j]``: entry ``j`` of the last dim, that dim dropped."""
+    return sh.reshape(cols(a, j, j + 1), shape=tuple(a._shape[:-1]))
+
+
+def join_rows(*parts):
+    """The matrices ``parts`` stacked along the row dim (``[..., m1 + m2 + ..., n]``)."""
+    return sh.concatenate(*parts, axis=len(parts[0]._shape) - 2)
+
+
+def join_cols(*parts):
+    return sh.concatenate(*parts, axis=len(parts[0]._shape) - 1)
 
 
 def cols(a, start, stop):

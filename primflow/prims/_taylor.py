@@ -58,15 +58,16 @@ def scale(a, c):
         return None
     if c == 1:
         return a
-    return ew.mul(a, creation.full(shape=tuple(a._shape), value=c, dtype=a.dtype))
+    return ew.mul(a, full_like(a, c))
 
 
 def divide(a, b):
     return None if a is None else ew.div(a, b)
 
 
-def zeros_like(x):
-    return creation.full(shape=tuple(x._shape), value=0, dtype=x.dtype)
+def dense(c, like):
+    """``c``, or zeros shaped like ``like`` for an exact zero (None)."""
+    return zeros_like(like) if c is None else c
 
 
 def order_of(series):
@@ -88,9 +89,10 @@ def convolution(xs, ys, k, lo=1, hi=None, weighted=False, product=None):
     return total
 
 
-def full_series(series_i, primal, order):
-    """The series of input i, or a constant's series ``[primal, None, ...]``."""
-    return series_i if series_i is not None else [primal] + [None] * order
+def all_series(primals, series):
+    """Every input's series, a constant's as ``[primal, None, ...]``."""
+    order = order_of(series)
+    return [s if s is not None else [p] + [None] * order for p, s in zip(primals, series)]
 
 
 # ---- generic rules (templates: each is specialised to the primitive declaring it) ---------
@@ -102,9 +104,8 @@ def sum_rule(combine):
 
     def make(prim):
         def rule(primals, series, out=None, **params):
-            order = order_of(series)
             out = prim.bind(*primals, **params) if out is None else out
-            xs, ys = (s if s is not None else [None] * (order + 1) for s in series)
+            xs, ys = all_series(primals, series)
             return out, [out] + [combine(a, b) for a, b in zip(xs[1:], ys[1:])]
 
         return rule
@@ -114,12 +115,10 @@ def sum_rule(combine):
 
 def _make_bilinear(prim):
     def rule(primals, series, out=None, **params):
-        order = order_of(series)
-        xs = full_series(series[0], primals[0], order)
-        ys = full_series(series[1], primals[1], order)
+        xs, ys = all_series(primals, series)
         out = prim.bind(primals[0], primals[1], **params) if out is None else out
         return out, [out] + [convolution(xs, ys, k, lo=0, product=lambda a, b: prim.bind(
-            a, b, **params)) for k in range(1, order + 1)]
+            a, b, **params)) for k in range(1, len(xs))]
 
     return rule
 
@@ -139,9 +138,7 @@ def unary_rule(recurrence):
             (x0,), (xs,) = primals, series
             z0 = prim.bind(x0, **params) if out is None else out
             fast = fast_paths.taylor_series(prim.name, x0, z0, xs, params)
-            if fast is not None:
-                return z0, fast
-            return z0, recurrence(xs, z0, x0, **params)
+            return z0, fast if fast is not None else recurrence(xs, z0, x0, **params)
 
         return rule
 
@@ -160,11 +157,10 @@ def exp_series(xs, z0):
 
 def log_series(xs, z0):
     """z = log(x): z[k] = (x[k] - (1/k) sum_{j=1..k-1} j z[j] x[k-j]) / x[0]."""
-    x0 = xs[0]
     zs = [z0]
     for k in range(1, len(xs)):
         total = convolution(zs, xs, k, hi=k - 1, weighted=True)
-        zs.append(divide(sub(xs[k], scale(total, 1.0 / k)), x0))
+        zs.append(divide(sub(xs[k], scale(total, 1.0 / k)), xs[0]))
     return zs
 
 
@@ -204,7 +200,6 @@ def square_coefficient(zs, m):
 def power_series(xs, z0, r):
     """z = x^r for a constant exponent r (number or tensor):
     z[k] = (1 / (k x[0])) sum_{j=1..k} ((r+1) j - k) x[j] z[k-j]."""
-    x0 = xs[0]
     zs = [z0]
     for k in range(1, len(xs)):
         total = None
@@ -215,13 +210,9 @@ def power_series(xs, z0, r):
             if isinstance(r, (int, float)):
                 term = scale(term, (r + 1) * j - k)
             else:  # ((r + 1) j - k) = r j + (j - k), elementwise
-                factor = ew.add(ew.mul(r, creation.full(shape=tuple(r._shape), value=j,
-                                                          dtype=r.dtype)),
-                                creation.full(shape=tuple(r._shape), value=j - k,
-                                              dtype=r.dtype))
-                term = ew.mul(term, factor)
+                term = ew.mul(term, ew.add(ew.mul(r, full_like(r, j)), full_like(r, j - k)))
             total = add(total, term)
-        zs.append(None if total is None else ew.div(total, scale(x0, k)))
+        zs.append(None if total is None else ew.div(total, scale(xs[0], k)))
     return zs
 
 
@@ -232,24 +223,16 @@ def cauchy_series(xs, ys):
 
 def quotient_series(us, ys, z0):
     """z = u / y: z[k] = (u[k] - sum_{j=1..k} y[j] z[k-j]) / y[0]."""
-    y0 = ys[0]
     zs = [z0]
     for k in range(1, len(us)):
-        zs.append(divide(sub(us[k], convolution(ys, zs, k)), y0))
+        zs.append(divide(sub(us[k], convolution(ys, zs, k)), ys[0]))
     return zs
 
 
 def select_series(pred, a_series, b_series):
     """Coefficients of the branch each element takes (piecewise functions)."""
-    out = []
-    for a, b in zip(a_series, b_series):
-        if a is None and b is None:
-            out.append(None)
-            continue
-        a = a if a is not None else zeros_like(b)
-        b = b if b is not None else zeros_like(a)
-        out.append(compare.select(pred, a, b))
-    return out
+    return [None if a is None and b is None else compare.select(pred, dense(a, b), dense(b, a))
+            for a, b in zip(a_series, b_series)]
 
 
 TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -257,4 +240,5 @@ TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 # Imported last: the primitive files import this module to build their rules, and nothing
 # above calls into them at import time.
-from . import compare, creation, elementwise as ew  # noqa: E402
+from . import compare, elementwise as ew  # noqa: E402
+from ._util import full_like, zeros_like  # noqa: E402

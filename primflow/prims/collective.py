@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from ..backends.communicator import REDUCE_OPS, world_communicator
 from ..core.primitive import Aval, Primitive, PrimitiveError, RuleTemplate
-from . import _batching as bt, _taylor as tl, compare, creation, elementwise as ew
+from . import _batching as bt, _taylor as tl, compare, elementwise as ew
 from . import shape as sh
 from . import sharding as sr
+from ._util import full_like
 from .families import COLLECTIVE
 
 LINEAR_OPS = sr.LINEAR_PARTIALS  # the reductions that commute with sums
@@ -44,9 +45,13 @@ def _check_group(what, ranks, sizes=None):
                              f"ranks {list(ranks)}")
 
 
-def _check_axis(what, x, axis):
+def _check_axis(what, x, axis, sizes=None):
+    """``axis`` is a dim of x (and, given ``sizes``, their sum is its extent)."""
     if not 0 <= axis < len(x.shape):
         raise PrimitiveError(f"{what}: axis {axis} is out of range for shape {list(x.shape)}")
+    if sizes is not None and x.shape[axis] != sum(sizes):
+        raise PrimitiveError(f"{what}: the blocks' extents {list(sizes)} do not add up to dim "
+                             f"{axis} of shape {list(x.shape)}")
 
 
 # ---- all_reduce --------------------------------------------------------------------------------
@@ -107,7 +112,7 @@ def _product_series(x0, xs, ranks):
     the series are multiplied (Cauchy products) in group order, the same on every member."""
     order = len(xs) - 1
     shape = tuple(x0._shape)
-    coeffs = [x0] + [tl.zeros_like(x0) if c is None else c for c in xs[1:]]
+    coeffs = [x0] + [tl.dense(c, x0) for c in xs[1:]]
     stacked = sh.concatenate(*[sh.reshape(c, shape=(1,) + shape) for c in coeffs], axis=0)
     every = all_gather(stacked, axis=0, sizes=(order + 1,) * len(ranks), ranks=ranks)
     zero, ones = (0,) * len(shape), (1,) * (len(shape) + 1)
@@ -123,14 +128,10 @@ def _product_series(x0, xs, ranks):
     return series
 
 
-def _all_reduce_batch(vals, bdims, *, op, ranks):
-    return all_reduce(vals[0], op=op, ranks=ranks), bdims[0]
-
-
 all_reduce = Primitive(
     "all_reduce", family=COLLECTIVE, shard=sr.LOCAL_ONLY, infer=_all_reduce_infer,
     jvp=(_all_reduce_jvp,), vjp=(_all_reduce_vjp,), saves_out=True,
-    batch=_all_reduce_batch, taylor=RuleTemplate(_make_all_reduce_taylor),
+    batch=bt.elementwise_batch, taylor=RuleTemplate(_make_all_reduce_taylor),
     doc="elementwise reduction `op` (sum, max, min, prod, avg) of the same-shaped tensors "
         "of the group `ranks`, on every member")
 
@@ -161,10 +162,7 @@ def _reduce_scatter_infer(x, *, op, axis, sizes, ranks):
         raise PrimitiveError(f"reduce_scatter: op must be one of {LINEAR_OPS}, got {op!r} "
                              f"(all_reduce then slice for the others)")
     _check_group("reduce_scatter", ranks, sizes)
-    _check_axis("reduce_scatter", x, axis)
-    if x.shape[axis] != sum(sizes):
-        raise PrimitiveError(f"reduce_scatter: the blocks' extents {list(sizes)} do not add "
-                             f"up to dim {axis} of shape {list(x.shape)}")
+    _check_axis("reduce_scatter", x, axis, sizes)
     shape = list(x.shape)
     shape[axis] = _my_extent(sizes, ranks)
     return Aval(tuple(shape), x.dtype)
@@ -178,12 +176,8 @@ def _my_extent(sizes, ranks):
 def _reduce_scatter_transpose(g, out, x, *, op, axis, sizes, ranks):
     gathered = all_gather(g, axis=axis, sizes=sizes, ranks=ranks)
     if op == "avg":
-        gathered = ew.div(gathered, _scalar_like(gathered, len(ranks)))
+        gathered = ew.div(gathered, full_like(gathered, len(ranks)))
     return gathered
-
-
-def _scalar_like(x, value):
-    return creation.full(shape=tuple(x._shape), value=value, dtype=x.dtype)
 
 
 reduce_scatter = Primitive(
@@ -198,11 +192,8 @@ reduce_scatter = Primitive(
 def _all_to_all_infer(x, *, split_axis, concat_axis, split_sizes, concat_sizes, ranks):
     _check_group("all_to_all", ranks, split_sizes)
     _check_group("all_to_all", ranks, concat_sizes)
-    _check_axis("all_to_all", x, split_axis)
+    _check_axis("all_to_all", x, split_axis, split_sizes)
     _check_axis("all_to_all", x, concat_axis)
-    if x.shape[split_axis] != sum(split_sizes):
-        raise PrimitiveError(f"all_to_all: the blocks' extents {list(split_sizes)} do not add "
-                             f"up to dim {split_axis} of shape {list(x.shape)}")
     shape = list(x.shape)
     shape[split_axis] = _my_extent(split_sizes, ranks)
     shape[concat_axis] = sum(concat_sizes)

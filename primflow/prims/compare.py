@@ -36,7 +36,7 @@ gt = _compare("gt", "greater", ">")
 ge = _compare("ge", "greater_equal", ">=")
 
 
-def _logical_infer(name):
+def _logical(name, doc, **lowering):
     def infer(*xs):
         for x in xs:
             if not x.dtype.is_bool:
@@ -46,24 +46,16 @@ def _logical_infer(name):
                                  f"{list(xs[1].shape)} differ")
         return Aval(xs[0].shape, dtypes.bool_)
 
-    return infer
+    return Primitive(name, family=COMPARE, lowering=Lowering(**lowering), shard=sr.NONLINEAR,
+                     infer=infer, differentiable=False, doc=doc)
 
 
-logical_and = Primitive("logical_and", family=COMPARE,
-                        lowering=Lowering(c="{0} && {1}", numba="np.logical_and({0}, {1})",
-                                          numba_fused="{0} and {1}"),
-                        shard=sr.NONLINEAR, infer=_logical_infer("logical_and"),
-                        differentiable=False, doc="x and y, elementwise")
-logical_or = Primitive("logical_or", family=COMPARE,
-                       lowering=Lowering(c="{0} || {1}", numba="np.logical_or({0}, {1})",
-                                         numba_fused="{0} or {1}"),
-                       shard=sr.NONLINEAR, infer=_logical_infer("logical_or"),
-                       differentiable=False, doc="x or y, elementwise")
-logical_not = Primitive("logical_not", family=COMPARE,
-                        lowering=Lowering(c="!{0}", numba="np.logical_not({0})",
-                                          numba_fused="not {0}"),
-                        shard=sr.NONLINEAR, infer=_logical_infer("logical_not"),
-                        differentiable=False, doc="not x, elementwise")
+logical_and = _logical("logical_and", "x and y, elementwise", c="{0} && {1}",
+                       numba="np.logical_and({0}, {1})", numba_fused="{0} and {1}")
+logical_or = _logical("logical_or", "x or y, elementwise", c="{0} || {1}",
+                      numba="np.logical_or({0}, {1})", numba_fused="{0} or {1}")
+logical_not = _logical("logical_not", "not x, elementwise", c="!{0}",
+                       numba="np.logical_not({0})", numba_fused="not {0}")
 
 
 def _select_infer(pred, on_true, on_false):
@@ -88,7 +80,7 @@ def _select_false_transpose(g, out, pred, on_true, on_false):
 
 # linear in the two branches (the predicate is static: its transpose entry is None)
 select = Primitive("select", family=COMPARE, shard=sr.SELECT, lowering=Lowering(array_api="where"),
-infer=_select_infer, linear=True,
+                   infer=_select_infer, linear=True,
                    transpose=(None, _select_true_transpose, _select_false_transpose),
                    doc="where(pred, on_true, on_false), elementwise")
 

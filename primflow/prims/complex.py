@@ -21,13 +21,9 @@ from __future__ import annotations
 
 from ..core import dtypes
 from ..core.primitive import Aval, Primitive, PrimitiveError
-from . import creation
 from . import sharding as sr
+from ._util import zeros_like
 from .families import COMPLEX
-
-
-def _zeros(shape, dtype):
-    return creation.full(shape=tuple(shape), value=0, dtype=dtype)
 
 
 def holomorphic_vjp(rule):
@@ -79,11 +75,11 @@ def _part_infer(name):
 
 
 def _real_vjp(g, out, z):  # dL = g Re(dz) = Re(conj(g) dz): z_bar = g + 0i
-    return complex(g, _zeros(g._shape, g.dtype))
+    return complex(g, zeros_like(g))
 
 
 def _imag_vjp(g, out, z):  # dL = g Im(dz) = Re(conj(i g) dz): z_bar = 0 + i g
-    return complex(_zeros(g._shape, g.dtype), g)
+    return complex(zeros_like(g), g)
 
 
 def _conj_infer(z):

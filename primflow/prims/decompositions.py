@@ -43,6 +43,7 @@ from ..core.trace import Tracer
 from . import _matrix as mx, _taylor as tl, compare as cmp, creation
 from . import elementwise as ew, reduce as rd, shape as sh
 from . import sharding as sr
+from ._util import full_like, zeros_like
 from .families import DECOMPOSITION as _F
 
 
@@ -58,14 +59,31 @@ def _check_matrix(name, a, square=True):
 def _check_rhs(name, a, b):
     if b.dtype is not a.dtype:
         raise PrimitiveError(f"{name}: dtypes {a.dtype.name} and {b.dtype.name} differ")
-    if len(b.shape) != len(a.shape) or b.shape[:-2] != a.shape[:-2] or (
-            b.shape[-2] != a.shape[-1]):
+    if len(b.shape) != len(a.shape) or b.shape[:-2] != a.shape[:-2] or b.shape[-2] != a.shape[-1]:
         raise PrimitiveError(f"{name}: right-hand side of shape {list(b.shape)} does not "
                              f"match matrices of shape {list(a.shape)}")
 
 
 def _mtm(a, b):
     return mx.mm(mx.mT(a), b)
+
+
+def _gram_rhs(qs, k):
+    """``-sum_{j=1..k-1} Q_j^T Q_{k-j}``, what order k of ``Q^T Q = I`` sets
+    ``Q_0^T Q_k + Q_k^T Q_0`` to (None: zero)."""
+    return tl.scale(tl.convolution(qs, qs, k, hi=k - 1, product=_mtm), -1.0)
+
+
+def _solve_taylor_rule(primals, series, out, solve_with, product):
+    """Taylor rule of a solve ``a x = b``: ``x_k = a_0^-1 (b_k - sum_{j>=1} a_j x_{k-j})``
+    (``product(a_j, x)``: op(a_j) @ x)."""
+    out = solve_with(*primals) if out is None else out
+    a_s, b_s = tl.all_series(primals, series)
+    xs = [out]
+    for k in range(1, len(b_s)):
+        rhs = tl.sub(b_s[k], tl.convolution(a_s, xs, k, product=product))
+        xs.append(None if rhs is None else solve_with(primals[0], rhs))
+    return out, xs
 
 
 # ---- solve ---------------------------------------------------------------------------------
@@ -91,23 +109,12 @@ def _solve_vjp(g, out, a, b):
 
 
 def _solve_taylor(primals, series, out=None):
-    a0, b0 = primals
-    order = tl.order_of(series)
-    out = solve(a0, b0) if out is None else out
-    a_s = tl.full_series(series[0], a0, order)
-    b_s = tl.full_series(series[1], b0, order)
-    xs = [out]
-    for k in range(1, order + 1):
-        rhs = tl.sub(b_s[k], tl.convolution(a_s, xs, k, product=mx.mm))
-        xs.append(None if rhs is None else solve(a0, rhs))
-    return out, xs
+    return _solve_taylor_rule(primals, series, out, solve, mx.mm)
 
 
-solve = Primitive("solve", family=_F, shard=sr.MATRICES,
-                  infer=_solve_infer, jvp=(_solve_a_jvp, _solve_b_jvp),
-                  vjp=_solve_vjp, taylor=_solve_taylor,
-                  saves_out=True, linear_in=(1,),
-                  doc="x with a @ x = b (LU with partial pivoting)")
+solve = Primitive("solve", family=_F, shard=sr.MATRICES, infer=_solve_infer,
+                  jvp=(_solve_a_jvp, _solve_b_jvp), vjp=_solve_vjp, taylor=_solve_taylor,
+                  saves_out=True, linear_in=(1,), doc="x with a @ x = b (LU with partial pivoting)")
 
 
 # ---- triangular_solve ----------------------------------------------------------------------
@@ -125,50 +132,43 @@ def _tri_part(a, lower, unit_diagonal):
     return mx.triu(a, 1 if unit_diagonal else 0)
 
 
-def _tri_op(a, transpose):
-    return mx.mT(a) if transpose else a
+def _tri_matrix(a, p):
+    """op(a) as the kernel reads it (``p``: the primitive's params)."""
+    part = _tri_part(a, p["lower"], p["unit_diagonal"])
+    return mx.mT(part) if p["transpose"] else part
 
 
 def _tri_a_jvp(g, out, a, b, **p):
-    da = _tri_op(_tri_part(g, p["lower"], p["unit_diagonal"]), p["transpose"])
-    return ew.neg(triangular_solve(a, mx.mm(da, out), **p))
+    return ew.neg(triangular_solve(a, mx.mm(_tri_matrix(g, p), out), **p))
 
 
 def _tri_b_jvp(g, out, a, b, **p):
     return triangular_solve(a, g, **p)
 
 
-def _tri_b_bar(g, a, p):
-    return triangular_solve(a, g, lower=p["lower"], transpose=not p["transpose"],
-                            unit_diagonal=p["unit_diagonal"])
-
-
 def _tri_vjp(g, out, a, b, **p):
-    b_bar = _tri_b_bar(g, a, p)
+    b_bar = triangular_solve(a, g, lower=p["lower"], transpose=not p["transpose"],
+                             unit_diagonal=p["unit_diagonal"])
     # d(op(a)) receives -b_bar x^T; map it back through op and the triangle mask
     grad_op = ew.neg(mx.mm(b_bar, mx.mT(out)))
-    return _tri_part(_tri_op(grad_op, p["transpose"]), p["lower"], p["unit_diagonal"]), b_bar
+    grad = mx.mT(grad_op) if p["transpose"] else grad_op
+    return _tri_part(grad, p["lower"], p["unit_diagonal"]), b_bar
 
 
 def _tri_taylor(primals, series, out=None, **p):
-    a0, b0 = primals
-    order = tl.order_of(series)
-    out = triangular_solve(a0, b0, **p) if out is None else out
-    a_s = tl.full_series(series[0], a0, order)
-    b_s = tl.full_series(series[1], b0, order)
-    xs = [out]
-    for k in range(1, order + 1):
-        rhs = tl.sub(b_s[k], tl.convolution(a_s, xs, k, product=lambda a, x: mx.mm(
-            _tri_op(_tri_part(a, p["lower"], p["unit_diagonal"]), p["transpose"]), x)))
-        xs.append(None if rhs is None else triangular_solve(a0, rhs, **p))
-    return out, xs
+    def solve_with(a, b):
+        return triangular_solve(a, b, **p)
+
+    def product(a, x):
+        return mx.mm(_tri_matrix(a, p), x)
+
+    return _solve_taylor_rule(primals, series, out, solve_with, product)
 
 
 triangular_solve = Primitive(
-    "triangular_solve", family=_F, shard=sr.MATRICES,
-    infer=_tri_infer, jvp=(_tri_a_jvp, _tri_b_jvp),
-    vjp=_tri_vjp, taylor=_tri_taylor, saves_out=True,
-    linear_in=(1,), doc="x with op(a) @ x = b for triangular a (op: identity or transpose)")
+    "triangular_solve", family=_F, shard=sr.MATRICES, infer=_tri_infer, saves_out=True,
+    jvp=(_tri_a_jvp, _tri_b_jvp), vjp=_tri_vjp, taylor=_tri_taylor, linear_in=(1,),
+    doc="x with op(a) @ x = b for triangular a (op: identity or transpose)")
 
 
 # ---- cholesky ------------------------------------------------------------------------------
@@ -178,8 +178,14 @@ def _cholesky_infer(a):
     return Aval(a.shape, a.dtype)
 
 
-def _lower_solve(l, b, transpose=False):
-    return triangular_solve(l, b, lower=True, transpose=transpose, unit_diagonal=False)
+def _lower_solve(l, b, transpose=False, unit_diagonal=False):
+    return triangular_solve(l, b, lower=True, transpose=transpose, unit_diagonal=unit_diagonal)
+
+
+def _right_solve_upper(z, r, transposed=False):
+    """``z @ r^-1`` (``z @ r^-T`` if ``transposed``) for upper-triangular r."""
+    return mx.mT(triangular_solve(r, mx.mT(z), lower=False, transpose=not transposed,
+                                  unit_diagonal=False))
 
 
 def _cholesky_step(l0, c):
@@ -201,19 +207,17 @@ def _cholesky_vjp(g, out, a):
 
 def _cholesky_taylor(primals, series, out=None):
     (a0,), (a_s,) = primals, series
-    order = len(a_s) - 1
     l0 = cholesky(a0) if out is None else out
     ls = [l0]
-    for k in range(1, order + 1):
+    for k in range(1, len(a_s)):
         c = tl.sub(None if a_s[k] is None else mx.sym(a_s[k]), tl.convolution(
             ls, ls, k, hi=k - 1, product=lambda a, b: mx.mm(a, mx.mT(b))))
         ls.append(None if c is None else _cholesky_step(l0, c))
     return l0, ls
 
 
-cholesky = Primitive("cholesky", family=_F, shard=sr.MATRICES,
-                     infer=_cholesky_infer, jvp=(_cholesky_jvp,),
-                     vjp=(_cholesky_vjp,), taylor=_cholesky_taylor,
+cholesky = Primitive("cholesky", family=_F, shard=sr.MATRICES, infer=_cholesky_infer,
+                     jvp=(_cholesky_jvp,), vjp=(_cholesky_vjp,), taylor=_cholesky_taylor,
                      saves_out=True, saves_inputs=(),
                      doc="lower-triangular L with a = L @ L^T (a symmetric positive definite)")
 
@@ -227,15 +231,7 @@ def _slogdet_infer(a):
 
 def _pack_logdet(logdet):
     """``[..., 2]`` with zero sign and ``logdet`` (derivatives of the packed output)."""
-    zero = creation.full(shape=tuple(logdet._shape), value=0, dtype=logdet.dtype)
-    shape = tuple(logdet._shape) + (1,)
-    return sh.concatenate(sh.reshape(zero, shape=shape), sh.reshape(logdet, shape=shape),
-                          axis=len(shape) - 1)
-
-
-def _logdet_part(packed):
-    nd = len(packed._shape)
-    return sh.reshape(mx.cols(packed, 1, 2), shape=tuple(packed._shape[:-1]))
+    return mx.join_cols(mx.column(zeros_like(logdet)), mx.column(logdet))
 
 
 def _trace(a):
@@ -247,12 +243,9 @@ def _slogdet_jvp(g, out, a):  # d log|det a| = tr(a^-1 da)
 
 
 def _slogdet_vjp(g, out, a):  # a_bar = g_logdet a^-T
-    g_logdet = _logdet_part(g)
+    g_logdet = mx.col(g, 1)
     inv_t = solve(mx.mT(a), mx.eye_like(a))
-    nd = len(a._shape)
-    weight = sh.broadcast_in_dim(g_logdet, shape=tuple(a._shape),
-                                 broadcast_dimensions=tuple(range(nd - 2)))
-    return ew.mul(weight, inv_t)
+    return ew.mul(mx.per_matrix(g_logdet, a._shape), inv_t)
 
 
 def _slogdet_taylor(primals, series, out=None):
@@ -270,9 +263,8 @@ def _slogdet_taylor(primals, series, out=None):
     return out, coefficients
 
 
-slogdet = Primitive("slogdet", family=_F, shard=sr.MATRICES,
-                    infer=_slogdet_infer, jvp=(_slogdet_jvp,),
-                    vjp=(_slogdet_vjp,), taylor=_slogdet_taylor,
+slogdet = Primitive("slogdet", family=_F, shard=sr.MATRICES, infer=_slogdet_infer,
+                    jvp=(_slogdet_jvp,), vjp=(_slogdet_vjp,), taylor=_slogdet_taylor,
                     doc="[..., 2]: sign and log|det| of each matrix")
 
 
@@ -285,37 +277,25 @@ def _eigh_infer(a):
 
 def _eigh_parts(packed):
     n = packed._shape[-1] - 1
-    w = sh.reshape(mx.cols(packed, n, n + 1), shape=tuple(packed._shape[:-1]))
-    return mx.cols(packed, 0, n), w
+    return mx.cols(packed, 0, n), mx.col(packed, n)
 
 
 def _pack_eigh(v, w):
-    return sh.concatenate(v, mx.column(w), axis=len(v._shape) - 1)
+    return mx.join_cols(v, mx.column(w))
 
 
 def _gap_inverse(w):
     """``F[i, j] = 1 / (w_j - w_i)`` off the diagonal; 0 on it and wherever the gap is
     below a relative tolerance (degenerate eigenvalues: see the eigh docs)."""
-    n = w._shape[-1]
-    shape = tuple(w._shape) + (n,)
-    nd = len(shape)
-    w_col = sh.broadcast_in_dim(w, shape=shape, broadcast_dimensions=tuple(range(nd - 2))
-                                + (nd - 2,))
-    w_row = sh.broadcast_in_dim(w, shape=shape, broadcast_dimensions=tuple(range(nd - 2))
-                                + (nd - 1,))
-    gap = ew.sub(w_row, w_col)
-    scale = rd.reduce_max(ew.abs(w), axes=(nd - 2,))
-    tol = sh.broadcast_in_dim(mx.scale(ew.add(scale, creation.full(
-        shape=tuple(scale._shape), value=1e-300, dtype=w.dtype)), _degenerate_rtol(w)),
-        shape=shape, broadcast_dimensions=tuple(range(nd - 2)))
+    shape = tuple(w._shape) + (w._shape[-1],)
+    gap = ew.sub(mx.along(w, shape, -1), mx.along(w, shape, -2))
+    scale = rd.reduce_max(ew.abs(w), axes=(len(shape) - 2,))
+    rtol = 1e-10 if w.dtype.itemsize == 8 else 1e-5
+    tol = mx.per_matrix(mx.scale(ew.add(scale, full_like(scale, 1e-300)), rtol), shape)
     degenerate = cmp.le(ew.abs(gap), tol)
     one = creation.full(shape=shape, value=1.0, dtype=w.dtype)
     safe = cmp.select(degenerate, one, gap)
     return mx.masked(ew.div(one, safe), cmp.logical_not(degenerate)), degenerate
-
-
-def _degenerate_rtol(w):
-    return 1e-10 if w.dtype.itemsize == 8 else 1e-5
 
 
 def _eigh_jvp(g, out, a):
@@ -357,36 +337,31 @@ def _warn_if_not_invariant(vt_vbar, degenerate):
 
 def _eigh_taylor(primals, series, out=None):
     (a0,), (a_s,) = primals, series
-    order = len(a_s) - 1
     out = eigh(a0) if out is None else out
     v0, w0 = _eigh_parts(out)
     f, _ = _gap_inverse(w0)
     vs, ws, coefficients = [v0], [w0], [out]
     a_s = [a_s[0]] + [None if c is None else mx.sym(c) for c in a_s[1:]]
-    for k in range(1, order + 1):
+    for k in range(1, len(a_s)):
         # r_k = sum_{j=1}^{k-1} v_j w_{k-j} - sum_{j=1}^{k} a_j v_{k-j}
         r = tl.sub(tl.convolution(vs, ws, k, hi=k - 1, product=_scale_columns),
                    tl.convolution(a_s, vs, k, product=mx.mm))
-        if r is None:
-            vs.append(None)
-            ws.append(None)
-            coefficients.append(None)
-            continue
-        t = mx.mm(mx.mT(v0), r)  # w0 c - c w0 - w_k = t
-        s = tl.scale(tl.convolution(vs, vs, k, hi=k - 1, product=_mtm), -1.0)
-        c = ew.mul(f, ew.neg(t))
-        if s is not None:
-            c = ew.add(c, mx.scale(mx.diag_embed(mx.diagonal(s)), 0.5))
-        vk, wk = mx.mm(v0, c), ew.neg(mx.diagonal(t))
+        vk = wk = None
+        if r is not None:
+            t = mx.mm(mx.mT(v0), r)  # w0 c - c w0 - w_k = t
+            s = _gram_rhs(vs, k)
+            c = ew.mul(f, ew.neg(t))
+            if s is not None:
+                c = ew.add(c, mx.scale(mx.diag_embed(mx.diagonal(s)), 0.5))
+            vk, wk = mx.mm(v0, c), ew.neg(mx.diagonal(t))
         vs.append(vk)
         ws.append(wk)
-        coefficients.append(_pack_eigh(vk, wk))
+        coefficients.append(None if r is None else _pack_eigh(vk, wk))
     return out, coefficients
 
 
-eigh = Primitive("eigh", family=_F, shard=sr.MATRICES,
-                 infer=_eigh_infer, jvp=(_eigh_jvp,), vjp=(_eigh_vjp,), taylor=_eigh_taylor,
-                 saves_out=True, saves_inputs=(),
+eigh = Primitive("eigh", family=_F, shard=sr.MATRICES, infer=_eigh_infer, jvp=(_eigh_jvp,),
+                 vjp=(_eigh_vjp,), taylor=_eigh_taylor, saves_out=True, saves_inputs=(),
                  doc="[..., n, n + 1]: eigenvectors then eigenvalues of a symmetric matrix")
 
 
@@ -403,65 +378,51 @@ def _lu_parts(packed):
     factors = mx.cols(packed, 0, n)
     lower = ew.add(mx.tril(factors, -1), mx.eye_like(factors))
     upper = mx.triu(factors)
-    perm = sh.reshape(mx.cols(packed, n, n + 1), shape=tuple(packed._shape[:-1]))
     shape = tuple(factors._shape)
-    nd = len(shape)
-    perm_rows = sh.broadcast_in_dim(perm, shape=shape, broadcast_dimensions=tuple(
-        range(nd - 2)) + (nd - 2,))
-    columns = creation.iota(shape=shape, dtype=factors.dtype, dimension=nd - 1)
+    perm_rows = mx.along(mx.col(packed, n), shape, -2)
+    columns = creation.iota(shape=shape, dtype=factors.dtype, dimension=len(shape) - 1)
     p = cmp.convert_element_type(cmp.eq(perm_rows, columns), dtype=factors.dtype)
     return lower, upper, p
 
 
 def _lu_step(lower, upper, c):
-    """L_k + U_k (packed) from ``l0 U_k + L_k u0 = c``: x = l0^-1 c u0^-1 split in two."""
-    left = triangular_solve(lower, c, lower=True, transpose=False, unit_diagonal=True)
-    x = mx.mT(triangular_solve(upper, mx.mT(left), lower=False, transpose=True,
-                               unit_diagonal=False))
-    return ew.add(mx.mm(lower, mx.tril(x, -1)), mx.mm(mx.triu(x), upper)), x
+    """L_k, U_k from ``l0 U_k + L_k u0 = c``: x = l0^-1 c u0^-1 split in two."""
+    x = _right_solve_upper(_lower_solve(lower, c, unit_diagonal=True), upper)
+    return mx.mm(lower, mx.tril(x, -1)), mx.mm(mx.triu(x), upper)
 
 
-def _pack_lu(factors):
-    zero = creation.full(shape=tuple(factors._shape[:-1]) + (1,), value=0,
-                         dtype=factors.dtype)
-    return sh.concatenate(factors, zero, axis=len(factors._shape) - 1)
+def _pack_lu(lk, uk):
+    factors = ew.add(lk, uk)
+    zero = creation.full(shape=tuple(factors._shape[:-1]) + (1,), value=0, dtype=factors.dtype)
+    return mx.join_cols(factors, zero)
 
 
 def _lu_jvp(g, out, a):
     lower, upper, p = _lu_parts(out)
-    return _pack_lu(_lu_step(lower, upper, mx.mm(p, g))[0])
+    return _pack_lu(*_lu_step(lower, upper, mx.mm(p, g)))
 
 
 def _lu_vjp(g, out, a):
     lower, upper, p = _lu_parts(out)
-    n = upper._shape[-1]
-    g = mx.cols(g, 0, n)
+    g = mx.cols(g, 0, upper._shape[-1])
     x_bar = ew.add(mx.tril(mx.mm(mx.mT(lower), mx.tril(g, -1)), -1),
                    mx.triu(mx.mm(mx.triu(g), mx.mT(upper))))
-    z = triangular_solve(lower, x_bar, lower=True, transpose=True, unit_diagonal=True)
-    c_bar = mx.mT(triangular_solve(upper, mx.mT(z), lower=False, transpose=False,
-                                   unit_diagonal=False))
-    return mx.mm(mx.mT(p), c_bar)
+    z = _lower_solve(lower, x_bar, transpose=True, unit_diagonal=True)
+    return mx.mm(mx.mT(p), _right_solve_upper(z, upper, transposed=True))
 
 
 def _lu_taylor(primals, series, out=None):
     (a0,), (a_s,) = primals, series
-    order = len(a_s) - 1
     out = lu(a0) if out is None else out
     lower, upper, p = _lu_parts(out)
     ls, us, coefficients = [lower], [upper], [out]
-    for k in range(1, order + 1):
+    for k in range(1, len(a_s)):
         c = tl.sub(None if a_s[k] is None else mx.mm(p, a_s[k]),
                    tl.convolution(ls, us, k, hi=k - 1, product=mx.mm))
-        if c is None:
-            ls.append(None)
-            us.append(None)
-            coefficients.append(None)
-            continue
-        packed, x = _lu_step(lower, upper, c)
-        ls.append(mx.mm(lower, mx.tril(x, -1)))
-        us.append(mx.mm(mx.triu(x), upper))
-        coefficients.append(_pack_lu(packed))
+        lk, uk = (None, None) if c is None else _lu_step(lower, upper, c)
+        ls.append(lk)
+        us.append(uk)
+        coefficients.append(None if c is None else _pack_lu(lk, uk))
     return out, coefficients
 
 
@@ -487,12 +448,17 @@ lu_permutation = Primitive("lu_permutation", family=_F, shard=sr.PIVOTS, infer=_
 
 # ---- qr (reduced, m >= n) ------------------------------------------------------------------
 
-def _qr_infer(a):
-    _check_matrix("qr", a, square=False)
+def _check_tall(name, a):
+    _check_matrix(name, a, square=False)
     m, n = a.shape[-2:]
     if m < n:
-        raise PrimitiveError(f"qr: the primitive takes tall matrices (m >= n), got shape "
-                             f"{list(a.shape)}; pf.linalg.qr handles wide ones")
+        raise PrimitiveError(f"{name}: the primitive takes tall matrices (m >= n), got shape "
+                             f"{list(a.shape)}; pf.linalg.{name} handles wide ones")
+    return m, n
+
+
+def _qr_infer(a):
+    m, n = _check_tall("qr", a)
     return Aval(tuple(a.shape[:-2]) + (m + n, n), a.dtype)
 
 
@@ -502,29 +468,15 @@ def _qr_parts(packed):
     return mx.rows(packed, 0, m), mx.rows(packed, m, m + n)
 
 
-def _right_solve_upper(z, r):
-    """``z @ r^-1`` for upper-triangular r."""
-    return mx.mT(triangular_solve(r, mx.mT(z), lower=False, transpose=True,
-                                  unit_diagonal=False))
-
-
-def _right_solve_upper_t(z, r):
-    """``z @ r^-T`` for upper-triangular r."""
-    return mx.mT(triangular_solve(r, mx.mT(z), lower=False, transpose=False,
-                                  unit_diagonal=False))
-
-
 def _qr_step(q0, r0, c, s):
     """Q_k, R_k from ``q0 R_k + Q_k r0 = c`` and ``q0^T Q_k + Q_k^T q0 = s`` (s may be
     None: zero)."""
     c_rinv = _right_solve_upper(c, r0)
     b = mx.mm(mx.mT(q0), c_rinv)
     low = mx.tril(b, -1)
-    if s is None:
-        omega = ew.sub(low, mx.mT(low))
-    else:
-        omega = ew.add(ew.sub(low, mx.mT(low)), ew.add(
-            mx.triu(s, 1), mx.scale(mx.masked(s, mx.band_mask(s._shape, 0, 0)), 0.5)))
+    omega = ew.sub(low, mx.mT(low))
+    if s is not None:
+        omega = ew.add(omega, ew.add(mx.triu(s, 1), mx.scale(mx.diag_only(s), 0.5)))
     rk = mx.mm(ew.sub(b, omega), r0)
     qk = ew.add(mx.mm(q0, omega), ew.sub(c_rinv, mx.mm(q0, b)))
     return qk, rk
@@ -532,8 +484,7 @@ def _qr_step(q0, r0, c, s):
 
 def _qr_jvp(g, out, a):
     q, r = _qr_parts(out)
-    qk, rk = _qr_step(q, r, g, None)
-    return sh.concatenate(qk, rk, axis=len(qk._shape) - 2)
+    return mx.join_rows(*_qr_step(q, r, g, None))
 
 
 def _qr_vjp(g, out, a):
@@ -543,27 +494,20 @@ def _qr_vjp(g, out, a):
     omega_bar = ew.sub(mx.mm(mx.mT(q), q_bar), rrt)
     b_bar = ew.add(rrt, mx.tril(ew.sub(omega_bar, mx.mT(omega_bar)), -1))
     inner = ew.add(mx.mm(q, b_bar), ew.sub(q_bar, mx.mm(q, mx.mm(mx.mT(q), q_bar))))
-    return _right_solve_upper_t(inner, r)
+    return _right_solve_upper(inner, r, transposed=True)
 
 
 def _qr_taylor(primals, series, out=None):
     (a0,), (a_s,) = primals, series
-    order = len(a_s) - 1
     out = qr(a0) if out is None else out
     q0, r0 = _qr_parts(out)
     qs, rs, coefficients = [q0], [r0], [out]
-    for k in range(1, order + 1):
+    for k in range(1, len(a_s)):
         c = tl.sub(a_s[k], tl.convolution(qs, rs, k, hi=k - 1, product=mx.mm))
-        if c is None:
-            qs.append(None)
-            rs.append(None)
-            coefficients.append(None)
-            continue
-        s = tl.scale(tl.convolution(qs, qs, k, hi=k - 1, product=_mtm), -1.0)
-        qk, rk = _qr_step(q0, r0, c, s)
+        qk, rk = (None, None) if c is None else _qr_step(q0, r0, c, _gram_rhs(qs, k))
         qs.append(qk)
         rs.append(rk)
-        coefficients.append(sh.concatenate(qk, rk, axis=len(qk._shape) - 2))
+        coefficients.append(None if c is None else mx.join_rows(qk, rk))
     return out, coefficients
 
 
@@ -575,11 +519,7 @@ qr = Primitive("qr", family=_F, shard=sr.MATRICES, infer=_qr_infer, jvp=(_qr_jvp
 # ---- svd (thin, m >= n) --------------------------------------------------------------------
 
 def _svd_infer(a):
-    _check_matrix("svd", a, square=False)
-    m, n = a.shape[-2:]
-    if m < n:
-        raise PrimitiveError(f"svd: the primitive takes tall matrices (m >= n), got shape "
-                             f"{list(a.shape)}; pf.linalg.svd handles wide ones")
+    m, n = _check_tall("svd", a)
     return Aval(tuple(a.shape[:-2]) + (m + 1 + n, n), a.dtype)
 
 
@@ -592,21 +532,17 @@ def _svd_parts(packed):
 
 
 def _pack_svd(u, s, v):
-    return sh.concatenate(u, mx.row(s), v, axis=len(u._shape) - 2)
+    return mx.join_rows(u, mx.row(s), v)
 
 
 def _scale_columns(x, s):
     """``x @ diag(s)``."""
-    nd = len(x._shape)
-    return ew.mul(x, sh.broadcast_in_dim(s, shape=tuple(x._shape), broadcast_dimensions=tuple(
-        range(nd - 2)) + (nd - 1,)))
+    return ew.mul(x, mx.along(s, x._shape, -1))
 
 
 def _scale_rows(x, s):
     """``diag(s) @ x``."""
-    nd = len(x._shape)
-    return ew.mul(x, sh.broadcast_in_dim(s, shape=tuple(x._shape), broadcast_dimensions=tuple(
-        range(nd - 2)) + (nd - 2,)))
+    return ew.mul(x, mx.along(s, x._shape, -2))
 
 
 def _square_gap_inverse(s):
@@ -616,9 +552,8 @@ def _square_gap_inverse(s):
 
 def _svd_step(u0, s0, v0, f, r1, r2, su, sv):
     """Order-k coefficients (see the module docstring of the recurrences)."""
-    p1 = mx.mm(mx.mT(u0), r1)
-    p2 = mx.mm(mx.mT(v0), r2)
-    q1, q2 = p1, p2
+    p1 = _mtm(u0, r1)
+    q1, q2 = p1, _mtm(v0, r2)
     if su is not None:
         q1 = ew.add(q1, mx.scale(_scale_columns(su, s0), 0.5))
         q2 = ew.sub(q2, mx.scale(_scale_rows(su, s0), 0.5))
@@ -632,15 +567,10 @@ def _svd_step(u0, s0, v0, f, r1, r2, su, sv):
     d = da if sv is None else ew.add(da, mx.scale(sv, 0.5))
     sk = ew.neg(mx.diagonal(q1))
     uk = mx.mm(u0, c)
-    if _is_tall(u0):  # (I - u0 u0^T) is 0 for a square matrix: no term to add
+    if u0._shape[-2] > u0._shape[-1]:  # tall: (I - u0 u0^T) is 0 for a square matrix
         projected = ew.sub(r1, mx.mm(u0, p1))  # (I - u0 u0^T) r1
         uk = ew.sub(uk, _scale_columns(projected, _reciprocal_or_zero(s0)))
     return uk, sk, mx.mm(v0, d)
-
-
-def _is_tall(u):
-    """Whether the U factor [..., m, n] has more rows than columns (m > n)."""
-    return u._shape[-2] > u._shape[-1]
 
 
 def _reciprocal_or_zero(s):
@@ -649,8 +579,7 @@ def _reciprocal_or_zero(s):
     (its derivative is undefined, see pf.linalg.svd), and 0 instead of inf keeps 0 * inf =
     nan out of the derivatives that are defined (the singular values', and the other
     vectors')."""
-    zero = creation.full(shape=tuple(s._shape), value=0.0, dtype=s.dtype)
-    one = creation.full(shape=tuple(s._shape), value=1.0, dtype=s.dtype)
+    zero, one = full_like(s, 0.0), full_like(s, 1.0)
     is_zero = cmp.eq(s, zero)
     return cmp.select(is_zero, zero, ew.div(one, cmp.select(is_zero, one, s)))
 
@@ -658,9 +587,8 @@ def _reciprocal_or_zero(s):
 def _svd_jvp(g, out, a):
     u, s, v = _svd_parts(out)
     f = _square_gap_inverse(s)
-    uk, sk, vk = _svd_step(u, s, v, f, ew.neg(mx.mm(g, v)), ew.neg(mx.mm(mx.mT(g), u)),
-                           None, None)
-    return _pack_svd(uk, sk, vk)
+    return _pack_svd(*_svd_step(u, s, v, f, ew.neg(mx.mm(g, v)), ew.neg(mx.mm(mx.mT(g), u)),
+                                None, None))
 
 
 def _svd_vjp(g, out, a):
@@ -673,7 +601,7 @@ def _svd_vjp(g, out, a):
     k = _scale_rows(ew.mul(f, ew.sub(vt_vbar, mx.mT(vt_vbar))), s)
     inner = ew.add(ew.add(j, k), mx.diag_embed(s_bar))
     core = mx.mm(u, mx.mm(inner, mx.mT(v)))
-    if not _is_tall(u):  # (I - U U^T) is 0 for a square matrix
+    if u._shape[-2] == u._shape[-1]:  # square: (I - U U^T) is 0
         return core
     outside = ew.sub(u_bar, mx.mm(u, ut_ubar))  # (I - U U^T) U_bar
     return ew.add(core, mx.mm(_scale_columns(outside, _reciprocal_or_zero(s)), mx.mT(v)))
@@ -681,36 +609,27 @@ def _svd_vjp(g, out, a):
 
 def _svd_taylor(primals, series, out=None):
     (a0,), (a_s,) = primals, series
-    order = len(a_s) - 1
     out = svd(a0) if out is None else out
     u0, s0, v0 = _svd_parts(out)
     f = _square_gap_inverse(s0)
     us, ss, vs, coefficients = [u0], [s0], [v0], [out]
-    for k in range(1, order + 1):
+    for k in range(1, len(a_s)):
         r1 = tl.sub(tl.convolution(us, ss, k, hi=k - 1, product=_scale_columns),
                     tl.convolution(a_s, vs, k, product=mx.mm))
         r2 = tl.sub(tl.convolution(vs, ss, k, hi=k - 1, product=_scale_columns),
                     tl.convolution(a_s, us, k, product=_mtm))
-        if r1 is None and r2 is None:
-            us.append(None)
-            ss.append(None)
-            vs.append(None)
-            coefficients.append(None)
-            continue
-        r1 = r1 if r1 is not None else tl.zeros_like(u0)
-        r2 = r2 if r2 is not None else tl.zeros_like(v0)
-        su = tl.scale(tl.convolution(us, us, k, hi=k - 1, product=_mtm), -1.0)
-        sv = tl.scale(tl.convolution(vs, vs, k, hi=k - 1, product=_mtm), -1.0)
-        uk, sk, vk = _svd_step(u0, s0, v0, f, r1, r2, su, sv)
+        uk = sk = vk = None
+        if r1 is not None or r2 is not None:
+            uk, sk, vk = _svd_step(u0, s0, v0, f, tl.dense(r1, u0), tl.dense(r2, v0),
+                                   _gram_rhs(us, k), _gram_rhs(vs, k))
         us.append(uk)
         ss.append(sk)
         vs.append(vk)
-        coefficients.append(_pack_svd(uk, sk, vk))
+        coefficients.append(None if uk is None else _pack_svd(uk, sk, vk))
     return out, coefficients
 
 
-svd = Primitive("svd", family=_F, shard=sr.MATRICES,
-                infer=_svd_infer, jvp=(_svd_jvp,), vjp=(_svd_vjp,), taylor=_svd_taylor,
-                saves_out=True, saves_inputs=(),
+svd = Primitive("svd", family=_F, shard=sr.MATRICES, infer=_svd_infer, jvp=(_svd_jvp,),
+                vjp=(_svd_vjp,), taylor=_svd_taylor, saves_out=True, saves_inputs=(),
                 doc="[..., m + 1 + n, n]: U, the singular values (descending) and V of a "
                     "tall matrix (a = U diag(s) V^T)")

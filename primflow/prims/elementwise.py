@@ -20,14 +20,13 @@ from .families import ELEMENTWISE_BINARY, ELEMENTWISE_TRANSCENDENTAL, ELEMENTWIS
 
 # ---- unary ---------------------------------------------------------------------------------
 
-def _neg_transpose(g, out, x):
+def _neg_transpose(g, out, *primals):  # also sub's transpose in y
     return neg(g)
 
 
 neg = Primitive("neg", family=ELEMENTWISE_UNARY,
-                lowering=Lowering(numpy="negative", array_api="negative", c="-{0}",
-                                  numba="(-{0})"), infer=same_aval, linear=True,
-                transpose=(_neg_transpose,), doc="-x")
+                lowering=Lowering(numpy="negative", array_api="negative", c="-{0}", numba="(-{0})"),
+                infer=same_aval, linear=True, transpose=(_neg_transpose,), doc="-x")
 
 
 def _exp_jvp(g, out, x):
@@ -36,11 +35,9 @@ def _exp_jvp(g, out, x):
 
 exp = Primitive("exp", family=ELEMENTWISE_TRANSCENDENTAL,
                 lowering=Lowering(c="exp({0})", numba="np.exp({0})"),
-                infer=float_unary_infer("exp"),
-                jvp=(_exp_jvp,), saves_out=True,
+                infer=float_unary_infer("exp"), jvp=(_exp_jvp,), saves_out=True,
                 taylor=tl.unary_rule(lambda xs, z0, x0: tl.exp_series(xs, z0)), doc="e**x",
-                public=PublicOp("Elementwise e**x.",
-                                "pf.exp(pf.to_tensor([0.0, 1.0])).numpy()",
+                public=PublicOp("Elementwise e**x.", "pf.exp(pf.to_tensor([0.0, 1.0])).numpy()",
                                 "array([1.      , 2.718282], dtype=float32)"))
 
 
@@ -50,11 +47,10 @@ def _log_jvp(g, out, x):
 
 log = Primitive("log", family=ELEMENTWISE_TRANSCENDENTAL,
                 lowering=Lowering(c="log({0})", numba="np.log({0})"),
-                infer=float_unary_infer("log"),
-                jvp=(_log_jvp,), taylor=tl.unary_rule(lambda xs, z0, x0: tl.log_series(xs, z0)),
+                infer=float_unary_infer("log"), jvp=(_log_jvp,),
+                taylor=tl.unary_rule(lambda xs, z0, x0: tl.log_series(xs, z0)),
                 doc="natural logarithm",
-                public=PublicOp("Natural logarithm.",
-                                "pf.log(pf.to_tensor([1.0, 2.0])).numpy()",
+                public=PublicOp("Natural logarithm.", "pf.log(pf.to_tensor([1.0, 2.0])).numpy()",
                                 "array([0.       , 0.6931472], dtype=float32)"))
 
 
@@ -85,9 +81,8 @@ def _expm1_series(xs, z0, x0):
 
 expm1 = Primitive("expm1", family=ELEMENTWISE_TRANSCENDENTAL,
                   lowering=Lowering(c="expm1({0})", numba="np.expm1({0})"),
-                  infer=float_unary_infer("expm1"),
-                  jvp=(_expm1_jvp,), saves_out=True, taylor=tl.unary_rule(_expm1_series),
-                  doc="exp(x) - 1",
+                  infer=float_unary_infer("expm1"), jvp=(_expm1_jvp,), saves_out=True,
+                  taylor=tl.unary_rule(_expm1_series), doc="exp(x) - 1",
                   public=PublicOp('exp(x) - 1, accurate near 0.',
                                   'pf.expm1(pf.to_tensor([0.0, 1e-8], "float64")).numpy()',
                                   'array([0.00000000e+00, 1.00000001e-08])'))
@@ -99,11 +94,10 @@ def _sin_jvp(g, out, x):
 
 sin = Primitive("sin", family=ELEMENTWISE_TRANSCENDENTAL,
                 lowering=Lowering(c="sin({0})", numba="np.sin({0})"),
-                infer=float_unary_infer("sin"),
-                jvp=(_sin_jvp,), taylor=tl.unary_rule(
-                    lambda xs, z0, x0: tl.sincos_series(xs, z0, cos(x0))[0]), doc="sine",
-                public=PublicOp("Sine.",
-                                "pf.sin(pf.to_tensor([0.0, 1.0])).numpy()",
+                infer=float_unary_infer("sin"), jvp=(_sin_jvp,),
+                taylor=tl.unary_rule(lambda xs, z0, x0: tl.sincos_series(xs, z0, cos(x0))[0]),
+                doc="sine",
+                public=PublicOp("Sine.", "pf.sin(pf.to_tensor([0.0, 1.0])).numpy()",
                                 "array([0.      , 0.841471], dtype=float32)"))
 
 
@@ -113,11 +107,10 @@ def _cos_jvp(g, out, x):
 
 cos = Primitive("cos", family=ELEMENTWISE_TRANSCENDENTAL,
                 lowering=Lowering(c="cos({0})", numba="np.cos({0})"),
-                infer=float_unary_infer("cos"),
-                jvp=(_cos_jvp,), taylor=tl.unary_rule(
-                    lambda xs, z0, x0: tl.sincos_series(xs, sin(x0), z0)[1]), doc="cosine",
-                public=PublicOp("Cosine.",
-                                "pf.cos(pf.to_tensor([0.0, 1.0])).numpy()",
+                infer=float_unary_infer("cos"), jvp=(_cos_jvp,),
+                taylor=tl.unary_rule(lambda xs, z0, x0: tl.sincos_series(xs, sin(x0), z0)[1]),
+                doc="cosine",
+                public=PublicOp("Cosine.", "pf.cos(pf.to_tensor([0.0, 1.0])).numpy()",
                                 "array([1.       , 0.5403023], dtype=float32)"))
 
 
@@ -133,14 +126,12 @@ def _tanh_w(zs, m):  # tanh' = 1 - tanh^2, as a series in the output's coefficie
         tl.square_coefficient(zs, m), -1.0)
 
 
-tanh = Primitive("tanh", family=ELEMENTWISE_TRANSCENDENTAL,
+tanh = Primitive("tanh", family=ELEMENTWISE_TRANSCENDENTAL, infer=float_unary_infer("tanh"),
                  lowering=Lowering(c="tanh({0})", numba="tanh_({0})"),
-                 infer=float_unary_infer("tanh"),
                  jvp=(_tanh_jvp,), saves_out=True, taylor=tl.unary_rule(
                      lambda xs, z0, x0: tl.derivative_product_series(xs, z0, _tanh_w)),
                  doc="hyperbolic tangent",
-                 public=PublicOp("Hyperbolic tangent.",
-                                 "pf.tanh(pf.to_tensor([0.0, 1.0])).numpy()",
+                 public=PublicOp("Hyperbolic tangent.", "pf.tanh(pf.to_tensor([0.0, 1.0])).numpy()",
                                  "array([0.       , 0.7615942], dtype=float32)"))
 
 
@@ -159,11 +150,9 @@ def _sqrt_series(xs, z0, x0):
 
 sqrt = Primitive("sqrt", family=ELEMENTWISE_UNARY,
                  lowering=Lowering(c="sqrt({0})", numba="np.sqrt({0})"),
-                 infer=float_unary_infer("sqrt"),
-                 jvp=(_sqrt_jvp,), saves_out=True, taylor=tl.unary_rule(_sqrt_series),
-                 doc="square root",
-                 public=PublicOp("Square root.",
-                                 "pf.sqrt(pf.to_tensor([4.0, 2.0])).numpy()",
+                 infer=float_unary_infer("sqrt"), jvp=(_sqrt_jvp,), saves_out=True,
+                 taylor=tl.unary_rule(_sqrt_series), doc="square root",
+                 public=PublicOp("Square root.", "pf.sqrt(pf.to_tensor([4.0, 2.0])).numpy()",
                                  "array([2.       , 1.4142135], dtype=float32)"))
 
 
@@ -173,11 +162,10 @@ def _rsqrt_jvp(g, out, x):  # d x^(-1/2) = -1/2 x^(-3/2) = -1/2 * out / x
 
 rsqrt = Primitive("rsqrt", family=ELEMENTWISE_UNARY,
                   lowering=Lowering(c="rsqrt({0})", numba="({one} / np.sqrt({0}))"),
-                  infer=float_unary_infer("rsqrt"),
-                  jvp=(_rsqrt_jvp,), saves_out=True, taylor=tl.unary_rule(
-                      lambda xs, z0, x0: tl.power_series(xs, z0, -0.5)), doc="1 / sqrt(x)",
-                  public=PublicOp("1 / sqrt(x).",
-                                  "pf.rsqrt(pf.to_tensor([4.0])).numpy()",
+                  infer=float_unary_infer("rsqrt"), jvp=(_rsqrt_jvp,), saves_out=True,
+                  taylor=tl.unary_rule(lambda xs, z0, x0: tl.power_series(xs, z0, -0.5)),
+                  doc="1 / sqrt(x)",
+                  public=PublicOp("1 / sqrt(x).", "pf.rsqrt(pf.to_tensor([4.0])).numpy()",
                                   "array([0.5], dtype=float32)"))
 
 
@@ -193,10 +181,9 @@ def _abs_series(xs, z0, x0):
     return [z0] + tl.select_series(compare.ge(x0, zeros_like(x0)), xs, negated)[1:]
 
 
-abs = Primitive("abs", family=ELEMENTWISE_UNARY,
+abs = Primitive("abs", family=ELEMENTWISE_UNARY, infer=same_aval,  # noqa: A001 - prim name
                 lowering=Lowering(c="fabs({0})", numba="np.abs({0})", numba_fused="abs({0})",
-                                  real_only=True),  # noqa: A001 - prim name
-                infer=same_aval,
+                                  real_only=True),
                 jvp=(_abs_jvp,), taylor=tl.unary_rule(_abs_series), doc="|x|")
 
 
@@ -208,10 +195,8 @@ def _erf_series(xs, z0, x0):
     # erf' = 2/sqrt(pi) exp(-x^2): series of e = exp(-x^2), then z' = c e x'
     q = [tl.scale(tl.square_coefficient(xs, m), -1.0) for m in range(len(xs))]
     e = tl.exp_series(q, exp(q[0]))
-    zs = [z0]
-    for k in range(1, len(xs)):
-        zs.append(tl.scale(tl.convolution(xs, e, k, weighted=True), tl.TWO_OVER_SQRT_PI / k))
-    return zs
+    return [z0] + [tl.scale(tl.convolution(xs, e, k, weighted=True), tl.TWO_OVER_SQRT_PI / k)
+                   for k in range(1, len(xs))]
 
 
 def _erfc_fraction(xp, a, terms):
@@ -243,10 +228,9 @@ def _array_api_erf(xp):
 erf = Primitive("erf", family=ELEMENTWISE_TRANSCENDENTAL, reference="scipy.special:erf",
                 lowering=Lowering(c="erf({0})", array_api=_array_api_erf, real_only=True,
                                   float32_compute=True),
-                infer=float_unary_infer("erf"),
-                jvp=(_erf_jvp,), taylor=tl.unary_rule(_erf_series), doc="error function",
-                public=PublicOp("Error function.",
-                                "pf.erf(pf.to_tensor([0.0, 1.0])).numpy()",
+                infer=float_unary_infer("erf"), jvp=(_erf_jvp,), taylor=tl.unary_rule(_erf_series),
+                doc="error function",
+                public=PublicOp("Error function.", "pf.erf(pf.to_tensor([0.0, 1.0])).numpy()",
                                 "array([0.       , 0.8427008], dtype=float32)"))
 
 
@@ -294,8 +278,7 @@ def _logistic_w(zs, m):  # logistic' = s - s^2
 
 logistic = Primitive("logistic", family=ELEMENTWISE_TRANSCENDENTAL,
                      lowering=Lowering(c="{one} / ({one} + exp(-{0}))",
-                                       numba="({one} / ({one} + np.exp(-{0})))",
-                                       real_only=True),
+                                       numba="({one} / ({one} + np.exp(-{0})))", real_only=True),
                      infer=float_unary_infer("logistic"), jvp=(_logistic_jvp,), saves_out=True,
                      taylor=tl.unary_rule(lambda xs, z0, x0: tl.derivative_product_series(
                          xs, z0, _logistic_w)), doc="1 / (1 + exp(-x))",
@@ -308,28 +291,23 @@ logistic = Primitive("logistic", family=ELEMENTWISE_TRANSCENDENTAL,
 # NonDifferentiableError; detach the input to state that a zero gradient is intended.
 sign = Primitive("sign", family=ELEMENTWISE_UNARY,
                  lowering=Lowering(c="({0} > 0 ? {one} : ({0} < 0 ? -{one} : {0}))",
-                                   numba="np.sign({0})",
-                                   real_only=True),
-                 infer=same_aval, differentiable=False,
-                 doc="-1, 0 or 1 (not differentiable)")
-floor = Primitive("floor", family=ELEMENTWISE_UNARY,
+                                   numba="np.sign({0})", real_only=True),
+                 infer=same_aval, differentiable=False, doc="-1, 0 or 1 (not differentiable)")
+floor = Primitive("floor", family=ELEMENTWISE_UNARY, infer=float_unary_infer("floor"),
                   lowering=Lowering(c="floor({0})", numba="np.floor({0})", real_only=True),
-                  infer=float_unary_infer("floor"),
                   differentiable=False, doc="round down (not differentiable)",
                   public=PublicOp("Round down (not differentiable).",
                                   "pf.floor(pf.to_tensor([-1.5, 1.5])).numpy()",
                                   "array([-2.,  1.], dtype=float32)"))
-ceil = Primitive("ceil", family=ELEMENTWISE_UNARY,
+ceil = Primitive("ceil", family=ELEMENTWISE_UNARY, infer=float_unary_infer("ceil"),
                  lowering=Lowering(c="ceil({0})", numba="np.ceil({0})", real_only=True),
-                 infer=float_unary_infer("ceil"),
                  differentiable=False, doc="round up (not differentiable)",
                  public=PublicOp("Round up (not differentiable).",
                                  "pf.ceil(pf.to_tensor([-1.5, 1.5])).numpy()",
                                  "array([-1.,  2.], dtype=float32)"))
-round = Primitive("round", family=ELEMENTWISE_UNARY,
+round = Primitive("round", family=ELEMENTWISE_UNARY,  # noqa: A001 - primitive name
                   lowering=Lowering(numpy="rint", c="rint({0})", numba="np.rint({0})",
                                     real_only=True),
-                  # noqa: A001 - primitive name
                   infer=float_unary_infer("round"), differentiable=False,
                   doc="round half to even (not differentiable)",
                   public=PublicOp("Round half to even (not differentiable).",
@@ -369,8 +347,7 @@ def _integer_pow_series(xs, z0, x0, *, y):
     return [z0] + result[1:]
 
 
-integer_pow = Primitive("integer_pow", family=ELEMENTWISE_UNARY,
-                        infer=_integer_pow_infer,
+integer_pow = Primitive("integer_pow", family=ELEMENTWISE_UNARY, infer=_integer_pow_infer,
                         jvp=(_integer_pow_jvp,), taylor=tl.unary_rule(_integer_pow_series),
                         doc="x ** y for a static integer y")
 
@@ -382,22 +359,16 @@ def _add_transpose(g, out, x, y):
 
 
 add = Primitive("add", family=ELEMENTWISE_BINARY,
-                lowering=Lowering(c="{0} + {1}", numba="({0} + {1})"),
-                infer=binary_infer("add"), linear=True,
-                transpose=(_add_transpose, _add_transpose), taylor=tl.sum_rule(tl.add),
+                lowering=Lowering(c="{0} + {1}", numba="({0} + {1})"), infer=binary_infer("add"),
+                linear=True, transpose=(_add_transpose, _add_transpose), taylor=tl.sum_rule(tl.add),
                 doc="x + y")
-
-
-def _sub_y_transpose(g, out, x, y):
-    return neg(g)
 
 
 sub = Primitive("sub", family=ELEMENTWISE_BINARY,
                 lowering=Lowering(numpy="subtract", array_api="subtract", c="{0} - {1}",
                                   numba="({0} - {1})"),
-                infer=binary_infer("sub"), linear=True,
-                transpose=(_add_transpose, _sub_y_transpose), taylor=tl.sum_rule(tl.sub),
-                doc="x - y")
+                infer=binary_infer("sub"), linear=True, transpose=(_add_transpose, _neg_transpose),
+                taylor=tl.sum_rule(tl.sub), doc="x - y")
 
 
 def _mul_x_jvp(g, out, x, y):
@@ -424,18 +395,14 @@ def _div_y_jvp(g, out, x, y):  # d(x/y)/dy = -x/y^2 = -out/y
 
 
 def _div_taylor(primals, series, out=None):
-    order = tl.order_of(series)
     out = div(*primals) if out is None else out
-    us = tl.full_series(series[0], primals[0], order)
-    ys = tl.full_series(series[1], primals[1], order)
-    return out, tl.quotient_series(us, ys, out)
+    return out, tl.quotient_series(*tl.all_series(primals, series), out)
 
 
 div = Primitive("div", family=ELEMENTWISE_BINARY,
                 lowering=Lowering(array_api="divide", c="{0} / {1}", numba="({0} / {1})",
                                   integers=False), infer=binary_infer("div"),
-                jvp=(_div_x_jvp, _div_y_jvp), saves_out=True, taylor=_div_taylor,
-                linear_in=(0,),  # linear in the numerator
+                jvp=(_div_x_jvp, _div_y_jvp), saves_out=True, taylor=_div_taylor, linear_in=(0,),
                 doc="x / y (on integers floor division; a zero integer divisor raises "
                     "ZeroDivisionError)")
 
@@ -453,10 +420,9 @@ def _pow_y_jvp(g, out, x, y):
 
 
 def _pow_taylor(primals, series, out=None):
-    order = tl.order_of(series)
-    (x0, y0) = primals
+    x0, y0 = primals
     out = pow(x0, y0) if out is None else out
-    xs = tl.full_series(series[0], x0, order)
+    xs = tl.all_series(primals, series)[0]
     if series[1] is None:  # constant exponent: the power recurrence
         return out, tl.power_series(xs, out, y0)
     # x^y = exp(y log x)
@@ -464,10 +430,9 @@ def _pow_taylor(primals, series, out=None):
     return out, tl.exp_series(tl.cauchy_series(series[1], logs), out)
 
 
-pow = Primitive("pow", family=ELEMENTWISE_TRANSCENDENTAL,
+pow = Primitive("pow", family=ELEMENTWISE_TRANSCENDENTAL,  # noqa: A001 - primitive name
                 lowering=Lowering(numpy="power", c="pow({0}, {1})", numba="np.power({0}, {1})",
                                   integers=False),
-                 # noqa: A001 - primitive name
                 infer=binary_infer("pow"), jvp=(_pow_x_jvp, _pow_y_jvp), saves_out=True,
                 taylor=_pow_taylor, doc="x ** y")
 
@@ -480,30 +445,24 @@ def _extremum_jvp(winner, mine, other, g):
                           compare.select(compare.eq(mine, other), half, zeros_like(g)))
 
 
-def _maximum_x_jvp(g, out, x, y):
-    return _extremum_jvp(compare.gt, x, y, g)
+def _extremum_jvps(winner):
+    """The jvp rules (in x, in y) of the extremum that ``winner`` picks."""
 
+    def x_jvp(g, out, x, y):
+        return _extremum_jvp(winner, x, y, g)
 
-def _maximum_y_jvp(g, out, x, y):
-    return _extremum_jvp(compare.gt, y, x, g)
+    def y_jvp(g, out, x, y):
+        return _extremum_jvp(winner, y, x, g)
 
-
-def _minimum_x_jvp(g, out, x, y):
-    return _extremum_jvp(compare.lt, x, y, g)
-
-
-def _minimum_y_jvp(g, out, x, y):
-    return _extremum_jvp(compare.lt, y, x, g)
+    return x_jvp, y_jvp
 
 
 def _extremum_taylor(winner):
     def make(prim):
         def rule(primals, series, out=None):
-            order = tl.order_of(series)
             x0, y0 = primals
             out = prim.bind(x0, y0) if out is None else out
-            xs = tl.full_series(series[0], x0, order)
-            ys = tl.full_series(series[1], y0, order)
+            xs, ys = tl.all_series(primals, series)
             # ties take the average, as the jvp rule does
             halves = [None if a is None and b is None else tl.scale(tl.add(a, b), 0.5)
                       for a, b in zip(xs, ys)]
@@ -518,18 +477,16 @@ def _extremum_taylor(winner):
 maximum = Primitive("maximum", family=ELEMENTWISE_BINARY,
                     # NumPy's maximum: NaN in either operand gives NaN (C's fmax ignores it)
                     lowering=Lowering(c="({0} > {1} || isnan({0})) ? {0} : {1}",
-                                      numba="np.maximum({0}, {1})",
-                                      numba_fused="max({0}, {1})", real_only=True),
-                    infer=binary_infer("maximum"),
-                    jvp=(_maximum_x_jvp, _maximum_y_jvp), taylor=_extremum_taylor(compare.gt),
-                    doc="elementwise maximum")
+                                      numba="np.maximum({0}, {1})", numba_fused="max({0}, {1})",
+                                      real_only=True),
+                    infer=binary_infer("maximum"), jvp=_extremum_jvps(compare.gt),
+                    taylor=_extremum_taylor(compare.gt), doc="elementwise maximum")
 minimum = Primitive("minimum", family=ELEMENTWISE_BINARY,
                     lowering=Lowering(c="({0} < {1} || isnan({0})) ? {0} : {1}",
-                                      numba="np.minimum({0}, {1})",
-                                      numba_fused="min({0}, {1})", real_only=True),
-                    infer=binary_infer("minimum"),
-                    jvp=(_minimum_x_jvp, _minimum_y_jvp), taylor=_extremum_taylor(compare.lt),
-                    doc="elementwise minimum")
+                                      numba="np.minimum({0}, {1})", numba_fused="min({0}, {1})",
+                                      real_only=True),
+                    infer=binary_infer("minimum"), jvp=_extremum_jvps(compare.lt),
+                    taylor=_extremum_taylor(compare.lt), doc="elementwise minimum")
 
 
 # atan2(x, y) = angle of (y, x): d/dx = y / (x^2 + y^2), d/dy = -x / (x^2 + y^2)
@@ -543,11 +500,9 @@ def _atan2_y_jvp(g, out, x, y):
 
 def _atan2_taylor(primals, series, out=None):
     # z' = (y x' - x y') / (x^2 + y^2): build that series to order K-1, z[k] = h[k-1] / k
-    order = tl.order_of(series)
-    x0, y0 = primals
-    out = atan2(x0, y0) if out is None else out
-    xs = tl.full_series(series[0], x0, order)
-    ys = tl.full_series(series[1], y0, order)
+    out = atan2(*primals) if out is None else out
+    xs, ys = tl.all_series(primals, series)
+    order = len(xs) - 1
 
     def derivative(s):  # coefficients of s'(t)
         return [tl.scale(s[m + 1], m + 1) for m in range(order)]
@@ -556,15 +511,12 @@ def _atan2_taylor(primals, series, out=None):
                                                tl.cauchy_series(xs[:order], derivative(ys)))]
     denominator = [tl.add(a, b) for a, b in zip(tl.cauchy_series(xs[:order], xs[:order]),
                                                  tl.cauchy_series(ys[:order], ys[:order]))]
-    h0 = numerator[0] if numerator[0] is not None else zeros_like(out)
-    h = tl.quotient_series(numerator, denominator, div(h0, denominator[0]))
+    h = tl.quotient_series(numerator, denominator, div(tl.dense(numerator[0], out), denominator[0]))
     return out, [out] + [tl.scale(h[k - 1], 1.0 / k) for k in range(1, order + 1)]
 
 
 atan2 = Primitive("atan2", family=ELEMENTWISE_TRANSCENDENTAL,
                   lowering=Lowering(numpy="arctan2", c="atan2({0}, {1})",
-                                    numba="np.arctan2({0}, {1})",
-                                    real_only=True, integers=False),
-                  infer=binary_infer("atan2"),
-                  jvp=(_atan2_x_jvp, _atan2_y_jvp), taylor=_atan2_taylor,
-                  doc="the angle of the point (y, x)")
+                                    numba="np.arctan2({0}, {1})", real_only=True, integers=False),
+                  infer=binary_infer("atan2"), jvp=(_atan2_x_jvp, _atan2_y_jvp),
+                  taylor=_atan2_taylor, doc="the angle of the point (y, x)")

@@ -42,16 +42,14 @@ def _fft_infer(x, *, kind, axes, n_last, norm):
         raise PrimitiveError(f"fft: kind must be one of {KINDS}, got {kind!r}")
     if norm not in NORMS:
         raise PrimitiveError(f"fft: norm must be one of {NORMS}, got {norm!r}")
-    if not axes or len(set(axes)) != len(axes) or any(
-            not 0 <= a < len(x.shape) for a in axes):
+    if not axes or len(set(axes)) != len(axes) or any(not 0 <= a < len(x.shape) for a in axes):
         raise PrimitiveError(f"fft: axes {axes} are not distinct dims of a tensor of shape "
                              f"{list(x.shape)}")
     shape = list(x.shape)
     last = axes[-1]
     if kind == "rfft":
         if x.dtype.kind != "f":
-            raise PrimitiveError(f"fft: rfft expects a real floating tensor, got "
-                                 f"{x.dtype.name}")
+            raise PrimitiveError(f"fft: rfft expects a real floating tensor, got {x.dtype.name}")
         shape[last] = x.shape[last] // 2 + 1
         return Aval(shape, dtypes.complex_of(x.dtype))
     if not x.dtype.is_complex:
@@ -68,12 +66,11 @@ def _fft_infer(x, *, kind, axes, n_last, norm):
 def _bin_weights(like, axis, n, value):
     """``like``-shaped weights along ``axis`` of a half spectrum of a length-``n`` signal:
     ``value`` on the bins irfft counts twice, 1 on DC and (n even) Nyquist."""
-    m = n // 2 + 1
-    twice = m - 1 - (1 if n % 2 == 0 else 0)  # bins 1 .. (n-1)//2
+    twice = (n - 1) // 2  # bins 1 .. (n-1)//2
     pieces = [creation.full(shape=(1,), value=1.0, dtype=like.dtype)]
     if twice:
         pieces.append(creation.full(shape=(twice,), value=value, dtype=like.dtype))
-    if n % 2 == 0 and m > 1:
+    if n % 2 == 0 and n > 0:
         pieces.append(creation.full(shape=(1,), value=1.0, dtype=like.dtype))
     w = sh.concatenate(*pieces, axis=0) if len(pieces) > 1 else pieces[0]
     return sh.broadcast_in_dim(w, shape=tuple(like._shape), broadcast_dimensions=(axis,))
@@ -89,7 +86,6 @@ def _fft_vjp(g, out, x, *, kind, axes, n_last, norm):
         n = x._shape[last]
         halved = ew.mul(g, _bin_weights(g, last, n, 0.5))
         return fft(halved, kind="irfft", axes=axes, n_last=n, norm=dual)
-    # irfft
     spectrum = fft(g, kind="rfft", axes=axes, n_last=None, norm=dual)
     return ew.mul(spectrum, _bin_weights(spectrum, last, n_last, 2.0))
 

@@ -55,9 +55,8 @@ def _gather_batch(vals, bdims):
 
 
 # linear in the values; the indices are static (integers)
-gather = Primitive("gather", family=INDEX,
-                   shard=sr.GATHER, infer=_gather_infer, batch=_gather_batch,
-                   linear=True, transpose=(_gather_transpose, None),
+gather = Primitive("gather", family=INDEX, shard=sr.GATHER, infer=_gather_infer,
+                   batch=_gather_batch, linear=True, transpose=(_gather_transpose, None),
                    doc="x[indices[..., 0], ..., indices[..., k-1]]")
 
 

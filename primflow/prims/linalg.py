@@ -37,7 +37,7 @@ def _dot_general_infer(x, y, *, contracting, batch):
     return Aval(shape, x.dtype)
 
 
-def _cotangent(g, other, *, mine, theirs, my_ndim, other_ndim, my_first):
+def _cotangent(g, other, *, mine, theirs, my_ndim, my_first):
     """Cotangent of one operand: contract g with the other operand over the other's free
     dims, then permute the result into this operand's dim order.
 
@@ -46,7 +46,7 @@ def _cotangent(g, other, *, mine, theirs, my_ndim, other_ndim, my_first):
     (my_c, my_b), (their_c, their_b) = mine, theirs
     nb = len(my_b)
     my_free = _free_dims(my_ndim, my_c, my_b)
-    their_free = _free_dims(other_ndim, their_c, their_b)
+    their_free = _free_dims(len(other._shape), their_c, their_b)
     # g's dims are: batch, x's free dims, y's free dims. Find the other operand's free dims.
     offset = nb + len(my_free) if my_first else nb
     g_their_free = tuple(range(offset, offset + len(their_free)))
@@ -64,14 +64,12 @@ def _cotangent(g, other, *, mine, theirs, my_ndim, other_ndim, my_first):
 
 def _dot_general_x_vjp(g, out, x, y, *, contracting, batch):
     (lc, rc), (lb, rb) = contracting, batch
-    return _cotangent(g, y, mine=(lc, lb), theirs=(rc, rb), my_ndim=len(x._shape),
-                      other_ndim=len(y._shape), my_first=True)
+    return _cotangent(g, y, mine=(lc, lb), theirs=(rc, rb), my_ndim=len(x._shape), my_first=True)
 
 
 def _dot_general_y_vjp(g, out, x, y, *, contracting, batch):
     (lc, rc), (lb, rb) = contracting, batch
-    return _cotangent(g, x, mine=(rc, rb), theirs=(lc, lb), my_ndim=len(y._shape),
-                      other_ndim=len(x._shape), my_first=False)
+    return _cotangent(g, x, mine=(rc, rb), theirs=(lc, lb), my_ndim=len(y._shape), my_first=False)
 
 
 def _dot_general_batch(vals, bdims, *, contracting, batch):
@@ -80,20 +78,17 @@ def _dot_general_batch(vals, bdims, *, contracting, batch):
     if x_bdim is not None and y_bdim is not None:
         # the vmapped dim becomes one more batch dim of the product
         x, y = bt.move_to_front(x, x_bdim), bt.move_to_front(y, y_bdim)
-        out = dot_general(x, y, contracting=(bt.shift_axes(lc), bt.shift_axes(rc)),
-                          batch=((0,) + bt.shift_axes(lb), (0,) + bt.shift_axes(rb)))
-        return out, 0
+        return dot_general(x, y, contracting=(bt.shift_axes(lc), bt.shift_axes(rc)),
+                           batch=((0,) + bt.shift_axes(lb), (0,) + bt.shift_axes(rb))), 0
     if x_bdim is not None:
         # a free dim of x: it comes right after the batch dims of the output
         x = bt.move_to_front(x, x_bdim)
-        out = dot_general(x, y, contracting=(bt.shift_axes(lc), rc),
-                          batch=(bt.shift_axes(lb), rb))
+        out = dot_general(x, y, contracting=(bt.shift_axes(lc), rc), batch=(bt.shift_axes(lb), rb))
         return out, len(lb)
     # a free dim of y: after the batch dims and x's free dims
     y = bt.move_to_front(y, y_bdim)
     out = dot_general(x, y, contracting=(lc, bt.shift_axes(rc)), batch=(lb, bt.shift_axes(rb)))
-    x_free = len(x._shape) - len(lc) - len(lb)
-    return out, len(lb) + x_free
+    return out, len(lb) + len(_free_dims(len(x._shape), lc, lb))
 
 
 def _dot_general_x_jvp(g, out, x, y, **params):
@@ -107,10 +102,9 @@ def _dot_general_y_jvp(g, out, x, y, **params):
 # bilinear: linear in each operand while the other stays fixed; its vjp contracts the
 # cotangent with the other operand (not derivable from the jvp without a transpose pass)
 dot_general = Primitive(
-    "dot_general", family=DOT, lowering=Lowering(float32_compute=True),
-    shard=sr.DOT_GENERAL, infer=_dot_general_infer, batch=_dot_general_batch,
+    "dot_general", family=DOT, lowering=Lowering(float32_compute=True), shard=sr.DOT_GENERAL,
+    infer=_dot_general_infer, batch=_dot_general_batch,
     jvp=(_dot_general_x_jvp, _dot_general_y_jvp),
     vjp=(holomorphic_vjp(_dot_general_x_vjp), holomorphic_vjp(_dot_general_y_vjp)),
-    linear_in=(0, 1),
-    taylor=tl.bilinear_rule,  # Cauchy product of the coefficients
+    linear_in=(0, 1), taylor=tl.bilinear_rule,  # Cauchy product of the coefficients
     doc="generalised matrix product with contracting and batch dims")

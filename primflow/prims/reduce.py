@@ -42,8 +42,7 @@ reduce_sum = Primitive("reduce_sum", family=REDUCE, lowering=_IN_FLOAT32,
 def _extremum_location(x, out, axes):
     hit = compare.convert_element_type(
         compare.eq(x, _expand_back(out, x._shape, axes)), dtype=x.dtype)
-    count = reduce_sum(hit, axes=axes)
-    return hit, count
+    return hit, reduce_sum(hit, axes=axes)
 
 
 def _extremum_jvp(g, out, x, *, axes):
@@ -84,12 +83,10 @@ def _arg_infer(x, *, axis, index_dtype):
     return Aval(tuple(d for i, d in enumerate(x.shape) if i != axis), index_dtype)
 
 
-argmax = Primitive("argmax", family=AXIS, shard=sr.ARG_AXIS,
-                   infer=_arg_infer, lowering=_REAL_ONLY, differentiable=False,
-                   doc="index of the maximum along `axis` (integer result)")
-argmin = Primitive("argmin", family=AXIS, shard=sr.ARG_AXIS,
-                   infer=_arg_infer, lowering=_REAL_ONLY, differentiable=False,
-                   doc="index of the minimum along `axis` (integer result)")
+argmax = Primitive("argmax", family=AXIS, shard=sr.ARG_AXIS, infer=_arg_infer, lowering=_REAL_ONLY,
+                   differentiable=False, doc="index of the maximum along `axis` (integer result)")
+argmin = Primitive("argmin", family=AXIS, shard=sr.ARG_AXIS, infer=_arg_infer, lowering=_REAL_ONLY,
+                   differentiable=False, doc="index of the minimum along `axis` (integer result)")
 
 
 def _cumsum_infer(x, *, axis, reverse):
@@ -104,6 +101,5 @@ def _cumsum_transpose(g, out, x, *, axis, reverse):
 
 
 cumsum = Primitive("cumsum", family=AXIS, lowering=_IN_FLOAT32, shard=sr.CUMSUM,
-infer=_cumsum_infer, linear=True,
-                   transpose=(_cumsum_transpose,),
+                   infer=_cumsum_infer, linear=True, transpose=(_cumsum_transpose,),
                    doc="running sum along `axis` (from the end if `reverse`)")

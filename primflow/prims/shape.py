@@ -12,6 +12,7 @@ import math
 from ..core.primitive import Aval, Primitive, PrimitiveError
 from . import _batching as bt, creation, elementwise as ew, reduce as rd
 from . import sharding as sr
+from ._util import zeros_like
 from .families import SHAPE, VIEW
 
 
@@ -99,10 +100,9 @@ def _transpose_transpose(g, out, x, *, perm):
     return transpose(g, perm=_inverse_perm(perm))
 
 
-transpose = Primitive(
-    "transpose", family=VIEW,
-    shard=sr.TRANSPOSE, infer=_transpose_infer, batch=_transpose_batch, linear=True,
-    transpose=(_transpose_transpose,), doc="permute dims: out.shape[i] = x.shape[perm[i]]")
+transpose = Primitive("transpose", family=VIEW, shard=sr.TRANSPOSE, infer=_transpose_infer,
+                      batch=_transpose_batch, linear=True, transpose=(_transpose_transpose,),
+                      doc="permute dims: out.shape[i] = x.shape[perm[i]]")
 
 
 # ---- slice and pad (each other's adjoint) --------------------------------------------------
@@ -121,11 +121,8 @@ def _slice_infer(x, *, start, limit, strides):
 def _slice_transpose(g, out, x, *, start, limit, strides):
     config = []
     for n, s, st, m in zip(x._shape, start, strides, g._shape):
-        if m == 0:
-            config.append((n, 0, 0))
-            continue
         used_end = s + (m - 1) * st + 1
-        config.append((s, n - used_end, st - 1))
+        config.append((s, n - used_end, st - 1) if m else (n, 0, 0))
     return pad(g, creation.full(shape=(), value=0, dtype=g.dtype), config=tuple(config))
 
 
@@ -137,8 +134,7 @@ def _slice_batch(vals, bdims, *, start, limit, strides):
 
 slice = Primitive(  # noqa: A001 - primitive name
     "slice", family=VIEW, shard=sr.SLICE, infer=_slice_infer, batch=_slice_batch, linear=True,
-    transpose=(_slice_transpose,),
-    doc="x[start:limit:strides] per dim (static, non-negative)")
+    transpose=(_slice_transpose,), doc="x[start:limit:strides] per dim (static, non-negative)")
 
 
 def _pad_infer(x, padding_value, *, config):
@@ -167,8 +163,7 @@ def _pad_value_transpose(g, out, x, padding_value, *, config):
     # every padded position received the padding value: total minus the interior part
     everything = tuple(range(len(g._shape)))
     inner = _pad_x_transpose(g, out, x, padding_value, config=config)
-    return ew.sub(rd.reduce_sum(g, axes=everything),
-                           rd.reduce_sum(inner, axes=everything))
+    return ew.sub(rd.reduce_sum(g, axes=everything), rd.reduce_sum(inner, axes=everything))
 
 
 def _pad_batch(vals, bdims, *, config):
@@ -182,7 +177,7 @@ def _pad_batch(vals, bdims, *, config):
     zero = creation.full(shape=(), value=0, dtype=x.dtype)
     one = creation.full(shape=(), value=1, dtype=x.dtype)
     padded = pad(x, zero, config=config)
-    mask = pad(creation.full(shape=tuple(x._shape), value=0, dtype=x.dtype), one, config=config)
+    mask = pad(zeros_like(x), one, config=config)
     per_example = broadcast_in_dim(value, shape=tuple(padded._shape), broadcast_dimensions=(0,))
     return ew.add(padded, ew.mul(mask, per_example)), 0
 
@@ -227,6 +222,5 @@ def _concatenate_batch(vals, bdims, *, axis):
 
 
 concatenate = Primitive("concatenate", family=SHAPE, shard=sr.CONCATENATE, infer=_concatenate_infer,
-                        batch=_concatenate_batch, linear=True,
-                        transpose=_concatenate_transpose,
+                        batch=_concatenate_batch, linear=True, transpose=_concatenate_transpose,
                         doc="join tensors along `axis`")

@@ -50,6 +50,12 @@ def is_partial(spec) -> bool:
     return isinstance(spec, str)
 
 
+def is_shard(s):
+    """Whether the spec ``s`` shards a tensor dim (an int; None is replicated, a string
+    partial)."""
+    return isinstance(s, int) and not isinstance(s, bool)
+
+
 class ShardingRule:
     """A primitive's sharding rule: ``propagate`` and (for shape parameters) ``localize``."""
 
@@ -69,10 +75,6 @@ def _same_params(params, in_shapes, out_shape, in_sharded):
     return params
 
 
-def _replicated(n):
-    return [None] * n
-
-
 # ---- elementwise ----------------------------------------------------------------------------
 
 def elementwise(partial_mode=None, positions=None):
@@ -85,12 +87,10 @@ def elementwise(partial_mode=None, positions=None):
     def propagate(specs, avals, out_aval, size, **params):
         n = len(specs)
         usable = positions if positions is not None else range(n)
-        if partial_mode == "single" and "dtype" in params and not params["dtype"].is_floating:
+        mode = partial_mode
+        if mode == "single" and "dtype" in params and not params["dtype"].is_floating:
             mode = None  # a cast to integers does not commute with the sum
-        else:
-            mode = partial_mode
-        shard = next((s for s in specs if isinstance(s, int) and not isinstance(s, bool)),
-                     None)
+        shard = next((s for s in specs if is_shard(s)), None)
         partial = [i for i, s in enumerate(specs) if is_partial(s)]
         if shard is None and partial and mode is not None:
             kinds = {specs[i] for i in partial}
@@ -104,7 +104,7 @@ def elementwise(partial_mode=None, positions=None):
                 if mode == "single" and len(partial) == 1 and partial[0] in usable:
                     return [kind if i in partial else None for i in range(n)], kind
         if shard is None:
-            return _replicated(n), None
+            return [None] * n, None
         return [shard] * n, shard
 
     return ShardingRule(propagate, name=f"elementwise({partial_mode})")
@@ -199,25 +199,18 @@ def _reshape_groups(src, dst):
     groups, i, j = [], 0, 0
     while i < len(src) or j < len(dst):
         gi, gj, pi, pj = [], [], 1, 1
-        if i < len(src):
-            gi.append(i)
-            pi *= src[i]
-            i += 1
-        if j < len(dst):
-            gj.append(j)
-            pj *= dst[j]
-            j += 1
-        while pi != pj:
-            if pi < pj and i < len(src):
+        # one dim from each side, then from the side with the smaller product until they match
+        take_i, take_j = i < len(src), j < len(dst)
+        while take_i or take_j:
+            if take_i:
                 gi.append(i)
                 pi *= src[i]
                 i += 1
-            elif pj < pi and j < len(dst):
+            if take_j:
                 gj.append(j)
                 pj *= dst[j]
                 j += 1
-            else:
-                break
+            take_i, take_j = pi < pj and i < len(src), pj < pi and j < len(dst)
         groups.append((gi, gj))
     return groups
 
@@ -246,39 +239,31 @@ def _reshape_localize(params, in_shapes, out_shape, in_sharded):
 
 @_shape_op
 def _slice_dim(s, in_shape, size, *, start, limit, strides):
-    whole = start[s] == 0 and limit[s] == in_shape[s] and (strides is None or strides[s] == 1)
-    return s if whole else None
+    return s if (start[s], limit[s], strides[s]) == (0, in_shape[s], 1) else None
 
 
 def _slice_localize(params, in_shapes, out_shape, in_sharded):
-    start, limit = list(params["start"]), list(params["limit"])
-    strides = params.get("strides")
-    strides = list(strides) if strides is not None else None
-    for d in in_sharded[0]:
-        start[d], limit[d] = 0, in_shapes[0][d]
-        if strides is not None:
-            strides[d] = 1
-    return {**params, "start": tuple(start), "limit": tuple(limit),
-            "strides": tuple(strides) if strides is not None else None}
+    start, limit, strides = (list(params[k]) for k in ("start", "limit", "strides"))
+    for d in in_sharded[0]:  # a sharded dim is sliced whole (_slice_dim): keep the block
+        start[d], limit[d], strides[d] = 0, in_shapes[0][d], 1
+    return {**params, "start": tuple(start), "limit": tuple(limit), "strides": tuple(strides)}
 
 
 def _pad_propagate(specs, avals, out_aval, size, *, config):
     s = specs[0]
-    if isinstance(s, int) and not is_partial(s) and tuple(config[s]) == (0, 0, 0):
+    if is_shard(s) and tuple(config[s]) == (0, 0, 0):
         return [s, None], s
     return [None, None], None
 
 
 def _concatenate_propagate(specs, avals, out_aval, size, *, axis):
     n = len(specs)
-    shard = next((s for s in specs if isinstance(s, int) and s != axis), None)
+    shard = next((s for s in specs if is_shard(s) and s != axis), None)
     if shard is not None:
         return [shard] * n, shard
-    kinds = set(specs)
-    if len(kinds) == 1 and next(iter(kinds)) in LINEAR_PARTIALS:
-        kind = next(iter(kinds))
-        return [kind] * n, kind
-    return _replicated(n), None
+    if len(set(specs)) == 1 and specs[0] in LINEAR_PARTIALS:
+        return [specs[0]] * n, specs[0]
+    return [None] * n, None
 
 
 # ---- indexing -------------------------------------------------------------------------------
@@ -287,9 +272,9 @@ def _gather_propagate(specs, avals, out_aval, size):
     x, idx = specs
     k = avals[1].shape[-1]
     nb = len(avals[1].shape) - 1
-    if isinstance(x, int) and not is_partial(x) and x >= k:
+    if is_shard(x) and x >= k:
         return [x, None], nb + x - k
-    if isinstance(idx, int) and not is_partial(idx) and idx < nb:
+    if is_shard(idx) and idx < nb:
         return [None, idx], idx
     if is_partial(x) and x in LINEAR_PARTIALS:
         return [x, None], x
@@ -300,12 +285,11 @@ def _scatter_add_propagate(specs, avals, out_aval, size):
     op, idx, upd = specs
     k = avals[1].shape[-1]
     nb = len(avals[1].shape) - 1
-    if isinstance(op, int) and not is_partial(op) and op >= k:
+    if is_shard(op) and op >= k:
         return [op, None, nb + op - k], op
-    if isinstance(upd, int) and not is_partial(upd) and upd >= nb:
+    if is_shard(upd) and upd >= nb:
         return [upd - nb + k, None, upd], upd - nb + k
-    batch = next((s for s in (upd, idx) if isinstance(s, int) and not is_partial(s)
-                  and s < nb), None)
+    batch = next((s for s in (upd, idx) if is_shard(s) and s < nb), None)
     if batch is not None:  # each rank adds its updates: the sum over ranks is the result
         return ["sum", batch, batch], "sum"
     if op in LINEAR_PARTIALS and upd == op and idx is None:
@@ -329,28 +313,22 @@ def _dot_general_propagate(specs, avals, out_aval, size, *, contracting, batch):
     sx = None if is_partial(sx) else sx
     sy = None if is_partial(sy) else sy
 
-    def from_x(d):
-        if d in lb:
-            i = lb.index(d)
-            return [d, rb[i]], i
-        if d in lc:
-            i = lc.index(d)
-            return [d, rc[i]], "sum"
-        return [d, None], len(lb) + x_free.index(d)
-
-    def from_y(d):
-        if d in rb:
-            i = rb.index(d)
-            return [lb[i], d], i
-        if d in rc:
-            i = rc.index(d)
-            return [lc[i], d], "sum"
-        return [None, d], len(lb) + len(x_free) + y_free.index(d)
+    def sharded(d, mine, theirs, free, free_offset):
+        """(the other operand's spec, the output's) for dim d of one operand sharded;
+        ``mine``/``theirs``: the (contracting, batch) dims of the operand and of the other."""
+        (my_c, my_b), (their_c, their_b) = mine, theirs
+        if d in my_b:
+            return their_b[my_b.index(d)], my_b.index(d)
+        if d in my_c:
+            return their_c[my_c.index(d)], "sum"
+        return None, free_offset + free.index(d)
 
     if sx is not None:
-        return from_x(sx)
+        other, out = sharded(sx, (lc, lb), (rc, rb), x_free, len(lb))
+        return [sx, other], out
     if sy is not None:
-        return from_y(sy)
+        other, out = sharded(sy, (rc, rb), (lc, lb), y_free, len(lb) + len(x_free))
+        return [other, sy], out
     return [None, None], None
 
 
@@ -390,7 +368,7 @@ CREATION = ShardingRule(_creation_propagate, name="creation")  # always replicat
 def _fft_propagate(specs, avals, out_aval, size, *, kind, axes, n_last, norm):
     # linear: partial sums pass through; a transformed dim must be whole on every rank
     spec = specs[0]
-    if isinstance(spec, int) and spec in axes:
+    if is_shard(spec) and spec in axes:
         spec = None
     return [spec], spec
 
@@ -412,7 +390,7 @@ def batched_matrices(core):
 
     def propagate(specs, avals, out_aval, size, **params):
         batch_dims = len(avals[0].shape) - core
-        spec = next((s for s in specs if isinstance(s, int) and s < batch_dims), None)
+        spec = next((s for s in specs if is_shard(s) and s < batch_dims), None)
         return [spec] * len(specs), spec
 
     return ShardingRule(propagate, name=f"batched matrices ({core} core dims)")
@@ -471,18 +449,11 @@ def expand(rule, placements, avals, out_aval, mesh_shape, params):
         specs = [placements[i][k] for i in range(n)]
         in_specs, out_spec = rule.propagate(specs, avals, out_aval, size, **params)
         if _conflicts(k, in_specs, out_spec, wanted, out):
-            in_specs, out_spec = rule.propagate(_replicated(n), avals, out_aval, size,
-                                                **params)
+            in_specs, out_spec = rule.propagate([None] * n, avals, out_aval, size, **params)
         for i in range(n):
             wanted[i][k] = in_specs[i]
         out[k] = out_spec
     return wanted, out
-
-
-def is_shard(s):
-    """Whether the spec ``s`` shards a tensor dim (an int; None is replicated, a string
-    partial)."""
-    return isinstance(s, int) and not isinstance(s, bool)
 
 
 def _conflicts(k, in_specs, out_spec, wanted, out):

@@ -69,8 +69,6 @@ def _traced(x):
 class runtime:  # noqa: N801 - a namespace the generated code reads as __pf_rt
     """The functions converted code calls (see the module docstring)."""
 
-    UNDEFINED = UNDEFINED
-
     @staticmethod
     def ld(thunk):
         """The variable's value, or UNDEFINED when it has none yet."""
@@ -144,24 +142,17 @@ class runtime:  # noqa: N801 - a namespace the generated code reads as __pf_rt
     def and_(a, b_thunk):
         if _traced(a):
             return logical_and(a, b_thunk())
-        if not a:
-            return a
-        b = b_thunk()
-        return b
+        return b_thunk() if a else a
 
     @staticmethod
     def or_(a, b_thunk):
         if _traced(a):
             return logical_or(a, b_thunk())
-        if a:
-            return a
-        return b_thunk()
+        return a if a else b_thunk()
 
     @staticmethod
     def not_(a):
-        if _traced(a):
-            return logical_not(a)
-        return not a
+        return logical_not(a) if _traced(a) else not a
 
 
 _callees = {}  # id(function) -> (function, its converted version or itself)
@@ -238,15 +229,9 @@ def _as_carry(values):
     """Loop-carried Python numbers become tensors (a traced loop carries tensors)."""
     from ..ops.helpers import as_tensor
 
-    out = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            out.append(v)
-        elif isinstance(v, int):
-            out.append(as_tensor(v, dtype="int64"))
-        else:
-            out.append(as_tensor(v))
-    return tuple(out)
+    return tuple(v if isinstance(v, bool) or not isinstance(v, (int, float))
+                 else as_tensor(v, dtype="int64" if isinstance(v, int) else None)
+                 for v in values)
 
 
 # ---- analysis ---------------------------------------------------------------------------------
@@ -271,24 +256,17 @@ def assigned_names(stmts) -> list:
     classes defined there are not values a converted statement can carry."""
     names = []
     for node in _walk_local(stmts):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            name = node.id
-        else:
-            continue
-        if name not in names:
-            names.append(name)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and (
+                node.id not in names):
+            names.append(node.id)
     return names
 
 
 def loaded_names(nodes) -> set:
     """Every name read anywhere under ``nodes`` (nested functions and lambdas included: a
     closure reads its variables when it runs)."""
-    out = set()
-    for n in nodes:
-        for node in ast.walk(n):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                out.add(node.id)
-    return out
+    return {node.id for n in nodes for node in ast.walk(n)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
 
 
 def _stored(target) -> set:
@@ -321,9 +299,8 @@ def _mutates_objects(stmts) -> bool:
     """``x[i] = v``, ``x.a = v``, ``del``, augmented item updates: not expressible as a
     pure branch or body."""
     for node in _walk_local(stmts):
-        if isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx,
-                                                                           (ast.Store,
-                                                                            ast.Del)):
+        if isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(
+                node.ctx, (ast.Store, ast.Del)):
             return True
         if isinstance(node, (ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom,
                              ast.Await, ast.Delete)):
@@ -342,28 +319,25 @@ _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "
                        "set_value", "backward"})
 
 
+def _has_return(stmts) -> bool:
+    return any(isinstance(node, ast.Return) for node in _walk_local(stmts))
+
+
 def _jumps_out(stmts) -> bool:
     """A return, or a break/continue not inside a nested loop."""
-    for node in _walk_local(stmts):
-        if isinstance(node, ast.Return):
-            return True
-    return _loose_jumps(stmts)
+    return _has_return(stmts) or _loose_jumps(stmts)
 
 
 def _loose_jumps(stmts) -> bool:
     for s in stmts:
         if isinstance(s, (ast.Break, ast.Continue)):
             return True
-        if isinstance(s, (ast.For, ast.While, ast.AsyncFor)):
-            if _loose_jumps(s.orelse):
-                return True
-            continue
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
-        for field in ("body", "orelse", "finalbody", "handlers"):
-            sub = getattr(s, field, None)
-            if sub and _loose_jumps(sub):
-                return True
+        loop = isinstance(s, (ast.For, ast.While, ast.AsyncFor))  # its body's jumps are its own
+        fields = ("orelse",) if loop else ("body", "orelse", "finalbody", "handlers")
+        if any(_loose_jumps(getattr(s, field, None) or []) for field in fields):
+            return True
     return False
 
 
@@ -371,11 +345,9 @@ def _always_returns(stmts) -> bool:
     if not stmts:
         return False
     last = stmts[-1]
-    if isinstance(last, (ast.Return, ast.Raise)):
-        return True
     if isinstance(last, ast.If):
         return _always_returns(last.body) and _always_returns(last.orelse)
-    return False
+    return isinstance(last, (ast.Return, ast.Raise))
 
 
 # ---- building nodes -------------------------------------------------------------------------
@@ -392,9 +364,13 @@ def _call(func, *args):
     return ast.Call(func=func, args=list(args), keywords=[])
 
 
+def _arguments(names):
+    return ast.arguments(posonlyargs=[], args=[ast.arg(arg=a) for a in names], vararg=None,
+                         kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+
+
 def _thunk(expr):
-    return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
-                                         kw_defaults=[], kwarg=None, defaults=[]), body=expr)
+    return ast.Lambda(args=_arguments([]), body=expr)
 
 
 def _tuple(names, store=False):
@@ -403,23 +379,26 @@ def _tuple(names, store=False):
 
 
 def _loads(names):
-    return ast.Tuple(elts=[_call(_rt("ld"), _thunk(_name(n))) for n in names],
-                     ctx=ast.Load())
+    return ast.Tuple(elts=[_call(_rt("ld"), _thunk(_name(n))) for n in names], ctx=ast.Load())
+
+
+def _def(name, params, body):
+    return ast.FunctionDef(name=name, args=_arguments(params), body=body, decorator_list=[],
+                           returns=None, type_params=[])
 
 
 def _function(name, params, body, returns):
-    body = list(body) + [ast.Return(value=_tuple(returns))]
-    return ast.FunctionDef(
-        name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in params],
-                                      vararg=None, kwonlyargs=[], kw_defaults=[],
-                                      kwarg=None, defaults=[]),
-        body=body, decorator_list=[], returns=None, type_params=[])
+    return _def(name, params, list(body) + [ast.Return(value=_tuple(returns))])
 
 
 def _assign(names, value):
     if not names:
         return ast.Expr(value=value)
     return ast.Assign(targets=[_tuple(names, store=True)], value=value)
+
+
+def _set(name, value):
+    return ast.Assign(targets=[_name(name, True)], value=value)
 
 
 def _fresh(kind):
@@ -444,39 +423,31 @@ class _Converter:
 
     # -- early return: `if c: return a` ... `return b` becomes if/else assigning __pf_ret
     def _needs_return_lowering(self, body):
-        for s in body:
-            if not isinstance(s, ast.Return) and any(
-                    isinstance(n, ast.Return) for n in _walk_local([s])):
-                return True
-        return False
+        return any(not isinstance(s, ast.Return) and _has_return([s]) for s in body)
 
     def returns(self, body):
         lowered = self._lower_returns(body)
         if lowered is None:
             return body
-        init = ast.Assign(targets=[_name("__pf_ret", True)], value=ast.Constant(None))
+        init = _set("__pf_ret", ast.Constant(None))
         return [init] + lowered + [ast.Return(value=_name("__pf_ret"))]
 
     def _lower_returns(self, stmts):
         out = []
         for k, s in enumerate(stmts):
             if isinstance(s, ast.Return):
-                out.append(ast.Assign(targets=[_name("__pf_ret", True)],
-                                      value=s.value or ast.Constant(None)))
+                out.append(_set("__pf_ret", s.value or ast.Constant(None)))
                 return out
-            if isinstance(s, ast.If) and any(isinstance(n, ast.Return)
-                                              for n in _walk_local([s])):
+            if isinstance(s, ast.If) and _has_return([s]):
                 rest = stmts[k + 1:]
-                body = self._lower_returns(
-                    s.body + ([] if _always_returns(s.body) else rest))
-                orelse = self._lower_returns(
-                    s.orelse + ([] if _always_returns(s.orelse) else rest))
+                body = self._lower_returns(s.body + ([] if _always_returns(s.body) else rest))
+                orelse = self._lower_returns(s.orelse + ([] if _always_returns(s.orelse) else rest))
                 if body is None or orelse is None:
                     return None
                 out.append(ast.If(test=s.test, body=body or [ast.Pass()],
                                   orelse=orelse or [ast.Pass()]))
                 return out
-            if any(isinstance(n, ast.Return) for n in _walk_local([s])):
+            if _has_return([s]):
                 return None  # a return inside a loop or try: left as it is
             out.append(s)
         return out
@@ -521,8 +492,7 @@ class _Converter:
         names = [n for n in assigned_names(body + orelse) if n in carried]
         t_name, f_name = _fresh("true"), _fresh("false")
         self.converted += 1
-        call = _call(_rt("if_stmt"), self.test(s.test), _name(t_name), _name(f_name),
-                     _loads(names))
+        call = _call(_rt("if_stmt"), self.test(s.test), _name(t_name), _name(f_name), _loads(names))
         return [_function(t_name, names, body or [ast.Pass()], names),
                 _function(f_name, names, orelse or [ast.Pass()], names),
                 _assign(names, call)]
@@ -531,10 +501,8 @@ class _Converter:
         """``if c: break`` / ``if c: continue`` directly in ``body`` become flags; returns
         ``(new body, break flag or None, continue flag or None)``, or None when a jump sits
         deeper."""
-        brk = cont = None
         out = []
         for k, s in enumerate(body):
-            jump = None
             if isinstance(s, (ast.Break, ast.Continue)):
                 jump, test = s, ast.Constant(True)
             elif (isinstance(s, ast.If) and len(s.body) == 1 and not s.orelse
@@ -542,50 +510,41 @@ class _Converter:
                 jump, test = s.body[0], s.test
             elif _loose_jumps([s]):
                 return None
-            if jump is None:
+            else:
                 out.append(s)
                 continue
-            if isinstance(jump, ast.Break):
-                brk = brk or _fresh("break")
-                flag = brk
-            else:
-                cont = cont or _fresh("continue")
-                flag = cont
-            out.append(ast.Assign(targets=[_name(flag, True)],
-                                  value=_call(_rt("or_"), _name(flag),
-                                              _thunk(self.test(test)))))
+            is_break = isinstance(jump, ast.Break)
+            flag = _fresh("break" if is_break else "continue")
+            out.append(_set(flag, _call(_rt("or_"), _name(flag), _thunk(self.test(test)))))
             rest = self._lower_jumps(body[k + 1:])
             if rest is None:
                 return None
             rest_body, rest_brk, rest_cont = rest
-            if rest_brk and brk and rest_brk != brk:
+            second = rest_brk if is_break else rest_cont
+            if second:  # a second break (continue) in the body: not lowered
                 return None
-            if rest_cont and cont and rest_cont != cont:
-                return None
-            brk, cont = brk or rest_brk, cont or rest_cont
             if rest_body:
-                out.append(ast.If(test=_call(_rt("not_"), _name(flag)), body=rest_body,
-                                  orelse=[]))
-            return out, brk, cont
-        return out, brk, cont
+                out.append(ast.If(test=_call(_rt("not_"), _name(flag)), body=rest_body, orelse=[]))
+            return (out, flag, rest_cont) if is_break else (out, rest_brk, flag)
+        return out, None, None
+
+    def _loop_as_is(self, s, live):
+        """The loop left a Python loop (its body converted inside)."""
+        s.body = self.block(s.body, set(live) | loaded_names([s]))
+        return [s]
 
     def while_(self, s, live):
-        if s.orelse:
-            live = set(live) | loaded_names([s])
-            s.body = self.block(s.body, live)
-            return [s]
-        lowered = self._lower_jumps(s.body)
+        lowered = None if s.orelse else self._lower_jumps(s.body)
         if lowered is None:
-            s.body = self.block(s.body, set(live) | loaded_names([s]))
-            return [s]
+            return self._loop_as_is(s, live)
         body, brk, cont = lowered
         pre = []
         test = s.test
         if cont:
-            body = [ast.Assign(targets=[_name(cont, True)], value=ast.Constant(False))] + body
-            pre.append(ast.Assign(targets=[_name(cont, True)], value=ast.Constant(False)))
+            body = [_set(cont, ast.Constant(False))] + body
+            pre.append(_set(cont, ast.Constant(False)))
         if brk:
-            pre.append(ast.Assign(targets=[_name(brk, True)], value=ast.Constant(False)))
+            pre.append(_set(brk, ast.Constant(False)))
             test = ast.BoolOp(op=ast.And(), values=[
                 ast.UnaryOp(op=ast.Not(), operand=_name(brk)), test])
         # carried: what the test reads, what the body reads before assigning it (the last
@@ -610,28 +569,21 @@ class _Converter:
                     and s.iter.func.id == "range" and not s.iter.keywords
                     and 1 <= len(s.iter.args) <= 3 and isinstance(s.target, ast.Name)
                     and not s.orelse)
-        if not is_range:
-            s.body = self.block(s.body, set(live) | loaded_names([s]))
-            return [s]
-        lowered = self._lower_jumps(s.body)
+        lowered = self._lower_jumps(s.body) if is_range else None
         if lowered is None:
-            s.body = self.block(s.body, set(live) | loaded_names([s]))
-            return [s]
+            return self._loop_as_is(s, live)
         body, brk, cont = lowered
         if brk or cont:  # a while loop over a counter: for i in range(a, b) with jumps
             args = s.iter.args
             start, stop = (ast.Constant(0), args[0]) if len(args) == 1 else (args[0], args[1])
             step = args[2] if len(args) == 3 else ast.Constant(1)
             counter, bound = _fresh("i"), _fresh("stop")
-            init = [ast.Assign(targets=[_name(counter, True)], value=start),
-                    ast.Assign(targets=[_name(bound, True)], value=stop)]
+            init = [_set(counter, start), _set(bound, stop)]
             loop = ast.While(
-                test=ast.Compare(left=_name(counter), ops=[ast.Lt()],
-                                 comparators=[_name(bound)]),
-                body=[ast.Assign(targets=[_name(s.target.id, True)], value=_name(counter)),
-                      ast.Assign(targets=[_name(counter, True)],
-                                 value=ast.BinOp(left=_name(counter), op=ast.Add(),
-                                                 right=step))] + s.body,
+                test=ast.Compare(left=_name(counter), ops=[ast.Lt()], comparators=[_name(bound)]),
+                body=[_set(s.target.id, _name(counter)),
+                      _set(counter, ast.BinOp(left=_name(counter), op=ast.Add(), right=step)),
+                      *s.body],
                 orelse=[])
             for node in init + [loop]:
                 ast.copy_location(node, s)
@@ -649,8 +601,7 @@ class _Converter:
         return [_function(b_name, [s.target.id] + names, body, names), _assign(names, call)]
 
     def test(self, expr):
-        """``and``/``or``/``not`` in a condition, as runtime calls (they work on traced
-        tensors)."""
+        """``and``/``or``/``not`` in a condition, as runtime calls (they work on traced tensors)."""
         if isinstance(expr, ast.BoolOp):
             values = [self.test(v) for v in expr.values]
             fn = "and_" if isinstance(expr.op, ast.And) else "or_"
@@ -699,8 +650,7 @@ def function_ast(fn):
     code = getattr(fn, "__code__", None)
     if code is None:
         raise Unconvertible(f"{type(fn).__name__} is not a Python function")
-    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE
-                        | inspect.CO_ASYNC_GENERATOR):
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         raise Unconvertible("a generator or coroutine")
     if "__class__" in code.co_freevars:
         raise Unconvertible("it uses super() or __class__")
@@ -734,25 +684,17 @@ def build(fn, node, filename, extra_names=()):
     freevars = list(code.co_freevars)
     cells = dict(zip(freevars, fn.__closure__ or ()))
     node.decorator_list = []
-    factory = ast.FunctionDef(
-        name="__pf_factory",
-        args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=a) for a in
-                                                  [RUNTIME, *freevars, *extra_names]],
-                           vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
-                           defaults=[]),
-        body=[node, ast.Return(value=_name(node.name))], decorator_list=[], returns=None,
-        type_params=[])
-    module = ast.Module(body=[factory], type_ignores=[])
-    ast.fix_missing_locations(module)
-    compiled = compile(module, filename, "exec")
+    factory = _def("__pf_factory", [RUNTIME, *freevars, *extra_names],
+                   [node, ast.Return(value=_name(node.name))])
+    module = ast.fix_missing_locations(ast.Module(body=[factory], type_ignores=[]))
     namespace = {}
-    exec(compiled, fn.__globals__, namespace)  # noqa: S102 - the user's own code, rewritten
+    # the user's own code, rewritten
+    exec(compile(module, filename, "exec"), fn.__globals__, namespace)  # noqa: S102
     made = namespace["__pf_factory"](runtime, *[None] * (len(freevars) + len(extra_names)))
     # the made function's cells for the runtime and extra names, fn's own for its variables
     own = dict(zip(made.__code__.co_freevars, made.__closure__ or ()))
     closure = tuple(cells.get(name, own.get(name)) for name in made.__code__.co_freevars)
-    new = types.FunctionType(made.__code__, fn.__globals__, made.__name__, fn.__defaults__,
-                             closure)
+    new = types.FunctionType(made.__code__, fn.__globals__, made.__name__, fn.__defaults__, closure)
     new.__kwdefaults__ = fn.__kwdefaults__
     new.__qualname__ = getattr(fn, "__qualname__", made.__qualname__)
     new.__wrapped_original__ = fn

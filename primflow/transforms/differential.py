@@ -60,22 +60,15 @@ class CollapsedTaylorTrace(TaylorTrace):
         self.weights = weights  # [R] tensor
 
     def process_primitive(self, prim, args, params):
-        primals, lowers, tops = [], [], []
-        for a in args:
-            if isinstance(a, CollapsedTracer) and a._trace is self:
-                primals.append(a.primal)
-                lowers.append(a.lower)
-                tops.append(a.top)
-            else:
-                primals.append(a)
-                lowers.append(None)
-                tops.append(None)
+        mine = [isinstance(a, CollapsedTracer) and a._trace is self for a in args]
+        primals = [a.primal if m else a for a, m in zip(args, mine)]
+        lowers = [a.lower if m else None for a, m in zip(args, mine)]
+        tops = [a.top if m else None for a, m in zip(args, mine)]
         if prim.multiple_results:  # a loop runs step by step (no collapsed loop rule)
             return prim.unroll(list(args), **params)
-        if all(lo is None for lo in lowers) and all(t is None for t in tops):
-            return prim.bind(*primals, **params)
         out = prim.bind(*primals, **params)
-        if not out.dtype.is_floating:
+        untouched = all(lo is None for lo in lowers) and all(t is None for t in tops)
+        if untouched or not out.dtype.is_floating:
             return out
         out_lower, summed = self._lower_part(prim, primals, lowers, out, params)
         top = self._top_part(prim, primals, tops, out, params)
@@ -94,7 +87,7 @@ class CollapsedTaylorTrace(TaylorTrace):
             # a unary primitive with a fused Taylor kernel takes the R directions at once,
             # and sums the top coefficient over them as it goes
             fast = fast_paths.taylor_series(prim.name, primals[0], out,
-                                    [primals[0], *lowers[0], None], params, self.weights)
+                                            [primals[0], *lowers[0], None], params, self.weights)
             if fast is not None:
                 return fast[1:K], fast[K]
         present = [[i for i, c in enumerate(lo) if c is not None] if lo is not None else []
@@ -108,10 +101,7 @@ class CollapsedTaylorTrace(TaylorTrace):
             it = iter(coeffs)
             series = []
             for i, p in enumerate(primals):
-                if lowers[i] is None:
-                    series.append(None)
-                    continue
-                s = [p] + [None] * K
+                s = None if lowers[i] is None else [p] + [None] * K  # (None: nothing present)
                 for k in present[i]:
                     s[k + 1] = next(it)
                 series.append(s)
@@ -128,8 +118,7 @@ class CollapsedTaylorTrace(TaylorTrace):
                 weights = self.weights
                 if weights.dtype != r.dtype:  # (a float16 layer under pf.amp.auto_cast)
                     weights = prims.convert_element_type(weights, dtype=r.dtype)
-                top = prims.dot_general(weights, r, contracting=((0,), (0,)),
-                                        batch=((), ()))
+                top = prims.dot_general(weights, r, contracting=((0,), (0,)), batch=((), ()))
             else:
                 out_lower[k - 1] = r
         return out_lower, top
@@ -169,8 +158,7 @@ def _weighted_top(f, X, directions, weights, order, method):
     # collapsed
     with new_trace(CollapsedTaylorTrace, order, weights) as trace:
         if order == 1:
-            top = prims.dot_general(weights, directions, contracting=((0,), (0,)),
-                                    batch=((), ()))
+            top = prims.dot_general(weights, directions, contracting=((0,), (0,)), batch=((), ()))
             x = CollapsedTracer(trace, X, [], top)
         else:
             x = CollapsedTracer(trace, X, [directions] + [None] * (order - 2), None)
@@ -249,9 +237,8 @@ def _nested_chain(u, Xw, index):
 
 
 def _nested_laplacian(f, X):
-    d = X.shape[1]
     total = None
-    for i in range(d):
+    for i in range(X.shape[1]):
         term = _nested_partial(f, X, (i, i))
         total = term if total is None else add(total, term)
     return total
@@ -339,17 +326,11 @@ def laplacian(f, X, method="collapsed", samples=16, seed=None, directions="gauss
 def biharmonic_directions(d):
     """Directions and weights with ``Δ²f = sum_r w_r D_{v_r}^4 f`` in d dimensions:
     e_i with weight 1 - (d - 1)/3, and e_i ± e_j (i < j) with weight 1/6."""
-    dirs, weights = [], []
-    for i in range(d):
-        e = [0.0] * d
-        e[i] = 1.0
-        dirs.append(e)
-        weights.append(1.0 - (d - 1) / 3.0)
+    dirs = [[float(k == i) for k in range(d)] for i in range(d)]
+    weights = [1.0 - (d - 1) / 3.0] * d
     for i, j in itertools.combinations(range(d), 2):
         for sign in (1.0, -1.0):
-            e = [0.0] * d
-            e[i], e[j] = 1.0, sign
-            dirs.append(e)
+            dirs.append([1.0 if k == i else sign if k == j else 0.0 for k in range(d)])
             weights.append(1.0 / 6.0)
     return dirs, weights
 
@@ -402,12 +383,9 @@ def interpolation_weights(terms, d):
     # row i, column j: j^i / i!
     rows = []
     for i in indices:
-        row = []
-        for j in indices:
-            value = Fraction(1)
-            for j_m, i_m in zip(j, i):
-                value *= Fraction(j_m) ** i_m
-            row.append(value / math.prod(math.factorial(i_m) for i_m in i))
+        i_factorial = math.prod(math.factorial(i_m) for i_m in i)
+        row = [math.prod((Fraction(j_m) ** i_m for j_m, i_m in zip(j, i)), start=Fraction(1))
+               / i_factorial for j in indices]
         rows.append(row + [Fraction(terms.get(i, 0.0))])
     weights = _solve_exact(rows)
     return [list(map(float, j)) for j in indices], [float(w) for w in weights]

@@ -14,10 +14,11 @@ instead. ``Jitted.lower(...).as_text()`` lists the compiled pieces and the break
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import warnings
 
-from .ast_convert import assigned_names, build, convert_ast, function_ast
+from .ast_convert import _def, assigned_names, build, convert_ast, function_ast
 
 __all__ = ["GraphBreakWarning", "BrokenFunction"]
 
@@ -45,9 +46,7 @@ class BrokenFunction:
         from .jit import Jitted
 
         self._jitted_cls = Jitted
-        self.fn = fn
-        self.display = display
-        self.backend = backend
+        self.fn, self.display, self.backend = fn, display, backend
         node, self.filename, _ = function_ast(fn)
         convert_ast(node)
         ast.fix_missing_locations(node)
@@ -69,23 +68,16 @@ class BrokenFunction:
     def _piece_fn(self, piece):
         """A function ``env -> (returned, value or new env)`` running the piece's
         statements on the local variables in ``env``."""
-        name = f"__pf_piece_{piece.start}_{piece.stop}"
-        body = []
-        for v in sorted(self.locals):
-            body.append(ast.parse(f"if {v!r} in __pf_env: {v} = __pf_env[{v!r}]").body[0])
-        body += [self.stmts[k] for k in sorted(self.hoisted) if k < piece.start]
-        for s in self.stmts[piece.start:piece.stop]:
-            body.append(_ReturnAsPair().visit(_copy(s)))
-        collect = [ast.parse("__pf_out = {}").body[0]]
-        for v in sorted(self.locals):
-            collect.append(ast.parse(
-                f"try:\n    __pf_out[{v!r}] = {v}\nexcept NameError:\n    pass").body[0])
-        collect.append(ast.parse("return (False, __pf_out)").body[0])
-        fn_node = ast.FunctionDef(
-            name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(arg="__pf_env")],
-                                          vararg=None, kwonlyargs=[], kw_defaults=[],
-                                          kwarg=None, defaults=[]),
-            body=body + collect, decorator_list=[], returns=None)
+        names = sorted(self.locals)
+        load = "".join(f"if {v!r} in __pf_env: {v} = __pf_env[{v!r}]\n" for v in names)
+        store = "".join(f"try:\n    __pf_out[{v!r}] = {v}\nexcept NameError:\n    pass\n"
+                        for v in names)
+        body = ast.parse(load).body + [self.stmts[k] for k in sorted(self.hoisted)
+                                       if k < piece.start]
+        body += [_ReturnAsPair().visit(copy.deepcopy(s))
+                 for s in self.stmts[piece.start:piece.stop]]
+        body += ast.parse(f"__pf_out = {{}}\n{store}return (False, __pf_out)").body
+        fn_node = _def(_piece_name(piece), ["__pf_env"], body)
         ast.copy_location(fn_node, self.stmts[piece.start] if self.stmts else self.node)
         for node in ast.walk(fn_node):  # generated lines point at the piece's first line
             if not hasattr(node, "lineno") and "lineno" in node._attributes:
@@ -105,10 +97,8 @@ class BrokenFunction:
         """Splits piece ``index`` around the statement that raised ``error``."""
         piece = self.pieces[index]
         k = self._failing_statement(piece, error)
-        if k is None:  # the whole piece runs eagerly
-            k_start, k_stop = piece.start, piece.stop
-        else:
-            k_start, k_stop = k, k + 1
+        # (None: the whole piece runs eagerly)
+        k_start, k_stop = (piece.start, piece.stop) if k is None else (k, k + 1)
         stmt = self.stmts[k_start]
         where = f"{self.filename}:{stmt.lineno}"
         reason = _short_reason(error)
@@ -136,7 +126,7 @@ class BrokenFunction:
     def _failing_statement(self, piece, error):
         """The index of the top-level statement of ``piece`` that was running when
         ``error`` was raised, from the traceback's line in the piece's function."""
-        name = f"__pf_piece_{piece.start}_{piece.stop}"
+        name = _piece_name(piece)
         tb = error.__traceback__
         line = None
         while tb is not None:
@@ -215,10 +205,8 @@ class _ReturnAsPair(ast.NodeTransformer):
             elts=[ast.Constant(True), value], ctx=ast.Load())), node)
 
 
-def _copy(node):
-    import copy
-
-    return copy.deepcopy(node)
+def _piece_name(piece):
+    return f"__pf_piece_{piece.start}_{piece.stop}"
 
 
 def _short_reason(error) -> str:

@@ -123,8 +123,7 @@ def jacfwd(f, argnums=0, has_aux=False, holomorphic=False):
             col_leaves, out_tree = tree_flatten(cols)
             if holomorphic:
                 check_output_dtypes("jacfwd", col_leaves, holomorphic)
-            columns_per_in.append([exact_reshape(c, c.shape[:-1] + x.shape)
-                                   for c in col_leaves])
+            columns_per_in.append([exact_reshape(c, c.shape[:-1] + x.shape) for c in col_leaves])
         blocks_per_out = [list(col) for col in zip(*columns_per_in)]
         result = _assemble(blocks_per_out, out_tree, in_tree, argnums)
         if has_aux:
@@ -162,8 +161,7 @@ def hessian(f, argnums=0, has_aux=False, holomorphic=False):
     @functools.wraps(f)
     def wrapped(*args):
         nums = check_argnums(argnums, len(args))
-        check_input_dtypes("hessian", [args[i] for i in nums], holomorphic,
-                           complex_allowed=False)
+        check_input_dtypes("hessian", [args[i] for i in nums], holomorphic, complex_allowed=False)
         result = None if holomorphic else hessian_by_adjoints(f, args, argnums, has_aux)
         return forward_over_reverse(*args) if result is None else result
 

@@ -38,16 +38,15 @@ class _RowEngine:
                         f"batch_axis=0: input shape {x.shape} and output shape {y.shape} "
                         f"must share the batch size in dim 0")
             self.batch = y._shape[0]
-            self.y_flat = manipulation.reshape(y, [self.batch, -1])
-        else:
-            self.y_flat = manipulation.reshape(y, [-1])
+        self.flat = [self.batch, -1] if self.batched else [-1]  # a row's shape per input
+        self.y_flat = manipulation.reshape(y, self.flat)
         self.m = self.y_flat._shape[-1]
         self.rows = {}
 
     def row(self, i):
         """d y_flat[..., i] / d x for every x: a list of flattened gradients."""
         if i not in self.rows:
-            self.rows[i] = self._compute_row(i)
+            self.rows[i] = self._row(i)
         return self.rows[i]
 
     def all_rows(self):
@@ -57,37 +56,30 @@ class _RowEngine:
             return [manipulation.stack([self.rows[i][j] for i in range(self.m)])
                     for j in range(len(self.xs))]
         if self.y_flat.stop_gradient:
-            return [creation.zeros([self.m] + r.shape, dtype=r.dtype)
-                    for r in self._compute_row(0)]
+            return [creation.zeros([self.m] + r.shape, dtype=r.dtype) for r in self._row(0)]
         seeds = creation.eye(self.m, dtype=self.y_flat.dtype)  # row i seeds output i
         if self.batched:  # [M, M] -> [M, B, M]: the same seed for every sample
             seeds = manipulation.expand(manipulation.unsqueeze(seeds, 1),
                                         [self.m, self.batch, self.m])
+        return vmap(self._pull)(seeds)
 
-        def pull(seed):
-            grads = grad(self.y_flat, self.xs, grad_outputs=seed, retain_graph=True,
-                         create_graph=True, allow_unused=True)
-            return [manipulation.reshape(creation.zeros_like(x) if g is None else g,
-                                         [self.batch, -1] if self.batched else [-1])
-                    for g, x in zip(grads, self.xs)]
-
-        return vmap(pull)(seeds)
-
-    def _compute_row(self, i):
+    def _row(self, i):
         if self.y_flat.stop_gradient:  # y does not depend on anything: the row is zero
-            grads = [None] * len(self.xs)
-        else:
-            seed = creation.zeros_like(self.y_flat)
-            with no_grad():
-                seed[..., i] = 1.0
-            grads = grad(self.y_flat, self.xs, grad_outputs=seed, retain_graph=True,
-                         create_graph=True, allow_unused=True)
-        out = []
-        for g, x in zip(grads, self.xs):
-            if g is None:
-                g = creation.zeros_like(x)
-            out.append(manipulation.reshape(g, [self.batch, -1] if self.batched else [-1]))
-        return out
+            return [manipulation.reshape(creation.zeros_like(x), self.flat) for x in self.xs]
+        seed = creation.zeros_like(self.y_flat)
+        with no_grad():
+            seed[..., i] = 1.0
+        return self._pull(seed)
+
+    def _pull(self, seed):
+        grads = _grads(self.y_flat, self.xs, grad_outputs=seed, retain_graph=True)
+        return [manipulation.reshape(g, self.flat) for g in grads]
+
+
+def _grads(y, xs, **kwargs):
+    """``grad(y, xs)``, differentiable again, with zeros for the inputs ``y`` does not reach."""
+    grads = grad(y, list(xs), create_graph=True, allow_unused=True, **kwargs)
+    return [creation.zeros_like(x) if g is None else g for g, x in zip(grads, xs)]
 
 
 class LazyMatrix:
@@ -96,8 +88,13 @@ class LazyMatrix:
     ``stop_gradient``, ``numpy()``, ...) are forwarded to it. Subclasses define ``_value()``,
     the dense tensor."""
 
+    _kind = "Jacobian"  # what repr() calls it
+
     def _value(self):
         raise NotImplementedError
+
+    def __repr__(self):
+        return f"{self._kind}(shape={self.shape})"
 
     def __getattr__(self, name):
         if name.startswith("_"):
@@ -163,29 +160,18 @@ class Jacobian(LazyMatrix):
             self.shape = ([m] if y.ndim > 0 else []) + ([n] if x.ndim > 0 else [])
         self._m_axis = 1 if batched else (0 if y.ndim > 0 else None)
 
-    def _rows(self, rows):
-        parts = [self._engine.row(i)[self._index] for i in rows]
-        block = manipulation.stack(parts, axis=self._m_axis or 0)
-        shape = list(self.shape)
-        if self._m_axis is not None:
-            shape[self._m_axis] = len(parts)
-        return manipulation.reshape(block, shape)  # a 0-d input adds no dim
-
-    def _dense(self):
+    def _value(self):
         rows = self._engine.all_rows()[self._index]  # [M, N] or [M, B, N]
         if self._engine.batched:
             rows = manipulation.transpose(rows, [1, 0, 2])
         return manipulation.reshape(rows, self.shape)
-
-    def _value(self):
-        return self._dense()
 
     def __getitem__(self, key):
         if key is Ellipsis or (isinstance(key, tuple) and any(k is Ellipsis for k in key)):
             raise IndexError("a lazy Jacobian/Hessian cannot be indexed with '...'; use "
                              "slices and integers, e.g. J[:] or J[:, 0]")
         if self._m_axis is None:
-            dense = self._dense()
+            dense = self._value()
             if dense.ndim == 0:
                 if isinstance(key, tuple) and not key:
                     return dense
@@ -194,27 +180,20 @@ class Jacobian(LazyMatrix):
             return dense[key]
         if not isinstance(key, tuple):
             key = (key,)
-        if len(key) > self._m_axis and isinstance(key[self._m_axis], int):
-            # one row: evaluate only that backward pass
-            i = key[self._m_axis] % self._engine.m
-            row = self._engine.row(i)[self._index]
-            rest = key[:self._m_axis] + key[self._m_axis + 1:]
-            row = manipulation.reshape(row, [s for k, s in enumerate(self.shape)
-                                             if k != self._m_axis])
+        a = self._m_axis
+        rows = key[a] if len(key) > a else None
+        if isinstance(rows, int):  # one row: evaluate only that backward pass
+            row = self._engine.row(rows % self._engine.m)[self._index]
+            row = manipulation.reshape(row, self.shape[:a] + self.shape[a + 1:])
+            rest = key[:a] + key[a + 1:]
             return row[rest] if rest else row
-        if len(key) > self._m_axis and isinstance(key[self._m_axis], slice):
-            rows = range(*key[self._m_axis].indices(self._engine.m))
-            block = self._rows(rows)
-            inner = list(key)
-            inner[self._m_axis] = slice(None)
-            return block[tuple(inner)]
-        return self._dense()[key]
-
-    def numpy(self):
-        return self._dense().numpy()
-
-    def __repr__(self):
-        return f"Jacobian(shape={self.shape})"
+        if isinstance(rows, slice):
+            parts = [self._engine.row(i)[self._index] for i in range(*rows.indices(self._engine.m))]
+            shape = list(self.shape)
+            shape[a] = len(parts)  # (a 0-d input has no dim in the shape)
+            block = manipulation.reshape(manipulation.stack(parts, axis=a), shape)
+            return block[key[:a] + (slice(None),) + key[a + 1:]]
+        return self._value()[key]
 
 
 def _as_tuple(x, what):
@@ -306,15 +285,9 @@ def hessian(ys, xs, batch_axis=None):
                 f"hessian: xs[{i}] has shape {x.shape}; with batch_axis={batch_axis} inputs "
                 f"must have at most {most} dim(s). Reshape it, e.g. x.reshape([-1])"
                 + ("" if batch_axis is None else " or x.reshape([B, -1])"))
-    if total.stop_gradient:
-        grads = [None] * len(xs_t)
-    else:
-        grads = grad(total, list(xs_t), create_graph=True, allow_unused=True)
-    grads = [creation.zeros_like(x) if g is None else g for g, x in zip(grads, xs_t)]
+    grads = [creation.zeros_like(x) for x in xs_t] if total.stop_gradient else _grads(total, xs_t)
     blocks = jacobian(tuple(grads), xs_t, batch_axis=batch_axis)
-    if xs_multi:
-        return blocks
-    return blocks[0][0]
+    return blocks if xs_multi else blocks[0][0]
 
 
 # ---- pf.incubate.autograd: Paddle's functional vjp / jvp / Jacobian / Hessian ---------------
@@ -323,6 +296,8 @@ def hessian(ys, xs, batch_axis=None):
 # closes over one of its inputs sees that closure as a constant (Paddle's behaviour).
 
 def _separate(xs):
+    _check_tensors(xs, "xs")
+
     def fresh(x):
         t = x.detach()
         t.stop_gradient = False
@@ -336,9 +311,8 @@ def _separate(xs):
 
 
 def _check_tensors(xs, what):
-    if isinstance(xs, Tensor):
-        return
-    if isinstance(xs, (list, tuple)) and xs and all(isinstance(x, Tensor) for x in xs):
+    if isinstance(xs, Tensor) or (isinstance(xs, (list, tuple)) and xs
+                                  and all(isinstance(x, Tensor) for x in xs)):
         return
     raise TypeError(f"{what} must be a Tensor or a non-empty list/tuple of Tensors, got "
                     f"{type(xs).__name__}")
@@ -380,7 +354,6 @@ def functional_vjp(func, xs, v=None):
         >>> g.numpy()
         array([2., 4.], dtype=float32)
     """
-    _check_tensors(xs, "xs")
     xs_sep, xs_t = _separate(xs)
     ys = _call(func, xs_sep)
     ys_t = _as_seq(ys)
@@ -412,7 +385,6 @@ def functional_jvp(func, xs, v=None):
         >>> t.numpy()
         array([2., 4.], dtype=float32)
     """
-    _check_tensors(xs, "xs")
     xs_sep, xs_t = _separate(xs)
     v_t = (tuple(creation.ones_like(x) for x in xs_t) if v is None
            else _check_like(v, xs_t, "v", "xs"))
@@ -433,7 +405,6 @@ class FunctionJacobian(LazyMatrix):
     """
 
     def __init__(self, func, xs, is_batched=False):
-        _check_tensors(xs, "xs")
         xs_sep, xs_t = _separate(xs)
         ys_t = _as_seq(_call(func, xs_sep))
         self.is_batched = bool(is_batched)
@@ -462,9 +433,6 @@ class FunctionJacobian(LazyMatrix):
             self._dense_value = dense
         return self._dense_value
 
-    def __repr__(self):
-        return f"Jacobian(shape={self.shape})"
-
 
 class FunctionHessian(LazyMatrix):
     """Paddle's ``paddle.incubate.autograd.Hessian(func, xs, is_batched=False)``: the
@@ -491,16 +459,12 @@ class FunctionHessian(LazyMatrix):
                     f", got {getattr(y, 'shape', type(y).__name__)}")
             if y.stop_gradient:
                 return tuple(creation.zeros_like(x) for x in inputs)
-            gs = grad(y.sum() if is_batched else y, list(inputs), create_graph=True,
-                      allow_unused=True)
-            return tuple(creation.zeros_like(x) if g is None else g
-                         for g, x in zip(gs, inputs))
+            return tuple(_grads(y.sum() if is_batched else y, inputs))
 
         self._jacobian = FunctionJacobian(gradient, xs, is_batched)
         self.shape = self._jacobian.shape
 
+    _kind = "Hessian"
+
     def _value(self):
         return self._jacobian._value()
-
-    def __repr__(self):
-        return f"Hessian(shape={self.shape})"

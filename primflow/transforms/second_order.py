@@ -33,6 +33,7 @@ maps (``sum(sin(x))`` with x of 1,000 elements).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from ..autodiff.forward import jvp, push_tangents
@@ -224,9 +225,7 @@ def _push(node, ts, create_graph):
     out = saved_output(node, create_graph)
 
     def one_direction(*tangents):
-        full = [None] * len(ts)
-        for i, t in zip(idx, tangents):
-            full[i] = t
+        full = replace_at([None] * len(ts), idx, tangents)
         return push_tangents(node.prim, full, out, node.inputs, node.params)
 
     return vmap(one_direction)(*[ts[i] for i in idx])
@@ -283,11 +282,10 @@ def _contract(a, b):
     """``sum over the value's elements of a[i, ...] * b[j, ...]``: a [d, d] matrix (for
     complex values the real inner product ``Re(conj(a) b)`` of the gradient convention)."""
     d, m = a._shape[0], math.prod(a._shape[1:])
-    if a.dtype.is_complex:
-        return real(matmul(exact_reshape(conj(a), [d, m]), exact_reshape(b, [d, m]),
-                           transpose_y=True))
-    return matmul(exact_reshape(a, [d, m]), exact_reshape(b, [d, m]),
-                  transpose_y=True)
+    complex_ = a.dtype.is_complex
+    product = matmul(exact_reshape(conj(a) if complex_ else a, [d, m]), exact_reshape(b, [d, m]),
+                     transpose_y=True)
+    return real(product) if complex_ else product
 
 
 def _nest(h, out, handles, in_tree, argnums):
@@ -299,9 +297,7 @@ def _nest(h, out, handles, in_tree, argnums):
         inner = tree_unflatten(in_tree, items)
         return inner[0] if isinstance(argnums, int) else tuple(inner)
 
-    offsets = [0]
-    for x in handles:
-        offsets.append(offsets[-1] + x.size)
+    offsets = [0, *itertools.accumulate(x.size for x in handles)]
     rows = []
     for i, xi in enumerate(handles):
         blocks = []

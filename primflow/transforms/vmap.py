@@ -13,8 +13,7 @@ import functools
 from ..core.primitive import Aval
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.tensor import Tensor
-from ..core.trace import (Trace, Tracer, escaped_tracer_error, is_active, mark_transform,
-                          new_trace)
+from ..core.trace import Trace, Tracer, escaped_tracer_error, is_active, mark_transform, new_trace
 from ..ops.helpers import as_tensor
 from ..prims import move_axis, with_batch_front
 
@@ -44,14 +43,9 @@ class BatchTrace(Trace):
         self.size = size
 
     def process_primitive(self, prim, args, params):
-        vals, bdims = [], []
-        for a in args:
-            if isinstance(a, BatchTracer) and a._trace is self:
-                vals.append(a.val)
-                bdims.append(a.bdim)
-            else:
-                vals.append(a)
-                bdims.append(None)
+        mine = [isinstance(a, BatchTracer) and a._trace is self for a in args]
+        vals = [a.val if m else a for a, m in zip(args, mine)]
+        bdims = [a.bdim if m else None for a, m in zip(args, mine)]
         if all(b is None for b in bdims):
             return prim.bind(*vals, **params)
         if prim.batch is None:
@@ -109,7 +103,7 @@ def vmap(f, in_axes=0, out_axes=0):
     def vmapped(*args):
         leaves, treedef = tree_flatten(args)
         axes = _axes_per_leaf(in_axes, args, "in_axes")
-        size, sizes = None, []
+        sizes = []
         for i, (leaf, ax) in enumerate(zip(leaves, axes)):
             if ax is None:
                 continue

@@ -92,37 +92,28 @@ def branch(index, branches, operands, what, names, message=None):
     out of range (``unrolled.check_index``)."""
     value = concrete_value(index)
     if value is not None and value is not BATCHED:
-        i = as_int(value) if index.dtype is not dtypes.bool_ else int(bool(
-            first(value)))
+        i = as_int(value) if index.dtype is not dtypes.bool_ else int(bool(first(value)))
         return branches[check_index(i, len(branches), message)](*operands)
     op_leaves, op_tree = leaves(operands)
     if value is None:  # staged: one cond operation (its rules handle any transform)
         avals = avals_of(op_leaves)
-        traced, trees = [], []
-        for j, b in enumerate(branches):
-            fn, caps, tree = trace_region(
-                lambda ins, b=b: b(*tree_unflatten(op_tree, ins)), avals, f"branch{j}")
-            traced.append((fn, caps))
-            trees.append(tree)
-        first_outs = [AvalView(v.aval) for v in traced[0][0].outputs]
-        for j in range(1, len(branches)):
-            check_same(what, trees[0], first_outs, names[0], trees[j],
-                       [AvalView(v.aval) for v in traced[j][0].outputs], names[j])
-        regions, captures = unify(traced, len(op_leaves))
-        idx = index.astype("int32") if index.dtype is not dtypes.int32 else index
-        params = {"branches": tuple(regions)}
-        if message is not None:
-            params["message"] = message
-        outs = get_primitive("cond").bind(idx, *op_leaves, *captures, **params)
-        return tree_unflatten(trees[0], outs)
-    # a predicate batched by vmap: run every branch and select per lane
-    results = []
-    for b in branches:
-        results.append(leaves(b(*operands)))
+        traced = [trace_region(lambda ins, b=b: b(*tree_unflatten(op_tree, ins)), avals,
+                               f"branch{j}") for j, b in enumerate(branches)]
+        results = [([AvalView(v.aval) for v in fn.outputs], tree) for fn, _, tree in traced]
+    else:  # a predicate batched by vmap: run every branch and select per lane
+        results = [leaves(b(*operands)) for b in branches]
     for j in range(1, len(branches)):
         check_same(what, results[0][1], results[0][0], names[0], results[j][1],
                    results[j][0], names[j])
-    return tree_unflatten(results[0][1], select(index, [r[0] for r in results], message))
+    if value is not None:
+        return tree_unflatten(results[0][1], select(index, [r[0] for r in results], message))
+    regions, captures = unify([(fn, caps) for fn, caps, _ in traced], len(op_leaves))
+    idx = index.astype("int32") if index.dtype is not dtypes.int32 else index
+    params = {"branches": tuple(regions)}
+    if message is not None:
+        params["message"] = message
+    outs = get_primitive("cond").bind(idx, *op_leaves, *captures, **params)
+    return tree_unflatten(results[0][1], outs)
 
 
 # ---- per-lane selection (a predicate batched by pf.vmap) -------------------------------------
@@ -264,8 +255,7 @@ def _finished_within(cond_flat, carry, max_steps):
     # the cond primitive's rules for the transforms in between (under pf.vmap, a
     # per-lane index checked per lane)
     index = still.astype("int32")
-    return branch(index, [lambda *v: list(v)], list(carry), "pf.while_loop", ["the carry"],
-                  message)
+    return branch(index, [lambda *v: list(v)], list(carry), "pf.while_loop", ["the carry"], message)
 
 
 def fori_loop(lower, upper, body_fun, init_val):
@@ -306,19 +296,15 @@ def fori_loop(lower, upper, body_fun, init_val):
 
         out, _ = scan(step, init_val, arange(lo, hi, dtype="int64"), length=steps)
         return out
-    lower = as_tensor(lower, dtype="int64")
-    upper = as_tensor(upper, dtype="int64")
-    return _fori_traced(lower, upper, body_fun, init_val)
 
-
-def _fori_traced(lower, upper, body_fun, init_val):
     def cond_fun(s):
         return s[0] < s[1]
 
     def body(s):
         return (s[0] + 1, s[1], body_fun(s[0], s[2]))
 
-    return while_loop(cond_fun, body, (lower, upper, init_val))[2]
+    bounds = (as_tensor(lower, dtype="int64"), as_tensor(upper, dtype="int64"))
+    return while_loop(cond_fun, body, (*bounds, init_val))[2]
 
 
 def scan(f, init, xs=None, length=None, reverse=False):
@@ -354,8 +340,7 @@ def scan(f, init, xs=None, length=None, reverse=False):
                              "is unknown)")
         length = sizes.pop()
     elif sizes and sizes != {int(length)}:
-        raise ValueError(f"pf.scan: length={length} but xs have leading size "
-                         f"{sizes.pop()}")
+        raise ValueError(f"pf.scan: length={length} but xs have leading size {sizes.pop()}")
     length = int(length)
     y_tree_box = []
 

@@ -16,6 +16,8 @@ The operations' IR form (operands, params, results) is documented in ``ir/region
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from ...core.primitive import Family
 from ...core.region_primitive import RegionPrimitive
 from ...ir import evaluate, evaluate_bound
@@ -23,10 +25,8 @@ from ...ir.regions import TupleAval, regions_of, result_avals, run_native
 from ...prims.sharding import ShardingRule
 from .api import select
 from .reverse import cond_vjp_rule, scan_vjp_rule, while_vjp_rule
-from .transform_rules import (cond_batch, cond_jvp, cond_taylor, loop_batch, loop_jvp,
-                              loop_taylor)
-from .unrolled import (BATCHED, as_int, check_index, concrete_value, scan_python,
-                       while_python)
+from .transform_rules import cond_batch, cond_jvp, cond_taylor, loop_batch, loop_jvp, loop_taylor
+from .unrolled import BATCHED, as_int, check_index, concrete_value, scan_python, while_python
 
 CONTROL_FLOW = Family("control flow")
 
@@ -41,17 +41,10 @@ def _unrolled_layout(specs, avals, out_aval, size, **params):
 UNROLLED = ShardingRule(_unrolled_layout, name="unrolled")
 
 
-class _OpView:
-    """An operation's name and params, as ``run_native`` reads them."""
-
-    def __init__(self, prim, params):
-        self.prim, self.params = prim, params
-
-
 def _kernel(name):
     def kernel(*arrays, **params):
-        return run_native(_OpView(name, params), list(arrays),
-                          lambda region, args: evaluate(region, args))
+        op = SimpleNamespace(prim=name, params=params)  # all run_native reads of an operation
+        return run_native(op, list(arrays), evaluate)
 
     kernel.__name__ = f"{name}_kernel"
     return kernel
@@ -62,11 +55,6 @@ def _infer(name):
         return TupleAval(result_avals(name, params, list(avals)))
 
     return infer
-
-
-def _region_fn(region):
-    """A Python function running ``region`` on a list of values (binding its operations)."""
-    return lambda values: evaluate_bound(region, list(values))
 
 
 def _cond_unroll(operands, *, branches, message=None):
@@ -80,18 +68,16 @@ def _cond_unroll(operands, *, branches, message=None):
 
 def _while_unroll(operands, *, cond, body, n_carry):
     carry, consts = operands[:n_carry], operands[n_carry:]
-    cond_fn, body_fn = _region_fn(cond), _region_fn(body)
-    return while_python(lambda c: cond_fn(list(c) + consts)[0],
-                        lambda c: body_fn(list(c) + consts), carry)
+    return while_python(lambda c: evaluate_bound(cond, list(c) + consts)[0],
+                        lambda c: evaluate_bound(body, list(c) + consts), carry)
 
 
 def _scan_unroll(operands, *, body, length, reverse, n_carry, n_xs):
     k, m = n_carry, n_xs
     carry, xs, consts = operands[:k], operands[k:k + m], operands[k + m:]
-    run = _region_fn(body)
 
     def step(c, x):
-        outs = run(list(c) + list(x) + consts)
+        outs = evaluate_bound(body, list(c) + list(x) + consts)
         return outs[:k], outs[k:]
 
     return scan_python(step, carry, xs, length, reverse)

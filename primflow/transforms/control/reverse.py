@@ -7,12 +7,13 @@ reverse ``scan`` over per-step residuals; of ``cond`` a ``cond`` of the branches
 from __future__ import annotations
 
 from ...autodiff.functional import vjp as _vjp
-from ...core.primitive import Node, get_primitive, record_custom
+from ...core.primitive import Node, get_primitive
 from ...core.pytree import replace_at
 from ...core.state import enable_grad, state
 from ...ir import Function, evaluate_bound
 from ...ir.passes.fuse import TRANSCENDENTAL
 from ...ops.creation import zeros_like
+from ..jit.jitted import record_outputs
 from .api import branch, scan
 from .tracing import as_region_values
 
@@ -26,22 +27,13 @@ def _attach(results, operands, name, backward):
     """Tape nodes for the float results: ``backward(cotangents) -> operand cotangents``
     (None where there is none), with ``None`` for the results without a cotangent."""
     diff = [i for i, a in enumerate(operands) if not a.stop_gradient and a.dtype.is_floating]
-    inputs = [operands[i] for i in diff]
-    out = []
-    for k, r in enumerate(results):
-        if not r.dtype.is_floating:
-            out.append(r)
-            continue
 
-        def vjp(g, _out, *_inputs, k=k):
-            cts = [None] * len(results)
-            cts[k] = g
-            full = backward(cts)
-            return tuple(full[i] for i in diff)
+    def pullback(cts):
+        full = backward(cts)
+        return [full[i] for i in diff]
 
-        out.append(record_custom(r, inputs, name, vjp))
-    return out
-
+    return record_outputs(results, [operands[i] for i in diff], name, pullback,
+                          [r.dtype.is_floating for r in results])
 
 
 def _cond_vjp(branches, operands, results, cts, message=None):
@@ -57,10 +49,7 @@ def _cond_vjp(branches, operands, results, cts, message=None):
 
     grads = branch(index, [branch_vjp(b) for b in branches], (*ops, *cts), "pf.switch",
                     [f"branch {i}'s vjp" for i in range(len(branches))], message)
-    full = [None] * len(operands)
-    for i, g in zip(floats, grads):
-        full[1 + i] = g
-    return full
+    return replace_at([None] * len(operands), [1 + i for i in floats], grads)
 
 
 def _region_vjp(region, values, positions, cotangents, saved=None):
@@ -101,9 +90,7 @@ def _replay(region, args, saved):
     ops = region.ops
     for index, op in enumerate(ops):
         if index not in saved:
-            part = Function(region.name, [], [op], [op.out], region.consts)
-            for v in op.inputs:
-                part.inputs.append(v)
+            part = Function(region.name, op.inputs, [op], [op.out], region.consts)
             env[op.out] = evaluate_bound(part, [env[v] for v in op.inputs])[0]
             continue
         ins = [env[v] for v in op.inputs]
@@ -205,21 +192,16 @@ def _scan_vjp(params, operands, results, cts, n_out, saved):
     carry0, xs, consts = operands[:k], operands[k:k + m], operands[k + m:]
     cts = [zeros_like(r) if c is None else c for r, c in zip(results, cts)]
     g_carry, g_ys = cts[:k], cts[k:]
-    fc = float_positions(carry0)
-    fx = [i for i in float_positions(xs)]
-    fk = float_positions(consts)
+    fc, fx, fk = float_positions(carry0), float_positions(xs), float_positions(consts)
+    positions = fc + [k + i for i in fx] + [k + m + i for i in fk]
 
     def bwd_step(bcarry, bx):
         gc, gk = bcarry
         x_t, c_t, s_t, gy_t = bx
         values = list(c_t) + list(x_t) + list(consts)
-        positions = ([i for i in fc] + [k + i for i in fx] + [k + m + i for i in fk])
-        out_cts = []
         gc_full = dict(zip(fc, gc))
-        for j in range(k):
-            out_cts.append(gc_full[j] if j in gc_full else zeros_like(c_t[j]))
-        out_cts += list(gy_t)
-        grads = _region_vjp(body, values, positions, out_cts, dict(zip(saved, s_t)))
+        out_cts = [gc_full[j] if j in gc_full else zeros_like(c_t[j]) for j in range(k)]
+        grads = _region_vjp(body, values, positions, out_cts + list(gy_t), dict(zip(saved, s_t)))
         dc = grads[:len(fc)]
         dx = grads[len(fc):len(fc) + len(fx)]
         dk = grads[len(fc) + len(fx):]
@@ -229,11 +211,4 @@ def _scan_vjp(params, operands, results, cts, n_out, saved):
     (dc0, dk), dxs = scan(bwd_step, ([g_carry[i] for i in fc], gk0),
                           (list(xs), list(carries), list(intermediates), list(g_ys)),
                           length=n, reverse=not params["reverse"])
-    full = [None] * len(operands)
-    for i, g in zip(fc, dc0):
-        full[i] = g
-    for i, g in zip(fx, dxs):
-        full[k + i] = g
-    for i, g in zip(fk, dk):
-        full[k + m + i] = g
-    return full
+    return replace_at([None] * len(operands), positions, [*dc0, *dxs, *dk])

@@ -31,8 +31,7 @@ def _jvp_region(region, values, tangents):
     def f(*diff):
         return evaluate_bound(region, replace_at(values, positions, diff))
 
-    outs, dots = jvp(f, tuple(values[i] for i in positions),
-                      tuple(tangents[i] for i in positions))
+    outs, dots = jvp(f, tuple(values[i] for i in positions), tuple(tangents[i] for i in positions))
     return list(outs), [d if o.dtype.is_floating else None for o, d in zip(outs, dots)]
 
 
@@ -83,7 +82,6 @@ def _augmented_loop(kind, params, primals, extras, fill, through):
     return list(cp) + list(ys), _placed(fc, ce, k) + _placed(float_positions(ys), ye, len(ys))
 
 
-
 def _through_taylor(order):
     """Runs a region in Taylor mode: ``(outs, out coefficients)`` for input coefficients."""
     def through(region, values, in_series):
@@ -115,8 +113,7 @@ def loop_jvp(kind):
     primals and tangents, whose body is the jvp of the body (every float carry gets a
     tangent, zero where it had none)."""
     def rule(primals, tangents, **params):
-        return _augmented_loop(kind, params, primals, tangents, _tangent_or_zeros,
-                               _jvp_region)
+        return _augmented_loop(kind, params, primals, tangents, _tangent_or_zeros, _jvp_region)
 
     return rule
 
@@ -148,18 +145,17 @@ def loop_batch(kind):
         k = params["n_carry"]
         carry = [with_batch_front(v, b, size) for v, b in zip(vals[:k], axes[:k])]
         if kind == "while":
-            consts, c_axes = vals[k:], axes[k:]
-            lane_cond = _vmapped(params["cond"], k, consts, c_axes)
-            lane_body = _vmapped(params["body"], k, consts, c_axes)
+            consts, in_axes = vals[k:], [0] * k + list(axes[k:])
+            lane_cond = _vmapped(params["cond"], in_axes)
+            lane_body = _vmapped(params["body"], in_axes)
 
             def cond_fn(c):
-                return any_(lane_cond(list(c))[0])
+                return any_(lane_cond(*c, *consts)[0])
 
             def body_fn(c):
-                active = lane_cond(list(c))[0]
-                new = lane_body(list(c))
-                return [vmap(lambda a, n, o: where(a, n, o))(active, n, o)
-                        for n, o in zip(new, c)]
+                active = lane_cond(*c, *consts)[0]
+                new = lane_body(*c, *consts)
+                return [vmap(lambda a, n, o: where(a, n, o))(active, n, o) for n, o in zip(new, c)]
 
             out = while_loop(cond_fn, body_fn, carry)
             return list(out), [0] * len(out)
@@ -169,14 +165,10 @@ def loop_batch(kind):
         # a batched scanned input: scan axis first, batch axis second
         xs = [x if b is None else move_axis(x, b, 1) for x, b in zip(xs, x_axes)]
         slice_axes = [None if b is None else 0 for b in x_axes]
-        body = params["body"]
+        lane_body = _vmapped(params["body"], [0] * k + slice_axes + list(c_axes))
 
         def step(c, x):
-            def run(*args):
-                return evaluate_bound(body, list(args))
-
-            outs = vmap(run, in_axes=tuple([0] * k) + tuple(slice_axes) + tuple(c_axes))(
-                *c, *x, *consts)
+            outs = lane_body(*c, *x, *consts)
             return list(outs[:k]), list(outs[k:])
 
         c_out, ys = scan(step, carry, xs, length=params["length"], reverse=params["reverse"])
@@ -185,13 +177,12 @@ def loop_batch(kind):
     return rule
 
 
-def _vmapped(region, k, consts, const_axes):
-    """``region`` vmapped over a batched carry (batch axis 0) and the constants' own axes."""
+def _vmapped(region, in_axes):
+    """``region``, a function of its inputs, vmapped over their axes ``in_axes``."""
     def run(*args):
         return evaluate_bound(region, list(args))
 
-    in_axes = tuple([0] * k) + tuple(const_axes)
-    return lambda c: vmap(run, in_axes=in_axes)(*c, *consts)
+    return vmap(run, in_axes=tuple(in_axes))
 
 
 # ---- cond ------------------------------------------------------------------------------------
@@ -236,13 +227,12 @@ def cond_taylor(primals, series, out=None, *, branches, message=None):
 
     def branch_taylor(region):
         def run(*args):
-            coeffs = [list(args[n + order * j:n + order * (j + 1)])
-                      for j in range(len(positions))]
+            coeffs = [list(args[n + order * j:n + order * (j + 1)]) for j in range(len(positions))]
             outs, out_c = through(region, list(args[:n]), _placed(positions, coeffs, n))
             return list(outs), [c for i in floats for c in fill(outs[i], out_c[i])]
         return run
 
-    flat_in = [c for i in positions for c in _filled(order)(ops[i], series[1 + i][1:])]
+    flat_in = [c for i in positions for c in fill(ops[i], series[1 + i][1:])]
     outs, flat_out = branch(index, [branch_taylor(b) for b in branches], (*ops, *flat_in),
                             "pf.switch", _branch_names(branches, "Taylor series"), message)
     out_series = [None] * len(outs)
@@ -256,10 +246,7 @@ def cond_batch(vals, axes, *, branches, message=None):
     vmapped branches; with an index per lane, every branch runs and each lane takes its
     own (the index checked per lane)."""
     if axes[0] is None:
-        def lane_branch(region):
-            return lambda *ops: _vmapped_all(region, axes[1:])(*ops)
-
-        outs = branch(vals[0], [lane_branch(b) for b in branches], tuple(vals[1:]),
+        outs = branch(vals[0], [_vmapped(b, axes[1:]) for b in branches], tuple(vals[1:]),
                       "pf.switch", _branch_names(branches, "result"), message)
         return list(outs), [0] * len(outs)
 
@@ -268,8 +255,4 @@ def cond_batch(vals, axes, *, branches, message=None):
 
     outs = vmap(per_lane, in_axes=tuple(axes))(*vals)
     return list(outs), [0] * len(outs)
-
-
-def _vmapped_all(region, axes):
-    return vmap(lambda *a: evaluate_bound(region, list(a)), in_axes=tuple(axes))
 

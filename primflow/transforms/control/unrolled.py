@@ -83,12 +83,10 @@ def scalar_check(x, what, allow_int, allow_bool=True):
         want = "boolean" if not allow_int else "boolean or integer"
         raise TypeError(f"{what} must be a {want} scalar, got {x.dtype.name}; compare first "
                         f"(e.g. x > 0)")
-    if x._shape:
-        x = x.reshape([])
-    return x
+    return x.reshape([]) if x._shape else x
 
 
-def while_python(cond_fn, body_fn, carry, check=None):
+def while_python(cond_fn, body_fn, carry):
     """Runs a while loop on flat lists; a predicate batched by vmap runs until every lane is
     done, freezing finished lanes with ``where``."""
     carry = list(carry)
@@ -108,16 +106,11 @@ def while_python(cond_fn, body_fn, carry, check=None):
                     "supported; apply pf.vmap outside pf.jit, or use pf.fori_loop/pf.scan")
             if not per_lane.any():
                 return carry
-            new = body_fn(carry)
-            if check is not None:
-                check(new)
-            carry = [where(pred, b, a) for a, b in zip(carry, new)]
+            carry = [where(pred, b, a) for a, b in zip(carry, body_fn(carry))]
             continue
         if not bool(first(value)):
             return carry
         carry = list(body_fn(carry))
-        if check is not None:
-            check(carry)
 
 
 def scan_python(step, carry, xs, n, reverse):

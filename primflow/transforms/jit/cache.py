@@ -50,9 +50,8 @@ def layer_key(treedef):
         td = stack.pop()
         template = getattr(td.meta, "template", None)
         if template is not None and hasattr(template, "sublayers"):
-            found.append((id(template), tuple(getattr(layer, "training", None)
-                                              for layer in template.sublayers(
-                                                  include_self=True))))
+            found.append((id(template), tuple(getattr(layer, "training", None) for layer
+                                              in template.sublayers(include_self=True))))
         stack.extend(td.children)
     return tuple(found)
 
@@ -65,30 +64,13 @@ def is_array_like(x):
 class Entry:
     """One cached trace: the programs, the executable and how to map values in and out."""
 
-    __slots__ = (
-        "any_requires_grad",
-        "capture_avals",
-        "captures",
-        "executable",
-        "guards",
-        "impure",
-        "n_args",
-        "name",
-        "out_requires_grad",
-        "out_slots",
-        "out_tree",
-        "program",
-        "random",
-        "reads",
-        "reseed",
-        "single",
-        "traced",
-    )
+    __slots__ = ("any_requires_grad", "capture_avals", "captures", "executable", "guards",
+                 "impure", "n_args", "name", "out_requires_grad", "out_slots", "out_tree",
+                 "program", "random", "reads", "reseed", "single", "traced")
 
     def __init__(self, **kw):
         for k, v in kw.items():
             setattr(self, k, v)
-
 
 
 def variable_guards(fn):
@@ -131,7 +113,6 @@ def variable_guards(fn):
     return guards
 
 
-
 _MISSING = object()
 
 
@@ -157,7 +138,5 @@ def stale(entry):
 
 def captures_fit(entry):
     """Whether every captured tensor still has the type it was traced with."""
-    for t, (shape, dtype) in zip(entry.captures, entry.capture_avals):
-        if t._shape != shape or t.dtype is not dtype:
-            return False
-    return True
+    return all(t._shape == shape and t.dtype is dtype
+               for t, (shape, dtype) in zip(entry.captures, entry.capture_avals))

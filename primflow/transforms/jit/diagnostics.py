@@ -20,7 +20,6 @@ class RetraceWarning(UserWarning):
     every call compiles it again."""
 
 
-
 class Lowered:
     """What ``jitted.lower(*args)`` returns: the traced and optimized programs.
 
@@ -116,8 +115,7 @@ def tree_paths(td, prefix, out):
     elif td.kind == "dict":
         for k, child in zip(td.meta, td.children):
             tree_paths(child, f"{prefix}[{k!r}]", out)
-    elif td.kind in ("tuple", "list") or (isinstance(td.kind, type)
-                                           and issubclass(td.kind, tuple)):
+    elif td.kind in ("tuple", "list") or (isinstance(td.kind, type) and issubclass(td.kind, tuple)):
         for j, child in enumerate(td.children):
             tree_paths(child, f"{prefix}[{j}]", out)
     elif td.kind != "none":  # a registered class (a Layer: its parameters' names)
@@ -126,7 +124,6 @@ def tree_paths(td, prefix, out):
             names = [f"<{j}>" for j in range(len(td.children))]
         for name, child in zip(names, td.children):
             tree_paths(child, f"{prefix}.{name}", out)
-
 
 
 def type_name(x):
@@ -142,42 +139,32 @@ def short_repr(x, limit=60):
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-
-def _hashable(x):
-    try:
-        hash(x)
-    except TypeError:
-        return False
-    return True
-
-
 def _hash_error(x):
+    """Why ``x`` is not hashable, or None when it is."""
     try:
         hash(x)
     except TypeError as e:
         return str(e)
-    return "hashable"
+    return None
 
 
 def _hashable_hint(x, static):
     """How to make an argument hashable, for its type."""
     if isinstance(x, list):
-        hint = "pass a tuple instead of a list: tuple(value)"
-    elif isinstance(x, dict):
-        hint = ("pass a tuple of its items (tuple(sorted(d.items()))) instead of a dict"
+        return "pass a tuple instead of a list: tuple(value)"
+    if isinstance(x, dict):
+        return ("pass a tuple of its items (tuple(sorted(d.items()))) instead of a dict"
                 + ("; or, if it holds tensors, do not mark it static: a dict is a pytree "
                    "whose tensors are traced" if static else ""))
-    elif isinstance(x, (set, frozenset)):
-        hint = "pass a frozenset or a sorted tuple instead of a set"
-    elif isinstance(x, bytearray):
-        hint = "pass bytes(value) instead of a bytearray"
-    elif is_array_like(x):
-        hint = ("pass it as a tensor argument (leave it out of static_argnums / "
+    if isinstance(x, (set, frozenset)):
+        return "pass a frozenset or a sorted tuple instead of a set"
+    if isinstance(x, bytearray):
+        return "pass bytes(value) instead of a bytearray"
+    if is_array_like(x):
+        return ("pass it as a tensor argument (leave it out of static_argnums / "
                 "static_argnames): arrays are traced, not compiled in")
-    else:
-        hint = (f"make {type(x).__name__} hashable (define __hash__ and __eq__, e.g. a "
-                f"frozen dataclass) or pass its data as tensors")
-    return hint
+    return (f"make {type(x).__name__} hashable (define __hash__ and __eq__, e.g. a "
+            f"frozen dataclass) or pass its data as tensors")
 
 
 # ---- unhashable arguments and retracing ---------------------------------------------------
@@ -186,17 +173,17 @@ def unhashable_message(jitted, leaves, treedef, static, error):
     """Why a call's signature cannot key the cache, naming the argument and the fix."""
     head = f"pf.jit({jitted._display}): "
     for k, v in static:
-        if not _hashable(v):
+        if (why := _hash_error(v)) is not None:
             where = "static_argnums" if isinstance(k, int) else "static_argnames"
             return (f"{head}{static_label(jitted, k)} (marked by {where}) is a "
-                    f"{type_name(v)}, which is not hashable ({_hash_error(v)}): static "
+                    f"{type_name(v)}, which is not hashable ({why}): static "
                     f"arguments are compiled into the program and their values key its "
                     f"cache, so they must be hashable: {_hashable_hint(v, static=True)}")
     for label, leaf in zip(leaf_labels(jitted, treedef), leaves):
-        if not isinstance(leaf, Tensor) and not _hashable(leaf):
+        if not isinstance(leaf, Tensor) and (why := _hash_error(leaf)) is not None:
             return (f"{head}{label} is a {type_name(leaf)}, which is neither a tensor, a "
                     f"pytree of tensors (tuple, list, dict, Layer) nor a hashable Python "
-                    f"value ({_hash_error(leaf)}). Non-tensor arguments are static: their "
+                    f"value ({why}). Non-tensor arguments are static: their "
                     f"values are compiled into the program and key its cache. Pass data as "
                     f"tensors (pf.to_tensor(...)) and configuration as hashable values "
                     f"({_hashable_hint(leaf, static=False)}), optionally marked with "
@@ -295,8 +282,6 @@ def _describe_item(item):
     if item[0] == "tensor":
         return f"tensor {item[2]}{item[1]}"
     return f"Python {item[1]} {item[2]}"
-
-
 
 
 def explain(jitted):

@@ -44,8 +44,7 @@ class Jitted:
                                else tuple(static_argnums))
         self.static_argnames = ((static_argnames,) if isinstance(static_argnames, str)
                                 else tuple(static_argnames))
-        self.optimize = optimize
-        self.backend = backend
+        self.optimize, self.backend = optimize, backend
         self.tiered, self.blocking = tiered, blocking  # None: pf.config's, when compiling
         self._extra_key = extra_key
         self._name = name or getattr(fun, "__name__", "f")
@@ -61,9 +60,8 @@ class Jitted:
         self._stale_reason = None  # what made the last cached program stale (retrace warning)
         self._warned_retrace = False
         self._param_names = None
-        # Python control flow on traced values: the AST-converted function
-        # replaces fun after a TracerConversionError; what still cannot be traced breaks
-        # the graph (transforms/graph_break.py) unless full_graph
+        # Python control flow on traced values: the AST-converted function replaces fun after
+        # a TracerConversionError; what still cannot be traced breaks the graph unless full_graph
         self.full_graph = full_graph
         self._converted = False
         self._converted_count = 0  # statements and calls the AST conversion rewrote
@@ -71,9 +69,7 @@ class Jitted:
         self._broken = None
 
     def __get__(self, obj, objtype=None):  # decorating a method binds self as usual
-        if obj is None:
-            return self
-        return functools.partial(self, obj)
+        return self if obj is None else functools.partial(self, obj)
 
     def __repr__(self):
         return f"<pf.jit of {self._name}: {len(self._cache)} cached signatures>"
@@ -208,7 +204,7 @@ class Jitted:
                 return stager._jit_call(self, args, kwargs)
             return self.fun(*args, **kwargs)
         leaves = tree_flatten(self._split(args, kwargs)[:2])[0]
-        return self._run(entry, [_as_tensor_leaf(x) for x in leaves
+        return self._run(entry, [x if isinstance(x, Tensor) else Tensor(x) for x in leaves
                                  if isinstance(x, Tensor) or is_array_like(x)])
 
     def _lookup(self, args, kwargs):
@@ -259,8 +255,7 @@ class Jitted:
         entry = self._lookup(args, kwargs)
         self.hits = hits
         if entry is None:
-            raise TypeError("lower() needs concrete arguments, not another transform's "
-                            "tracers")
+            raise TypeError("lower() needs concrete arguments, not another transform's tracers")
         return Lowered(entry)
 
     def explain(self, *args, **kwargs) -> str:
@@ -322,17 +317,13 @@ class Jitted:
         outs = entry.executable(natives, keys)
         results = [Tensor._wrap(o) for o in outs]
         if entry.any_requires_grad and state.grad_enabled:
-            diff = [i for i, t in enumerate(inputs)
-                    if not t.stop_gradient and t.dtype.is_floating]
+            diff = [i for i, t in enumerate(inputs) if not t.stop_gradient and t.dtype.is_floating]
             if diff:
                 results = _attach_backward(entry, inputs, diff, results, keys)
         if entry.single:
             return results[0]
-        return _unflatten_outputs(entry, results)
-
-
-def _as_tensor_leaf(x):
-    return x if isinstance(x, Tensor) else Tensor(x)
+        return tree_unflatten(entry.out_tree, [results[s] if isinstance(s, int) else s[1]
+                                               for s in entry.out_slots])
 
 
 def _fresh_keys(entry):
@@ -346,11 +337,6 @@ def _fresh_keys(entry):
     return [_random.next_key() if drawn else key for key, drawn in entry.impure]
 
 
-def _unflatten_outputs(entry, results):
-    leaves = [results[s] if isinstance(s, int) else s[1] for s in entry.out_slots]
-    return tree_unflatten(entry.out_tree, leaves)
-
-
 def _attach_backward(entry, inputs, diff, results, keys):
     """Tape nodes for the outputs: their backward re-runs the program with the tape on."""
     from ...autodiff.custom import recomputing_pullback
@@ -362,10 +348,15 @@ def _attach_backward(entry, inputs, diff, results, keys):
         return evaluate_bound(entry.program, replace_at(inputs, diff, handles), keys=keys)
 
     pullback = recomputing_pullback(name, run, diff_inputs)
+    return record_outputs(results, diff_inputs, name, pullback, entry.out_requires_grad)
 
+
+def record_outputs(results, inputs, name, pullback, wanted):
+    """Tape nodes on the results ``wanted`` marks, with ``pullback(cotangents, one per result,
+    None where none) -> cotangents of inputs`` as their backward."""
     out, n = [], len(results)
     for k, r in enumerate(results):
-        if not entry.out_requires_grad[k]:
+        if not wanted[k]:
             out.append(r)
             continue
 
@@ -376,7 +367,7 @@ def _attach_backward(entry, inputs, diff, results, keys):
             cts[k] = g
             return tuple(pullback(cts))
 
-        out.append(record_custom(r, diff_inputs, name, vjp))
+        out.append(record_custom(r, inputs, name, vjp))
     return out
 
 

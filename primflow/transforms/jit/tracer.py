@@ -61,13 +61,20 @@ def _too_long_message(fn_name):
             f"or, if the program really is this long, raise pf.config.jit_max_trace_ops")
 
 
-
 def _conversion_message(tracer, what):
     return (f"{what} needs the concrete value of a traced tensor ({tracer.aval}) inside "
             f"pf.jit, but tracing records operations without computing them. Python control "
             f"flow on traced values cannot be compiled: use pf.where(cond, a, b) to choose "
             f"elementwise, or make the argument static (pf.jit(f, static_argnums=...)) so its "
             f"value is known while tracing; return values from the function to inspect them")
+
+
+def _refused(what):
+    """A tracer method that needs a concrete value (``what`` names it in the error)."""
+    def method(self, *args, **kwargs):
+        raise TracerConversionError(_conversion_message(self, what))
+
+    return method
 
 
 class JitTracer(Tracer):
@@ -115,38 +122,18 @@ class JitTracer(Tracer):
         """The same value, cut from the tape."""
         return JitTracer(self._trace, self.value)
 
-    def numpy(self):
-        raise TracerConversionError(_conversion_message(self, ".numpy()"))
-
-    def item(self):
-        raise TracerConversionError(_conversion_message(self, ".item()"))
-
-    def tolist(self):
-        raise TracerConversionError(_conversion_message(self, ".tolist()"))
-
-    def __array__(self, dtype=None, copy=None):
-        raise TracerConversionError(_conversion_message(self, "conversion to a NumPy array"))
-
-    def __bool__(self):
-        raise TracerConversionError(_conversion_message(
-            self, "bool() (an `if`, `while`, `and`/`or` or `assert` on a tensor)"))
-
-    def __float__(self):
-        raise TracerConversionError(_conversion_message(self, "float()"))
-
-    def __int__(self):
-        raise TracerConversionError(_conversion_message(self, "int()"))
-
-    def __index__(self):
-        raise TracerConversionError(_conversion_message(self, "using a tensor as an index"))
-
-    def __str__(self):
-        # print(x) / f"{x}" of a traced value shows no value: under pf.jit that statement
-        # breaks the graph and prints the real values at every call (repr() still works)
-        raise TracerConversionError(_conversion_message(self, "printing (str(), print())"))
-
-    def __format__(self, spec):
-        raise TracerConversionError(_conversion_message(self, "formatting (f-strings)"))
+    numpy = _refused(".numpy()")
+    item = _refused(".item()")
+    tolist = _refused(".tolist()")
+    __array__ = _refused("conversion to a NumPy array")
+    __bool__ = _refused("bool() (an `if`, `while`, `and`/`or` or `assert` on a tensor)")
+    __float__ = _refused("float()")
+    __int__ = _refused("int()")
+    __index__ = _refused("using a tensor as an index")
+    # print(x) / f"{x}" of a traced value shows no value: under pf.jit that statement
+    # breaks the graph and prints the real values at every call (repr() still works)
+    __str__ = _refused("printing (str(), print())")
+    __format__ = _refused("formatting (f-strings)")
 
 
 def _input_mutation_message(fn_name, label, what):
@@ -224,7 +211,6 @@ class JitTrace(Trace):
         return JitTracer(self, out)
 
 
-
 def trace_entry(jitted, args, kwargs, static_pos, leaves, treedef):
     """Traces ``jitted.fun`` on tracers for the tensor ``leaves`` (the other leaves and the
     static arguments as they are), optimizes and compiles the program: its cache ``Entry``."""
@@ -248,31 +234,27 @@ def trace_entry(jitted, args, kwargs, static_pos, leaves, treedef):
                     inputs.append(leaf)
             dyn_args, dyn_kwargs = tree_unflatten(treedef, inputs)
             call_args = [args[i] if i in static_pos else a for i, a in enumerate(dyn_args)]
-            call_kwargs = dict(kwargs)
-            call_kwargs.update(dyn_kwargs)
-            out = jitted.fun(*call_args, **call_kwargs)
+            out = jitted.fun(*call_args, **{**kwargs, **dyn_kwargs})
             _check_side_effects(trace, inputs, labels)
             out_leaves, out_tree = tree_flatten(out)
             out_slots, outputs, requires = [], [], []
-            out_labels = None
             for j, leaf in enumerate(out_leaves):
                 if isinstance(leaf, Tensor):
-                    out_slots.append(len(outputs))
-                    outputs.append(trace.lift(leaf))
+                    value = trace.lift(leaf)
                     requires.append(not leaf.stop_gradient and leaf.dtype.is_floating)
                 elif is_array_like(leaf):  # a NumPy array: a constant tensor
                     const = Tensor(leaf)
-                    out_slots.append(len(outputs))
-                    outputs.append(builder.add_constant(
-                        const._value, Aval(const._shape, const.dtype)))
+                    value = builder.add_constant(const._value, Aval(const._shape, const.dtype))
                     requires.append(False)
                 elif _is_constant_output(leaf):
                     out_slots.append(("static", leaf))
+                    continue
                 else:
-                    if out_labels is None:
-                        out_labels = []
-                        tree_paths(out_tree, "output", out_labels)
+                    out_labels = []
+                    tree_paths(out_tree, "output", out_labels)
                     raise TypeError(_bad_output_message(jitted._display, out_labels[j], leaf))
+                out_slots.append(len(outputs))
+                outputs.append(value)
         finally:
             trace.finished = True
     fn = builder.fn
@@ -342,9 +324,9 @@ def _check_side_effects(trace, inputs, labels):
     """Writes into tensors outside the program cannot be replayed by the compiled program:
     refuse them clearly. In-place updates of arguments (ops refuse them as they happen,
     through ``JitTracer._check_inplace``; this catches any other path that bumped their
-    version) and of captured tensors (done eagerly while
-    tracing, after the program had read them), and gradients accumulated into ``.grad``
-    (``loss.backward()`` inside the jitted function)."""
+    version) and of captured tensors (done eagerly while tracing, after the program had read
+    them), and gradients accumulated into ``.grad`` (``loss.backward()`` inside the jitted
+    function)."""
     for t, label in zip(inputs, labels):
         if isinstance(t, JitTracer) and t._version != 0:
             raise TypeError(_input_mutation_message(trace.fn_name, label, "an in-place update"))
