@@ -48,3 +48,13 @@ def integer_safe(prim):
     """Whether ``prim``'s generated forms also hold for integer results (``/`` does not)."""
     lowering = lowering_of(prim)
     return lowering is None or lowering.integers
+
+
+def tuple_source(names):
+    """Generated source listing ``names`` as a tuple: a single name gets its trailing comma.
+
+    Example:
+        >>> tuple_source(["a0"]), tuple_source(["a0", "a1"])
+        ('a0,', 'a0, a1')
+    """
+    return ", ".join(names) + ("," if len(names) == 1 else "")
