@@ -162,9 +162,7 @@ class ArrayAPIEmitter:
             return f"xp.permute_dims({args[0]}, {tuple(op.params['perm'])!r})"
         if prim == "broadcast_in_dim":
             return self._emit_broadcast(op, args[0])
-        if args:
-            return f"K_{prim}({', '.join(args)}, **{params_name})"
-        return f"K_{prim}(**{params_name})"
+        return f"K_{prim}({', '.join(args)}{', ' if args else ''}**{params_name})"
 
     def _emit_broadcast(self, op, arg):
         shape = tuple(op.params["shape"])
