@@ -402,8 +402,7 @@ def _compile_blocked(fn, backend, found, threads, tiered):
     blocked = block_sums_program(fn, axis_of, n, rows, early_row_bytes=per_row // EARLY_FRACTION,
                                  side=threads > 1 and not n_random)
     prologue, body, epilogue = blocked.prologue, blocked.body, blocked.epilogue
-    if n_random and (prologue is None or n_random != sum(op.prim in IMPURE
-                                                         for op in prologue.ops)):
+    if n_random and (prologue is None or n_random != sum(op.prim in IMPURE for op in prologue.ops)):
         return None  # every draw must run once, in the prologue, in program order
     if prologue is not None:
         prologue = compile_program(prologue, "numpy", blocking=False)
@@ -443,8 +442,7 @@ def _thread_blocks(fn, axis_of, n, threads, memory_blocks, fused=False):
                or any(axis_of[v] is not None for v in op.inputs)]
     work = sum(_op_seconds(op, fused) for op in row_ops)
     serial = work + len(fn.ops) * OP_SECONDS
-    for blocks in range(threads * max(1, -(-memory_blocks // threads)), MAX_BLOCKS + 1,
-                        threads):
+    for blocks in range(threads * max(1, -(-memory_blocks // threads)), MAX_BLOCKS + 1, threads):
         if n % blocks == 0:
             break
     else:

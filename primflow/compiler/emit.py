@@ -30,8 +30,7 @@ _code_cache = {}  # source text -> code object
 _lock = threading.Lock()
 
 
-def generate(fn, groups, numba_groups, backend, emitter=npc, kernel_maker=None,
-             whole_loops=False):
+def generate(fn, groups, numba_groups, backend, emitter=npc, kernel_maker=None, whole_loops=False):
     """One Python function for ``fn``; ``emitter`` spells each operation (the NumPy
     backend's ``numpy_codegen`` module, or an ``array_api_codegen.ArrayAPIEmitter``), and
     ``kernel_maker`` (``numba_codegen`` by default, ``cupy_codegen`` on CuPy) compiles the

@@ -172,8 +172,7 @@ def supports(group, min_elements=0, transcendental=False) -> bool:
         return False
     if min_elements and [op.prim for op in computed] == ["mul", "reduce_sum"]:
         return False
-    if min_elements and len(computed) == 1 and all(kernel_operand(v) is v
-                                                   for v in group.inputs):
+    if min_elements and len(computed) == 1 and all(kernel_operand(v) is v for v in group.inputs):
         return False  # one operation on plain arrays: a NumPy ufunc is as fast
     if group.size < max(min_elements, 1):
         return False

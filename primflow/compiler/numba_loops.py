@@ -132,8 +132,7 @@ class LoopLauncher:
         which measured ~15% of an RK4 gradient's time."""
         with self._lock:
             spare, self._spare = self._spare, None
-        if spare is not None and all(sys.getrefcount(spare[i]) <= 2
-                                     for i in range(len(spare))):
+        if spare is not None and all(sys.getrefcount(spare[i]) <= 2 for i in range(len(spare))):
             return spare
         return [np.empty(shape, dtype) for shape, dtype in self.ys]
 
