@@ -18,11 +18,13 @@ primflow wrote and signed: see ``kernel_cache``).
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import re
 import sys
 import threading
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -533,7 +535,6 @@ def compile_in_background(groups, done, specs=()):
 
 
 def _serve():
-    import json
     import subprocess
 
     while True:
@@ -541,10 +542,9 @@ def _serve():
         error = None
         if jobs:
             try:
-                proc = subprocess.Popen([sys.executable, worker, str(niceness)],
-                                        stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        text=True)
+                proc = subprocess.Popen([sys.executable, worker, str(niceness)], text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE)
                 _background["process"] = proc
                 out, err = proc.communicate(json.dumps(jobs), timeout=timeout)
                 _warn_notices(out)
@@ -570,9 +570,6 @@ def _serve():
 
 def _warn_notices(out):
     """Warns the worker's notices (cache files it deleted; a JSON list on its stdout)."""
-    import json
-    import warnings
-
     try:
         notices = json.loads(out or "[]")
     except ValueError:
