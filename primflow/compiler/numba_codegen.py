@@ -151,8 +151,7 @@ def numpy_ufunc(prim):
         >>> numpy_ufunc("sin"), numpy_ufunc("neg"), numpy_ufunc("atan2"), numpy_ufunc("logistic")
         ('sin', 'negative', None, None)
     """
-    lowering = lowering_of(prim)
-    name = (lowering.numpy if lowering is not None and lowering.numpy else None) or prim
+    name = getattr(lowering_of(prim), "numpy", None) or prim
     ufunc = getattr(np, name, None)
     return name if isinstance(ufunc, np.ufunc) and ufunc.nin == 1 else None
 

@@ -137,8 +137,7 @@ def emit_region(region, inputs, values, lines, indent):
         uses[v] = uses.get(v, 0) + 2
     loop = _ElementLoop(values, lines, pad)
     for op in region.ops:
-        check_value(op.out)
-        for v in op.inputs:
+        for v in (op.out, *op.inputs):
             check_value(v)
         expr, kind = _emit_op(op, values)
         if values.stmts:  # (they may read the open loop's results)
