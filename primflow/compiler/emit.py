@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import linecache
 import threading
+from collections import Counter
 
 from ..ir import CONSTANT, IMPURE, Function, Operation
 from ..ir.passes import plan_memory
@@ -213,10 +214,7 @@ def _schedule(fn, kernel_groups):
     kernel runs as one unit: all of its inputs must exist before it and every consumer of
     its outputs must come after it). Groups are convex, so the condensed graph is acyclic;
     units are placed in their original order whenever their inputs are ready."""
-    group_of = {}
-    for g in kernel_groups:
-        for op in g.ops:
-            group_of[id(op)] = g
+    group_of = {id(op): g for g in kernel_groups for op in g.ops}
     units, seen = [], set()
     for op in fn.ops:
         g = group_of.get(id(op))
@@ -243,10 +241,7 @@ def _fuse_products_into_sums(fn, skip):
     """``reduce_sum(mul(a, b))`` with the product used nowhere else becomes one
     ``mul_reduce_sum(a, b)`` (an einsum: no temporary, 2-6x faster than multiply + sum).
     Returns a shallow copy of ``fn`` with the new operation list (``fn`` is unchanged)."""
-    count = {}
-    for op in fn.ops:
-        for v in op.inputs:
-            count[v] = count.get(v, 0) + 1
+    count = Counter(v for op in fn.ops for v in op.inputs)
     outputs = set(fn.outputs)
     replace, dropped = {}, set()
     for op in fn.ops:

@@ -90,12 +90,7 @@ def loop_spec(op):
 
 def loop_specs(fn) -> list:
     """The kernel specs of the loops of ``fn`` (its own operations) that numba can run."""
-    specs = []
-    for op in fn.ops:
-        spec = loop_spec(op)
-        if spec is not None and not _rejected(spec):
-            specs.append(spec)
-    return specs
+    return [spec for spec in map(loop_spec, fn.ops) if spec is not None and not _rejected(spec)]
 
 
 def _rejected(spec) -> bool:
