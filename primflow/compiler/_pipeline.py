@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from typing import NamedTuple
 
 from ..backends import get_backend
@@ -39,18 +40,16 @@ from ..ir.passes.fuse import REDUCTIONS, TRANSCENDENTAL, VIEWS
 from ..ir.passes.loop_products import hoist_accumulated_products
 from ..ir.passes.recompute import recompute_broadcasts
 from ..ir.regions import optimize_regions, prune_results, simplify_loops
-from . import numba_loops
+from . import cupy_codegen, numba_codegen, numba_loops
 from . import numpy_codegen as npc
-from .emit import _code_cache, generate
+from .emit import _code_cache, generate  # noqa: F401 - (bench.control_flow empties the cache)
 from .executable import BlockedExecutable, ByThreads, Executable, Pending
+from .kernel_cache import KernelCacheError
 
 __all__ = ["BACKENDS", "Executable", "KernelPlan", "Target", "choose_kernels", "choose_target",
            "compile_program", "optimize_program", "small_program_plan"]
 
 BACKENDS = ("numpy", "numba", "interpret")
-_code_cache = _code_cache  # (the compiled-source cache: bench.control_flow empties it)
-
-
 
 
 def optimize_program(fn, verify=False, assume_finite=False):
@@ -78,7 +77,6 @@ def _prune_then_optimize(fn, verify, assume_finite):
     if prune_results(fn):
         fn = run_pipeline(fn, verify=verify, assume_finite=assume_finite)
     return fn
-
 
 
 class Target(NamedTuple):
@@ -141,8 +139,6 @@ def choose_kernels(fn, groups, backend):
     Raises ImportError for ``backend="numba"`` without numba."""
     if backend not in ("numba", "auto"):
         return None
-    from . import numba_codegen
-
     if not numba_codegen.available():
         if backend == "numba":
             raise ImportError("pf.jit(backend='numba') needs numba (pip install numba)")
@@ -170,8 +166,6 @@ def choose_kernels(fn, groups, backend):
 
 def _kernels_loaded(plan):
     """Whether every kernel of ``plan`` is compiled in this process or the disk cache."""
-    from . import numba_codegen
-
     return (all(numba_codegen.is_loaded(g) for g in plan.kernels.values())
             and all(numba_loops.is_loaded(spec) for spec in plan.loops))
 
@@ -179,23 +173,16 @@ def _kernels_loaded(plan):
 def _write_kernel_sources(plan):
     """The kernels' sources go to the disk cache (numba compiles from files); whether
     that worked (else a warning says why, and the program stays NumPy code)."""
-    from . import numba_codegen
-
     try:
         for g in plan.kernels.values():
             numba_codegen.write_source(g)
         for spec in plan.loops:
             numba_loops.write_source(spec)
     except OSError as e:  # the kernel cache is unusable: stay with NumPy code
-        import warnings
-
-        from .kernel_cache import KernelCacheError
-
         why = (f"{e}" if isinstance(e, KernelCacheError) else
                f"cannot write numba kernels to {numba_codegen.cache_dir()} ({e}). Set "
                f"pf.config.cache_dir to a writable folder")
-        warnings.warn(f"pf.jit: {why}; running generated NumPy code", RuntimeWarning,
-                      stacklevel=3)
+        warnings.warn(f"pf.jit: {why}; running generated NumPy code", RuntimeWarning, stacklevel=3)
         return False
     return True
 
@@ -291,8 +278,6 @@ def small_program_plan(fn, groups):
         >>> plan is None or len(plan[2]) == 1
         True
     """
-    from . import numba_codegen
-
     if not numba_codegen.available():
         return None
     kernel_fn = recompute_broadcasts(fn.copy(), fusible=lambda op: numba_codegen.computes(
@@ -341,8 +326,6 @@ def _kernel_exclusions(fn):
     except erf when every erf of ``fn`` is float32 (kernels compute it as arithmetic, see
     ``numba_codegen._ERF32_NUMERATOR``; a float64 one in the group would send the whole
     group back to NumPy)."""
-    from . import numba_codegen
-
     erfs = [op for op in fn.ops if op.prim == "erf"]
     if erfs and all(numba_codegen.computes(op) for op in erfs):
         return frozenset(TRANSCENDENTAL) - {"erf"}
@@ -353,8 +336,6 @@ def _generate_array_api(fn, emitter):
     """The executable of an array-API backend whose arrays are not NumPy's: source over its
     namespace; over CuPy each fused elementwise group is one generated CUDA kernel
     (reductions stay CuPy calls: the groups are formed without them)."""
-    from . import cupy_codegen
-
     if not cupy_codegen.uses_kernels(get_backend()):
         return generate(fn, fuse(fn), {}, "numpy", emitter)
     groups = fuse(fn, exclude=REDUCTIONS)
@@ -392,7 +373,6 @@ def _compile_blocked(fn, backend, found, threads, tiered):
     when the memory rule (a program with independent rows whose largest value is larger
     than ``BLOCK_BYTES``) or the thread cost model asks for blocks, else None."""
     n, axis_of = found
-    sums = _has_sums(fn, axis_of)
     per_row = max((_nbytes(v) // n for v, a in axis_of.items() if a is not None), default=0)
     budget = config.jit_block_bytes or BLOCK_BYTES
     memory_blocks = 1 if per_row * n <= budget else -(-per_row * n // budget)
@@ -422,15 +402,13 @@ def _compile_blocked(fn, backend, found, threads, tiered):
     blocked = block_sums_program(fn, axis_of, n, rows, early_row_bytes=per_row // EARLY_FRACTION,
                                  side=threads > 1 and not n_random)
     prologue, body, epilogue = blocked.prologue, blocked.body, blocked.epilogue
-    if n_random and (prologue is None or n_random != sum(op.prim in IMPURE
-                                                         for op in prologue.ops)):
+    if n_random and (prologue is None or n_random != sum(op.prim in IMPURE for op in prologue.ops)):
         return None  # every draw must run once, in the prologue, in program order
     if prologue is not None:
         prologue = compile_program(prologue, "numpy", blocking=False)
     if epilogue is not None:
         epilogue = compile_program(epilogue, "numpy", blocking=False)
-    side = None if blocked.side is None else compile_program(blocked.side, "numpy",
-                                                             blocking=False)
+    side = None if blocked.side is None else compile_program(blocked.side, "numpy", blocking=False)
     inner = compile_program(body, backend, blocking=False, tiered=tiered)
     return BlockedExecutable(fn, prologue, inner, axis_of, n, rows, epilogue=epilogue,
                              row_outputs=blocked.row_outputs, threads=threads, side=side)
@@ -451,14 +429,7 @@ def _fuses(backend):
     """Whether arithmetic chains will run as numba kernels."""
     if backend not in ("numba", "auto"):
         return False
-    from . import numba_codegen
-
     return numba_codegen.available()
-
-
-def _has_sums(fn, axis_of):
-    return any(axis_of[op.out] is None and any(axis_of[v] is not None for v in op.inputs)
-               for op in fn.ops)
 
 
 def _thread_blocks(fn, axis_of, n, threads, memory_blocks, fused=False):
@@ -471,8 +442,7 @@ def _thread_blocks(fn, axis_of, n, threads, memory_blocks, fused=False):
                or any(axis_of[v] is not None for v in op.inputs)]
     work = sum(_op_seconds(op, fused) for op in row_ops)
     serial = work + len(fn.ops) * OP_SECONDS
-    for blocks in range(threads * max(1, -(-memory_blocks // threads)), MAX_BLOCKS + 1,
-                        threads):
+    for blocks in range(threads * max(1, -(-memory_blocks // threads)), MAX_BLOCKS + 1, threads):
         if n % blocks == 0:
             break
     else:
@@ -488,10 +458,9 @@ def _thread_blocks(fn, axis_of, n, threads, memory_blocks, fused=False):
 def _op_seconds(op, fused=False):
     """A rough one-core time for ``op`` (see the cost model's constants)."""
     if op.prim == "dot_general":
-        (lc, _), _ = op.params["contracting"], op.params["batch"]
         x_shape = op.inputs[0].aval.shape
-        return (math.prod(op.out.aval.shape) * math.prod(x_shape[d] for d in lc)
-                * MULTIPLY_ADD_SECONDS)
+        contracted = math.prod(x_shape[d] for d in op.params["contracting"][0])
+        return math.prod(op.out.aval.shape) * contracted * MULTIPLY_ADD_SECONDS
     if op.prim in VIEWS or op.prim in (CONSTANT, "full", "iota"):
         return 0.0
     if op.prim in REDUCTIONS:
@@ -503,19 +472,13 @@ def _op_seconds(op, fused=False):
 
 
 def _nbytes(v):
-    size = v.aval.dtype.itemsize
-    for d in v.aval.shape:
-        size *= d
-    return size
-
+    return v.aval.dtype.itemsize * math.prod(v.aval.shape)
 
 
 def _load_spaced(groups):
     """Loads the kernels of ``groups`` from the background thread with pauses between them:
     a load holds the GIL for a few milliseconds, so the program's call running meanwhile
     waits that long; paused, each call overlaps at most one load."""
-    from . import numba_codegen
-
     for g in groups:
         t0 = time.perf_counter()
         numba_codegen.compile_group(g)
@@ -534,8 +497,6 @@ def _tiered(exe, plan, backend, emitter=npc):
     thread holding the GIL, they made the program's next calls up to twice as slow. The
     compiled ones are loaded by the background thread, after numba's once-per-process
     set-up was done in the calling thread (``numba_codegen.prepare_process``)."""
-    from . import numba_codegen
-
     owner = get_backend()
 
     def generate_kernels():

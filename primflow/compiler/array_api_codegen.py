@@ -98,9 +98,8 @@ class ArrayAPIEmitter:
 
     def _ufunc(self, op):
         name = self.function_name(op.prim)
-        if name is None:
-            return None
-        return name if _takes_out(self.backend.kernels[op.prim], len(op.inputs)) else None
+        takes_out = name is not None and _takes_out(self.backend.kernels[op.prim], len(op.inputs))
+        return name if takes_out else None
 
     def can_write(self, op) -> bool:
         """Whether ``emit`` writes ``op`` into a preallocated buffer."""
@@ -120,8 +119,7 @@ class ArrayAPIEmitter:
         if prim == "mul_reduce_sum":
             return self._einsum_into
         if prim == "dot_general" and self.matmul_takes_out:
-            return npc._matmul_form(op) is not None or (
-                npc._gemm_form(op) is not None and npc._gemm_form(op)[0] == "gemm")
+            return npc._matmul_form(op) is not None or (npc._gemm_form(op) or ("",))[0] == "gemm"
         return False
 
     def emit(self, op, args, out, params_name):
@@ -162,9 +160,7 @@ class ArrayAPIEmitter:
             return f"xp.permute_dims({args[0]}, {tuple(op.params['perm'])!r})"
         if prim == "broadcast_in_dim":
             return self._emit_broadcast(op, args[0])
-        if args:
-            return f"K_{prim}({', '.join(args)}, **{params_name})"
-        return f"K_{prim}(**{params_name})"
+        return f"K_{prim}({', '.join(args)}{', ' if args else ''}**{params_name})"
 
     def _emit_broadcast(self, op, arg):
         shape = tuple(op.params["shape"])

@@ -11,9 +11,9 @@ reads are stored. CuPy compiles a kernel with NVRTC at its first call and caches
 neither CuPy nor a GPU, so it is tested everywhere; ``compile_group`` needs both.
 
 Semantics follow NumPy's where C's differ (the declarations' ``c=`` forms): ``maximum``/
-``minimum`` propagate NaN (C's ``fmax`` ignores it), ``round`` is half-to-even (``rint``). Reductions stay CuPy calls
-(``xp.sum``), and groups with views (unit reshapes) or integer arithmetic are left to them
-as well.
+``minimum`` propagate NaN (C's ``fmax`` ignores it), ``round`` is half-to-even (``rint``).
+Reductions stay CuPy calls (``xp.sum``), and groups with views (unit reshapes) or integer
+arithmetic are left to them as well.
 """
 
 from __future__ import annotations
@@ -90,11 +90,8 @@ def kernel_source(group) -> KernelSource:
         float t3 = tanh(t2);
         o0 = t3;
     """
-    names = {}
-    params_in = []
-    for k, v in enumerate(group.inputs):
-        names[v] = f"i{k}"
-        params_in.append(f"{v.aval.dtype.name} i{k}")
+    names = {v: f"i{k}" for k, v in enumerate(group.inputs)}
+    params_in = [f"{v.aval.dtype.name} i{k}" for k, v in enumerate(group.inputs)]
     lines = []
     for op in group.ops:
         ctype = _C_TYPES[op.out.aval.dtype.name]
@@ -112,10 +109,8 @@ def kernel_source(group) -> KernelSource:
         name = f"t{len(names)}"
         names[op.out] = name
         lines.append(f"{ctype} {name} = {expr};")
-    params_out = []
-    for k, v in enumerate(group.outputs):
-        params_out.append(f"{v.aval.dtype.name} o{k}")
-        lines.append(f"o{k} = {names[v]};")
+    params_out = [f"{v.aval.dtype.name} o{k}" for k, v in enumerate(group.outputs)]
+    lines += [f"o{k} = {names[v]};" for k, v in enumerate(group.outputs)]
     operation = "\n".join(lines)
     digest = hashlib.sha1(("|".join(params_in + params_out) + operation).encode())
     return KernelSource(", ".join(params_in), ", ".join(params_out), operation,

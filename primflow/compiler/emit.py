@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import linecache
 import threading
+from collections import Counter
 
 from ..ir import CONSTANT, IMPURE, Function, Operation
 from ..ir.passes import plan_memory
@@ -24,13 +25,13 @@ from . import numba_loops
 from . import numpy_codegen as npc
 from ._control import control_runner
 from .executable import Executable, Workspace
+from .spellings import tuple_source
 
 _code_cache = {}  # source text -> code object
 _lock = threading.Lock()
 
 
-def generate(fn, groups, numba_groups, backend, emitter=npc, kernel_maker=None,
-             whole_loops=False):
+def generate(fn, groups, numba_groups, backend, emitter=npc, kernel_maker=None, whole_loops=False):
     """One Python function for ``fn``; ``emitter`` spells each operation (the NumPy
     backend's ``numpy_codegen`` module, or an ``array_api_codegen.ArrayAPIEmitter``), and
     ``kernel_maker`` (``numba_codegen`` by default, ``cupy_codegen`` on CuPy) compiles the
@@ -98,14 +99,11 @@ class _Emission:
         self.group_of = {}
         self.random_index = 0
         self.compiled_kernels = []
-        var = self.var
-        self.body = ["    " + (", ".join(var[v] for v in fn.inputs)
-                               + ("," if len(fn.inputs) == 1 else "") + " = args"
-                               if fn.inputs else "pass")]
+        self.body = [f"    {tuple_source([self.var[v] for v in fn.inputs])} = args"
+                     if fn.inputs else "    pass"]
         if plan.buffers:
             bnames = [f"b{i}" for i in range(len(plan.buffers))]
-            self.body.append("    " + ", ".join(bnames) + ("," if len(bnames) == 1 else "")
-                             + " = ws.buffers")
+            self.body.append(f"    {tuple_source(bnames)} = ws.buffers")
         self.workspace = Workspace(plan.buffers, emitter.allocate)
 
     def constant(self, op):
@@ -155,11 +153,9 @@ class _Emission:
                 outs.append(f"empty({v.aval.shape!r}, dtype=D_{vname})")
                 self.ns[f"D_{vname}"] = self.emitter.native_dtype(v.aval.dtype)
         ins = ", ".join(var[maker.kernel_operand(v)] for v in g.inputs)
-        self.body.append(f"    # {getattr(maker, 'LABEL', 'numba')} kernel {k}: "
-                         f"group {g.gid} "
+        self.body.append(f"    # {getattr(maker, 'LABEL', 'numba')} kernel {k}: group {g.gid} "
                          f"({' '.join(o.prim for o in g.ops)})")
-        self.body.append(f"    {', '.join(var[v] for v in g.outputs)}"
-                         f"{',' if len(g.outputs) == 1 else ''} = "
+        self.body.append(f"    {tuple_source([var[v] for v in g.outputs])} = "
                          f"N{k}({ins}{', ' if ins else ''}{', '.join(outs)})")
 
     def operation(self, op):
@@ -193,7 +189,7 @@ class _Emission:
         self.body.append(f"    {v} = {expr}")
 
 
-def _views_only_kernels_see_through(fn, skip, kernel_groups, kernel_maker=None):
+def _views_only_kernels_see_through(fn, skip, kernel_groups, kernel_maker):
     """Ids of the broadcasts (and views of them) nothing reads: a numba kernel reads a
     broadcast's source instead (``numba_codegen.kernel_operand``), so the NumPy view would
     only cost a call per block."""
@@ -218,10 +214,7 @@ def _schedule(fn, kernel_groups):
     kernel runs as one unit: all of its inputs must exist before it and every consumer of
     its outputs must come after it). Groups are convex, so the condensed graph is acyclic;
     units are placed in their original order whenever their inputs are ready."""
-    group_of = {}
-    for g in kernel_groups:
-        for op in g.ops:
-            group_of[id(op)] = g
+    group_of = {id(op): g for g in kernel_groups for op in g.ops}
     units, seen = [], set()
     for op in fn.ops:
         g = group_of.get(id(op))
@@ -248,10 +241,7 @@ def _fuse_products_into_sums(fn, skip):
     """``reduce_sum(mul(a, b))`` with the product used nowhere else becomes one
     ``mul_reduce_sum(a, b)`` (an einsum: no temporary, 2-6x faster than multiply + sum).
     Returns a shallow copy of ``fn`` with the new operation list (``fn`` is unchanged)."""
-    count = {}
-    for op in fn.ops:
-        for v in op.inputs:
-            count[v] = count.get(v, 0) + 1
+    count = Counter(v for op in fn.ops for v in op.inputs)
     outputs = set(fn.outputs)
     replace, dropped = {}, set()
     for op in fn.ops:

@@ -7,8 +7,10 @@ writing the code is ``emit.py``'s."""
 from __future__ import annotations
 
 import threading
+import warnings
 
 from ..backends import get_backend
+from ..core import random as _random
 from ..ir import IMPURE
 from . import numpy_codegen as npc
 
@@ -74,8 +76,6 @@ class Executable:
         if pending is None:  # another thread switched already
             return
         if pending.error is not None:
-            import warnings
-
             warnings.warn(f"pf.jit: {pending.error}; this program keeps running as generated "
                           f"NumPy code (pf.jit(f, backend='numpy') skips numba)",
                           RuntimeWarning, stacklevel=3)
@@ -89,8 +89,6 @@ class Executable:
             try:
                 new = generate()
             except Exception as e:  # noqa: BLE001 - reported like a failed compile
-                import warnings
-
                 warnings.warn(f"pf.jit: loading the numba kernels failed: {e!r}; this "
                               f"program keeps running as generated NumPy code",
                               RuntimeWarning, stacklevel=3)
@@ -108,8 +106,6 @@ class Executable:
             elif pending.start is not None:
                 pending.count_call()
         if keys is None and self.n_random:
-            from ..core import random as _random
-
             keys = [_random.next_key() for _ in range(self.n_random)]
         run, workspace = self._code
         if workspace is None:
@@ -120,7 +116,6 @@ class Executable:
         return (f"Executable({self.backend}: {len(self.fn.ops)} ops, {len(self.groups)} fused "
                 f"groups, {len(self.kernels)} "
                 f"{'cupy' if self.backend == 'cupy' else 'numba'} kernels, {self.plan})")
-
 
 
 class Pending:
@@ -153,7 +148,6 @@ class Pending:
             self.begin()
 
 
-
 def _allocator_and_adder():
     """How blocked programs on the active backend allocate their outputs and add partial
     sums in block order."""
@@ -170,7 +164,6 @@ def _allocator_and_adder():
         return total
 
     return emitter_for(get_backend()).allocate, add_in_order
-
 
 
 class ByThreads:
@@ -211,7 +204,6 @@ class ByThreads:
         return repr(self.current)
 
 
-
 class BlockedExecutable:
     """Runs ``prologue`` (what does not depend on the rows, NumPy code) once, then ``inner``
     (the program compiled for ``rows`` rows of the batch dimension) on each block of the
@@ -239,8 +231,7 @@ class BlockedExecutable:
             row_outputs = list(range(len(fn.outputs)))
         self.row_outputs = row_outputs
         self.out_axes = [axis_of[fn.outputs[i]] for i in row_outputs]
-        self.out_specs = [(fn.outputs[i].aval.shape, fn.outputs[i].aval.dtype)
-                          for i in row_outputs]
+        self.out_specs = [(fn.outputs[i].aval.shape, fn.outputs[i].aval.dtype) for i in row_outputs]
         self._allocate, self._add_in_order = _allocator_and_adder()
 
     def __getattr__(self, name):  # source, plan, groups, kernels, backend, wait, compiling
@@ -250,8 +241,6 @@ class BlockedExecutable:
         from ..backends.threads import parallel_map
 
         if keys is None and self.n_random:
-            from ..core import random as _random
-
             keys = [_random.next_key() for _ in range(self.n_random)]
         # random draws do not depend on the rows (else the program is not blocked): they
         # are hoisted into the prologue, in program order
@@ -280,8 +269,7 @@ class BlockedExecutable:
             full = full + partials.pop()
         if self.epilogue is None:
             return outs
-        sums = [self._add_in_order([p[k] for p in partials])
-                for k in range(len(partials[0]))]
+        sums = [self._add_in_order([p[k] for p in partials]) for k in range(len(partials[0]))]
         rest = iter(self.epilogue(full + sums))
         row = iter(outs)
         rows = set(self.row_outputs)

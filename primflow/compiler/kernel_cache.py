@@ -130,8 +130,7 @@ def secret_key(folder):
         if key is not None:
             return key
         tmp = os.path.join(folder, f".key.{os.getpid()}.{secrets.token_hex(6)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
-                     0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(secrets.token_bytes(_KEY_BYTES))
@@ -150,8 +149,7 @@ def secret_key(folder):
 
 def _read_key(path):
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0) |
-                     getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
         return None
     except OSError:  # a link or something unreadable: replace it
@@ -161,8 +159,7 @@ def _read_key(path):
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
         key = f.read(_KEY_BYTES + 1)
-    private = not hasattr(os, "getuid") or (st.st_uid == os.getuid()
-                                            and not st.st_mode & 0o077)
+    private = not hasattr(os, "getuid") or (st.st_uid == os.getuid() and not st.st_mode & 0o077)
     if stat.S_ISREG(st.st_mode) and private and len(key) == _KEY_BYTES:
         return key
     with contextlib.suppress(OSError):

@@ -18,36 +18,28 @@ primflow wrote and signed: see ``kernel_cache``).
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import re
 import sys
 import threading
+import warnings
 from typing import NamedTuple
 
 import numpy as np
 
 from ..core.config import config
-from . import kernel_cache
-from .numba_worker import load_kernel, mark_ready, numba_types, ready_marker  # noqa: F401
-from ..backends import get_backend
-from ..core.backend import on_install
 from ..ir.passes.fuse import TRANSCENDENTAL, VIEWS
-from .spellings import BY_CODE, fused_numba_form, lowering_of
-
-_lowered = get_backend()  # the NumPy backend whose dtypes kernels use (see numpy_codegen)
-
-
-def _follow(backend):
-    global _lowered
-    if backend.codegen == "numpy":
-        _lowered = backend
-
-
-on_install(_follow)
+from . import kernel_cache
+from .numba_worker import load_kernel, mark_ready, ready_marker
+from .spellings import BY_CODE, fused_numba_form, lowering_of, tuple_source
 
 AUTO_MIN_ELEMENTS = 1 << 14  # below this NumPy's per-call cost is already small
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
+# as the kernels' source spells it (the whole-loop kernels' too: reassociation lets LLVM
+# vectorise the dot products' sums)
+FASTMATH_ARG = "fastmath={" + ", ".join(repr(f) for f in sorted(FASTMATH)) + "}"
 
 # each elementwise primitive's scalar form is its declaration's (Lowering.numba_fused, read
 # through spellings.py); select, integer_pow, casts and float32 erf are written here
@@ -140,15 +132,14 @@ def computes(op, transcendental=False) -> bool:
         >>> [computes(op) for op in fn.ops]
         [True, False]
     """
+    dtypes = {v.aval.dtype.name for v in (*op.inputs, op.out)}
     if op.prim in _FLOAT32_ONLY:
-        return all(v.aval.dtype.name == "float32" for v in list(op.inputs) + [op.out])
+        return dtypes == {"float32"}
     if transcendental and is_scalar_ufunc(op):
-        return all(v.aval.dtype.name in ("float32", "float64")
-                   for v in list(op.inputs) + [op.out])
+        return dtypes <= {"float32", "float64"}
     supported = (op.prim in BY_CODE or op.prim in _REDUCTIONS
                  or fused_numba_form(op.prim) is not None)
-    return supported and all(
-        v.aval.dtype.name in ("float32", "float64", "bool") for v in list(op.inputs) + [op.out])
+    return supported and dtypes <= {"float32", "float64", "bool"}
 
 
 def numpy_ufunc(prim):
@@ -160,8 +151,7 @@ def numpy_ufunc(prim):
         >>> numpy_ufunc("sin"), numpy_ufunc("neg"), numpy_ufunc("atan2"), numpy_ufunc("logistic")
         ('sin', 'negative', None, None)
     """
-    lowering = lowering_of(prim)
-    name = (lowering.numpy if lowering is not None and lowering.numpy else None) or prim
+    name = getattr(lowering_of(prim), "numpy", None) or prim
     ufunc = getattr(np, name, None)
     return name if isinstance(ufunc, np.ufunc) and ufunc.nin == 1 else None
 
@@ -183,8 +173,7 @@ def supports(group, min_elements=0, transcendental=False) -> bool:
         return False
     if min_elements and [op.prim for op in computed] == ["mul", "reduce_sum"]:
         return False
-    if min_elements and len(computed) == 1 and all(kernel_operand(v) is v
-                                                   for v in group.inputs):
+    if min_elements and len(computed) == 1 and all(kernel_operand(v) is v for v in group.inputs):
         return False  # one operation on plain arrays: a NumPy ufunc is as fast
     if group.size < max(min_elements, 1):
         return False
@@ -217,34 +206,28 @@ def _literal(value, dtype):
 
 def kernel_source(group):
     """The Python source of the kernel for ``group`` (a function ``kernel``)."""
-    shape = group.shape
-    red = group.reduction
-    names = {}
-    lines_pre = []
-    params = []
+    shape, red = group.shape, group.reduction
+    names, lines_pre, params = {}, [], []
     for k, v in enumerate(group.inputs):
         src = kernel_operand(v)
         if v.op is not None and v.op.prim == "full":
             names[v] = f"c{k}"
             lines_pre.append(f"    c{k} = {_literal(v.op.params['value'], v.aval.dtype)}")
-        elif src.aval.shape == () and shape != ():
-            params.append(f"x{k}")
+            continue
+        params.append(f"x{k}")
+        if src.aval.shape == () and shape != ():
             lines_pre.append(f"    s{k} = x{k}[()]")
             names[v] = f"s{k}"
         elif src is not v:  # a broadcast: read its source, a loop index per kept dim
-            params.append(f"x{k}")
             loop = _loop_dims(v.aval.shape, shape)
             dims = v.op.params["broadcast_dimensions"]
             index = ", ".join(f"i{loop[d]}" if n != 1 and loop[d] is not None else "0"
                               for n, d in zip(src.aval.shape, dims))
             names[v] = f"x{k}[{index}]" if index else f"x{k}[()]"
         else:
-            params.append(f"x{k}")
             names[v] = f"x{k}[{_index_of(v.aval.shape, shape)}]"
     outs = [v for v in group.outputs if red is None or v is not red.out]
-    out_params = [f"o{k}" for k in range(len(outs))]
-    red_param = "r" if red is not None else None
-    sig = params + out_params + ([red_param] if red_param else [])
+    returned = [f"o{k}" for k in range(len(outs))] + (["r"] if red is not None else [])
     body = []
     for i, op in enumerate(group.ops):
         if op is red:
@@ -283,18 +266,16 @@ def kernel_source(group):
         names[op.out] = tmp
     for k, v in enumerate(outs):
         body.append(f"o{k}[{_index_of(v.aval.shape, shape)}] = {names[v]}")
-    lines = [f"def kernel({', '.join(sig)}):"] + lines_pre
+    lines = [f"def kernel({', '.join(params + returned)}):"] + lines_pre
     if red is None and _interleaves(group):
         lines += _interleaved_loops(shape, body)
     elif red is None:
-        lines += _loops(shape, body, 1)
+        lines += _loops(shape, range(len(shape)), body)
     else:
         lines += _reduction_loops(shape, red, names, body)
-    returned = out_params + ([red_param] if red_param else [])
-    lines.append(f"    return {', '.join(returned)}{',' if len(returned) == 1 else ''}")
+    lines.append(f"    return {tuple_source(returned)}")
     header = ("import numpy as np\nimport numba\n\n\n"
-              "@numba.njit(cache=True, nogil=True, error_model='numpy', fastmath={"
-              + ", ".join(repr(f) for f in sorted(FASTMATH)) + "})\n")
+              f"@numba.njit(cache=True, nogil=True, error_model='numpy', {FASTMATH_ARG})\n")
     return header + "\n".join(lines) + "\n"
 
 
@@ -312,14 +293,13 @@ def _index_of(value_shape, shape):
     return ", ".join("0" if d is None else f"i{d}" for d in _loop_dims(value_shape, shape))
 
 
-def _loops(shape, body, depth):
+def _loops(shape, dims, body, ind="    "):
+    """A loop nest over the ``dims`` of ``shape`` (starting at indent ``ind``) around ``body``."""
     lines = []
-    ind = "    " * depth
-    for d, n in enumerate(shape):
-        lines.append(f"{ind}for i{d} in range({n}):")
+    for d in dims:
+        lines.append(f"{ind}for i{d} in range({shape[d]}):")
         ind += "    "
-    lines += [ind + b for b in body]
-    return lines
+    return lines + [ind + b for b in body]
 
 
 def _interleaves(group):
@@ -328,8 +308,7 @@ def _interleaves(group):
     vectorise without SVML, runs at the calls' latency, one element after the other; two
     independent chains side by side let the CPU overlap them (W5's gradient, 17 dependent
     sin/cos pairs an element: 227 -> 150 us for 1,000 elements)."""
-    return (any(n >= 2 for n in group.shape)
-            and any(op.prim in TRANSCENDENTAL for op in group.ops))
+    return any(n >= 2 for n in group.shape) and any(op.prim in TRANSCENDENTAL for op in group.ops)
 
 
 _TEMPORARY = re.compile(r"\b(t\d+[a-z]?)\b")
@@ -342,12 +321,9 @@ def _interleaved_loops(shape, body):
     d = max(k for k, n in enumerate(shape) if n >= 2)
     index = re.compile(rf"\bi{d}\b")
     second = [index.sub(f"(i{d} + 1)", _TEMPORARY.sub(r"\1_1", b)) for b in body]
-    lines, ind = [], "    "
-    for k, n in enumerate(shape[:d]):
-        if n != 1:
-            lines.append(f"{ind}for i{k} in range({n}):")
-            ind += "    "
-    lines.append(f"{ind}for i{d} in range(0, {shape[d] - 1}, 2):")
+    outer = [k for k in range(d) if shape[k] != 1]
+    ind = "    " * (1 + len(outer))
+    lines = _loops(shape, outer, [f"for i{d} in range(0, {shape[d] - 1}, 2):"])
     lines += [f"{ind}    {line}" for pair in zip(body, second) for line in pair]
     if shape[d] % 2:
         lines.append(f"{ind}i{d} = {shape[d] - 1}")
@@ -366,26 +342,12 @@ def _reduction_loops(shape, red, names, body):
     value = names[red.inputs[0]]
     out_index = ", ".join(f"i{d}" for d in kept) if kept else "()"
     trailing = axes == tuple(range(len(kept), len(shape)))
-    lines = []
     if trailing:  # kept dims outside, a register accumulator over the reduced ones inside
-        ind = "    "
-        for d in kept:
-            lines.append(f"{ind}for i{d} in range({shape[d]}):")
-            ind += "    "
-        lines.append(f"{ind}acc = {init}")
-        for d in axes:
-            lines.append(f"{ind}for i{d} in range({shape[d]}):")
-            ind += "    "
-        lines += [ind + b for b in body]
-        lines.append(f"{ind}acc = {combine.format(v=value)}")
-        ind = "    " * (1 + len(kept))
-        lines.append(f"{ind}r[{out_index}] = acc")
-        return lines
+        inner = _loops(shape, axes, body + [f"acc = {combine.format(v=value)}"], "")
+        return _loops(shape, kept, [f"acc = {init}", *inner, f"r[{out_index}] = acc"])
     # any other axes: accumulate into the output in natural loop order
-    lines.append(f"    r[...] = {init}")
-    acc_body = body + [f"acc = r[{out_index}]",
-                       f"r[{out_index}] = {combine.format(v=value)}"]
-    return lines + _loops(shape, acc_body, 1)
+    acc_body = body + [f"acc = r[{out_index}]", f"r[{out_index}] = {combine.format(v=value)}"]
+    return [f"    r[...] = {init}"] + _loops(shape, range(len(shape)), acc_body)
 
 
 def kernel_signature(group):
@@ -404,11 +366,9 @@ def kernel_signature(group):
             continue
         v = kernel_operand(v)
         sig.append((v.aval.dtype.name, len(v.aval.shape), "A" if _strided(v) else "C", True))
-    for v in group.outputs:
-        if red is None or v is not red.out:
-            sig.append((v.aval.dtype.name, len(v.aval.shape), "C", False))
-    if red is not None:
-        sig.append((red.out.aval.dtype.name, len(red.out.aval.shape), "C", False))
+    outs = [v for v in group.outputs if red is None or v is not red.out]
+    for v in outs + ([red.out] if red is not None else []):
+        sig.append((v.aval.dtype.name, len(v.aval.shape), "C", False))
     return sig
 
 
@@ -433,10 +393,12 @@ class KernelSpec(NamedTuple):
 
 def kernel_spec(group) -> KernelSpec:
     """The ``KernelSpec`` of ``group``'s kernel."""
-    source = kernel_source(group)
-    signature = kernel_signature(group)
+    return _spec(kernel_source(group), kernel_signature(group), "k")
+
+
+def _spec(source, signature, prefix):
     sha = hashlib.sha1((source + repr(signature)).encode()).hexdigest()[:16]
-    return KernelSpec(source, signature, sha, os.path.join(cache_dir(), f"k_{sha}.py"))
+    return KernelSpec(source, signature, sha, os.path.join(cache_dir(), f"{prefix}_{sha}.py"))
 
 
 def write_source(group, spec=None):
@@ -459,15 +421,21 @@ def compile_group(group):
     ``full`` inputs are inlined constants and are not passed. Compiles the kernel, or loads
     it from numba's disk cache."""
     spec = kernel_spec(group)
+    return _Launcher(_entry(spec), group, spec.source, spec.signature)
+
+
+def _entry(spec):
+    """The compiled entry point of ``spec``'s kernel (a group's or a whole loop's): this
+    process's, else compiled now or loaded from numba's disk cache."""
     entry = _kernels.get(spec.sha)
     if entry is None:
         with _lock:
             entry = _kernels.get(spec.sha)
             if entry is None:
-                write_source(group, spec)
+                kernel_cache.write_source(spec.path, spec.source)
                 entry = _kernels[spec.sha] = load_kernel(spec.path, spec.signature)
                 mark_ready(spec.path)
-    return _Launcher(entry, group, spec.source, spec.signature)
+    return entry
 
 
 class _Launcher:
@@ -479,8 +447,7 @@ class _Launcher:
         self.entry = entry
         self.source = source
         self.skip = [v.op is not None and v.op.prim == "full" for v in group.inputs]
-        self.contiguous = [layout == "C" for _, _, layout, _ in signature[:len(
-            [s for s in self.skip if not s])]]
+        self.contiguous = [layout == "C" for _, _, layout, _ in signature[:self.skip.count(False)]]
 
     def __call__(self, *arrays):
         n_in = len(self.skip)
@@ -567,7 +534,6 @@ def compile_in_background(groups, done, specs=()):
 
 
 def _serve():
-    import json
     import subprocess
 
     while True:
@@ -575,10 +541,9 @@ def _serve():
         error = None
         if jobs:
             try:
-                proc = subprocess.Popen([sys.executable, worker, str(niceness)],
-                                        stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        text=True)
+                proc = subprocess.Popen([sys.executable, worker, str(niceness)], text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE)
                 _background["process"] = proc
                 out, err = proc.communicate(json.dumps(jobs), timeout=timeout)
                 _warn_notices(out)
@@ -604,9 +569,6 @@ def _serve():
 
 def _warn_notices(out):
     """Warns the worker's notices (cache files it deleted; a JSON list on its stdout)."""
-    import json
-    import warnings
-
     try:
         notices = json.loads(out or "[]")
     except ValueError:
@@ -619,10 +581,6 @@ def _stop_worker():
     proc = _background["process"]
     if proc is not None and proc.poll() is None:
         proc.kill()
-
-
-def native(dtype):
-    return _lowered.native_dtype(dtype)
 
 
 __all__ = [

@@ -137,8 +137,7 @@ def emit_region(region, inputs, values, lines, indent):
         uses[v] = uses.get(v, 0) + 2
     loop = _ElementLoop(values, lines, pad)
     for op in region.ops:
-        check_value(op.out)
-        for v in op.inputs:
+        for v in (op.out, *op.inputs):
             check_value(v)
         expr, kind = _emit_op(op, values)
         if values.stmts:  # (they may read the open loop's results)
@@ -298,9 +297,7 @@ def _emit_op(op, values):  # noqa: C901 - one case per primitive family
     shape = shape_of(out)
     scalar_out = shape == ()
     if prim == "full":
-        values.literal[out] = (_literal(op.params["value"], dtype), shape)
-        values.kind[out] = "lit"
-        return None, "lit"
+        return _constant(values, out, _literal(op.params["value"], dtype))
     if _elementwise(prim):
         if not integer_safe(prim) and not out.aval.dtype.is_floating:
             raise Unsupported(f"{prim} on {dtype}")
@@ -317,43 +314,22 @@ def _emit_op(op, values):  # noqa: C901 - one case per primitive family
                             else values.materialise(v))
             else:
                 args.append(values.expr[v])
-        if prim == "tanh" and scalar_out:
-            expr = f"tanh1_({args[0]})"
-        elif prim == "tanh":
+        if prim == "integer_pow" and op.params["y"] == 0:
+            return _constant(values, out, _literal(1, dtype))
+        if prim == "integer_pow" and op.params["y"] < 0 and not out.aval.dtype.is_floating:
+            raise Unsupported("negative integer power of an integer")
+        if scalar_out:  # the scalar form (what the element loops compute)
+            return scalar_cast(_element_expr(op, args), dtype), "s"
+        if prim == "tanh":
             arg = args[0]
             if values.kind.get(op.inputs[0]) == "A":
                 arg = f"np.ascontiguousarray({arg})"
-            expr = f"tanh_({arg})"
-        elif numba_form(prim) is not None:
-            expr = numba_form(prim).format(*args, one=_literal(1, dtype))
-        elif prim == "select":
-            if scalar_out:
-                expr = f"({args[1]} if {args[0]} else {args[2]})"
-            else:
-                expr = f"np.where({args[0]}, {args[1]}, {args[2]})"
-        elif prim == "integer_pow":
-            y = op.params["y"]
-            if y == 0:
-                return _constant(values, out, 1)
-            expr = "(" + " * ".join([args[0]] * abs(y)) + ")"
-            if y < 0:
-                if not out.aval.dtype.is_floating:
-                    raise Unsupported("negative integer power of an integer")
-                expr = f"({_literal(1, dtype)} / {expr})"
-        else:  # convert_element_type
-            src = op.inputs[0]
-            if scalar_out:
-                expr = (f"({args[0]} != 0)" if dtype == "bool"
-                        else scalar_cast(args[0], dtype))
-            elif dtype == "bool":
-                expr = f"({args[0]} != 0)"
-            else:
-                expr = f"{args[0]}.astype(np.{dtype})"
-            if dtype_name(src) == dtype:
-                expr = args[0]
-        if scalar_out:
-            return scalar_cast(expr, dtype), "s"
-        return expr, "C"
+            return f"tanh_({arg})", "C"
+        if prim == "select":
+            return f"np.where({args[0]}, {args[1]}, {args[2]})", "C"
+        if prim == "convert_element_type" and dtype not in ("bool", dtype_name(op.inputs[0])):
+            return f"{args[0]}.astype(np.{dtype})", "C"
+        return _element_expr(op, args), "C"  # (the numba forms are array forms too)
     if prim not in _STRUCTURAL:
         raise Unsupported(prim)
     if prim == "iota":
@@ -366,9 +342,11 @@ def _emit_op(op, values):  # noqa: C901 - one case per primitive family
                               f"{shape!r}))")
         return name, "C"
     x = op.inputs[0]
+    if prim in ("reshape", "broadcast_in_dim") and values.kind[x] == "lit":
+        return _constant(values, out, values.literal[x][0])
+    if prim in ("transpose", "slice") and values.kind[x] == "s":
+        return values.expr[x], "s"
     if prim == "reshape":
-        if values.kind[x] == "lit":
-            return _constant(values, out, None, values.literal[x][0])
         if values.kind[x] == "s":
             return (f"np.full({shape!r}, {values.expr[x]})", "C") if shape else (
                 values.expr[x], "s")
@@ -379,8 +357,6 @@ def _emit_op(op, values):  # noqa: C901 - one case per primitive family
         values.flat_src[out] = values.flat_src.get(x, x)
         return values.expr[out], "view"
     if prim == "broadcast_in_dim":
-        if values.kind[x] == "lit":
-            return _constant(values, out, None, values.literal[x][0])
         if values.kind[x] == "s":
             return f"np.full({shape!r}, {values.expr[x]})", "C"
         expanded = [1] * len(shape)
@@ -389,15 +365,11 @@ def _emit_op(op, values):  # noqa: C901 - one case per primitive family
         return (f"np.broadcast_to({values.contiguous(x)}.reshape({tuple(expanded)!r}), "
                 f"{shape!r})", "A")
     if prim == "transpose":
-        if values.kind[x] == "s":
-            return values.expr[x], "s"
         perm = tuple(op.params["perm"])
         if perm == tuple(range(len(perm))):
             return values.array(x), values.kind[x] if values.kind[x] != "lit" else "C"
         return f"np.transpose({values.array(x)}, {perm!r})", "A"
     if prim == "slice":
-        if values.kind[x] == "s":
-            return values.expr[x], "s"
         index = ", ".join(f"{s}:{e}:{st}" for s, e, st in zip(
             op.params["start"], op.params["limit"], op.params["strides"]))
         if scalar_out:
@@ -450,16 +422,14 @@ def _emit_pad(op, values, shape, dtype):
     return name, "C"
 
 
-def _constant(values, out, value, literal=None):
-    values.literal[out] = (literal if literal is not None else _literal(value, dtype_name(out)),
-                           shape_of(out))
-    values.kind[out] = "lit"
+def _constant(values, out, literal):
+    values.literal[out], values.kind[out] = (literal, shape_of(out)), "lit"
     return None, "lit"
 
 
 def _emit_dot(op, values):
     x, y = op.inputs
-    if not (x.aval.dtype.is_floating and y.aval.dtype.is_floating) or dtype_name(x) != dtype_name(y):
+    if not x.aval.dtype.is_floating or dtype_name(x) != dtype_name(y):  # (then y is floating too)
         raise Unsupported("dot_general on non-float operands")
     if values.kind[x] == "s" or values.kind[y] == "s":
         raise Unsupported("dot_general of a scalar")
@@ -482,8 +452,7 @@ def _emit_dot(op, values):
             values.expr[op.out] = expr
             return expr, "view"
         return expr, "C"
-    if expr is None:
-        expr = f"np.dot({matrix(x, m, k, tx)}, {matrix(y, k, n, ty)})"
+    expr = f"np.dot({matrix(x, m, k, tx)}, {matrix(y, k, n, ty)})"
     if shape_of(op.out) != (m, n):
         if shape_of(op.out) == ():
             return scalar_cast(f"{expr}[0, 0]", dtype_name(op.out)), "s"
@@ -509,22 +478,17 @@ def _matvec(op, values, m, k, n, tx, ty, matrix):
         return None
     dtype = dtype_name(op.out)
     invariant = values.kind[mat] == "C" and values.expr[mat] in values.invariant
-    if given_as_rows and invariant:  # stored as (rows_n, k): its rows are what each reads
-        key = ("rows", values.expr[mat])  # (an aligned copy, made once)
+    if invariant:  # an aligned copy, made once: of its rows when it is stored as (rows_n, k),
+        # else of its transpose (stored as (k, rows_n))
+        key = ("rows" if given_as_rows else "T", values.expr[mat])
         rows = values.cache.get(key)
         if rows is None:
             rows = values.cache[key] = values.fresh("h")
-            values.hoisted.append(
-                f"{rows} = aligned_copy_({matrix(mat, rows_n, k, False)})")
+            copied = (matrix(mat, rows_n, k, False) if given_as_rows
+                      else f"{matrix(mat, k, rows_n, False)}.T")
+            values.hoisted.append(f"{rows} = aligned_copy_({copied})")
     elif given_as_rows:
         rows = matrix(mat, rows_n, k, False)
-    elif invariant:
-        key = ("T", values.expr[mat])  # stored as (k, rows_n): transposed once
-        rows = values.cache.get(key)
-        if rows is None:
-            rows = values.cache[key] = values.fresh("h")
-            values.hoisted.append(
-                f"{rows} = aligned_copy_({matrix(mat, k, rows_n, False)}.T)")
     else:
         return None
     if values.kind[mat] == "A" and given_as_rows:

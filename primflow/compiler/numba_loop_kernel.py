@@ -10,10 +10,9 @@ from __future__ import annotations
 import math
 
 from ..ir.regions import regions_of
+from .numba_codegen import FASTMATH_ARG
 from .numba_loop_emit import Unsupported, Values, check_value, dtype_name, emit_region, shape_of
-
-# as numba_codegen's kernels: reassociation lets LLVM vectorise the dot products' sums
-FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
+from .spellings import tuple_source
 
 
 # tanh that LLVM vectorises: numba calls the scalar libm tanh per element (~8 ns, ~6x
@@ -140,9 +139,7 @@ def loop_source(op):
             if regions_of(inner):
                 raise Unsupported("nested control flow")
     values = Values(hoisted=[])
-    params, pre, sig = [], [], []
-    body = []
-    args = []  # the loop's operand expressions and kinds, in operand order
+    params, pre, sig, body = [], [], [], []
 
     def operand(i, v, carry):
         check_value(v)
@@ -157,24 +154,20 @@ def loop_source(op):
             return f"{name}c", "C"
         return name, "C"
 
+    k, body_fn = op.params["n_carry"], op.params["body"]
+    args = [operand(i, v, i < k) for i, v in enumerate(op.inputs)]  # (expression, kind)
+    carry = args[:k]
     if op.prim == "scan":
-        k, m = op.params["n_carry"], op.params["n_xs"]
-        reverse = op.params["reverse"]
-        body_fn = op.params["body"]
-        for i, v in enumerate(op.inputs):
-            args.append(operand(i, v, i < k))
-        carry = args[:k]
+        m, reverse = op.params["n_xs"], op.params["reverse"]
         # the trip count is an argument (a 0-d int64 array): one kernel for every length
         params.append("steps")
         sig.append(("int64", 0, "C", True))
         pre.append("    n = steps[()]")
         ys = body_fn.outputs[k:]
-        out_names = []
-        for j, v in enumerate(ys):
+        out_names = [f"y{j}" for j in range(len(ys))]
+        for name, v in zip(out_names, ys):
             check_value(v)
-            name = f"y{j}"
             params.append(name)
-            out_names.append(name)
             sig.append((dtype_name(v), len(shape_of(v)) + 1, "C", False))
         slices = []
         for i in range(k, k + m):  # each step's slices of the xs, taken once
@@ -186,8 +179,7 @@ def loop_source(op):
                          f" * {row} + q)"]
             body.append(f"        x{i} = {args[i][0]}[t]")
             slices.append((f"x{i}", "s" if len(shape_of(op.inputs[i])) == 1 else "C"))
-        loop = ("    for t in range(n - 1, -1, -1):" if reverse
-                else "    for t in range(n):")
+        loop = "    for t in range(n - 1, -1, -1):" if reverse else "    for t in range(n):"
         region_in = carry + slices + args[k + m:]
         values.invariant.update(expr for expr, _ in args[k + m:])
         outs = emit_region(body_fn, region_in, values, body, 2)
@@ -220,45 +212,33 @@ def loop_source(op):
                 else:
                     values.hoisted.append(f"{stacked}f = {stacked}.reshape((n, {size}))")
                     body.append(f"            {stacked}f[t, q] = {row}[q]")
-        carry_names = [c[0] for c in carry]
-        body += _rebind(carry_names, outs[:k], [c[1] for c in carry], values,
-                        body_fn.outputs[:k], 2)
         lines = [loop] + body
-        returned = carry_names
     else:  # while
-        k = op.params["n_carry"]
-        for i, v in enumerate(op.inputs):
-            args.append(operand(i, v, i < k))
-        carry = args[:k]
         cond_lines = []
         values.invariant.update(expr for expr, _ in args[k:])
         (test, _), = emit_region(op.params["cond"], carry + args[k:], values, cond_lines, 2)
-        outs = emit_region(op.params["body"], carry + args[k:], values, body, 2)
-        carry_names = [c[0] for c in carry]
-        lines = (["    while True:"] + cond_lines + [f"        if not {test}:",
-                                                      "            break"]
-                 + body + _rebind(carry_names, outs, [c[1] for c in carry], values,
-                                          op.params["body"].outputs, 2))
-        returned = carry_names
-    flags = "fastmath={" + ", ".join(repr(f) for f in sorted(FASTMATH)) + "}"
+        outs = emit_region(body_fn, carry + args[k:], values, body, 2)
+        lines = ["    while True:", *cond_lines, f"        if not {test}:", "            break",
+                 *body]
+    carry_names = [c[0] for c in carry]
+    lines += _rebind(carry_names, outs[:k], [c[1] for c in carry], values, body_fn.outputs[:k])
     header = "import math\n\nimport numpy as np\nimport numba\n\n"
     if "tanh" in "\n".join(lines + values.hoisted):
-        header += TANH_SOURCE.replace("FLAGS", flags)
+        header += TANH_SOURCE.replace("FLAGS", FASTMATH_ARG)
     if "aligned_copy_(" in "\n".join(values.hoisted):
         header += ALIGNED_SOURCE
     if "prefetch_(" in "\n".join(lines) or "stream_(" in "\n".join(lines):
         header += INTRINSICS_SOURCE
-    header += f"\n@numba.njit(cache=True, nogil=True, error_model='numpy', {flags})\n"
+    header += f"\n@numba.njit(cache=True, nogil=True, error_model='numpy', {FASTMATH_ARG})\n"
     text = [f"def kernel({', '.join(params)}):"] + pre
     text += ["    " + h for h in values.hoisted] + lines
     if "stream_(" in "\n".join(lines):
         text.append("    stream_fence_()")  # (streamed stores are visible to other threads)
-    text.append(f"    return ({', '.join(returned)}{',' if len(returned) == 1 else ''})"
-                if returned else "    return 0")
+    text.append(f"    return ({tuple_source(carry_names)})" if carry_names else "    return 0")
     return header + "\n".join(text) + "\n", sig
 
 
-def _rebind(names, outs, kinds, values, out_values, indent):
+def _rebind(names, outs, kinds, values, out_values):
     """Assigns each step's carry outputs to the carry names, keeping each one's numba type
     (a C-contiguous array or a scalar): a view is copied, a constant made an array.
 
@@ -267,9 +247,7 @@ def _rebind(names, outs, kinds, values, out_values, indent):
     nothing is copied or allocated. That needs the buffer to be this carry's alone and
     the old array to be read by no other carry; otherwise the buffer is copied (a carry
     must never be an array the next step overwrites)."""
-    pad = "    " * indent
-    storage = [_storage(v, values) if want != "s" else None
-               for v, want in zip(out_values, kinds)]
+    storage = [_storage(v, values) if want != "s" else None for v, want in zip(out_values, kinds)]
     temps, buffers, olds = [], [], []
     for i, ((expr, kind), want, name) in enumerate(zip(outs, kinds, names)):
         others = storage[:i] + storage[i + 1:]
@@ -285,12 +263,8 @@ def _rebind(names, outs, kinds, values, out_values, indent):
         else:
             temps.append(f"np.ascontiguousarray({expr})")
     # all outputs are read before any carry changes (a body may return carries swapped)
-    lines = []
     lhs, rhs = list(names) + buffers, temps + olds
-    if lhs:
-        lines.append(f"{pad}{', '.join(lhs)}{',' if len(lhs) == 1 else ''} = "
-                     f"{', '.join(rhs)}{',' if len(rhs) == 1 else ''}")
-    return lines
+    return [f"        {tuple_source(lhs)} = {tuple_source(rhs)}"] if lhs else []
 
 
 def _storage(v, values):

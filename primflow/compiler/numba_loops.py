@@ -17,9 +17,9 @@ What has a numba form (``supports``): arithmetic, comparisons, ``select``, the c
 transcendental functions, casts, ``full``/``iota`` (hoisted out of the loop), reshapes,
 transposes, broadcasts, slices, edge padding (a slice's transpose), concatenation, 2-d
 ``dot_general`` without batch dimensions, and sum/max/min reductions (partial ones:
-sums), on float32/float64/int32/int64/bool values. Anything else (random draws, nested control flow, linear algebra,
-gathers, batched matrix products, complex numbers) keeps the loop in Python around the
-compiled regions (``compiler/_control.py``).
+sums), on float32/float64/int32/int64/bool values. Anything else (random draws, nested
+control flow, linear algebra, gathers, batched matrix products, complex numbers) keeps the
+loop in Python around the compiled regions (``compiler/_control.py``).
 
 The kernels share ``numba_codegen``'s machinery: the source goes to a file in the cache
 directory, numba compiles it for one signature (all array inputs C-contiguous, the
@@ -34,16 +34,17 @@ launcher that runs a compiled kernel; ``numba_loop_kernel`` writes a kernel's so
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import threading
+import warnings
 
 import numpy as np
 
-from .numba_codegen import KernelSpec, cache_dir
+from . import kernel_cache, numba_codegen
 from .numba_loop_emit import Unsupported, dtype_name, shape_of
 from .numba_loop_kernel import loop_source
+from .numba_worker import failed_marker
 
 __all__ = ["LOOPS", "LoopLauncher", "Unsupported", "compile_loop", "is_loaded", "loop_spec",
            "loop_specs", "supports", "try_compile_loop", "write_source"]
@@ -80,8 +81,7 @@ def loop_spec(op):
     except Unsupported:
         spec = None
     else:
-        sha = hashlib.sha1((source + repr(signature)).encode()).hexdigest()[:16]
-        spec = KernelSpec(source, signature, sha, os.path.join(cache_dir(), f"L_{sha}.py"))
+        spec = numba_codegen._spec(source, signature, "L")
     if len(_spec_cache) > 256:
         _spec_cache.clear()
     _spec_cache[id(op)] = (op, spec)  # (the operation is kept: its id stays its own)
@@ -90,20 +90,12 @@ def loop_spec(op):
 
 def loop_specs(fn) -> list:
     """The kernel specs of the loops of ``fn`` (its own operations) that numba can run."""
-    specs = []
-    for op in fn.ops:
-        spec = loop_spec(op)
-        if spec is not None and not _rejected(spec):
-            specs.append(spec)
-    return specs
+    return [spec for spec in map(loop_spec, fn.ops) if spec is not None and not _rejected(spec)]
 
 
 def _rejected(spec) -> bool:
     """Whether numba failed to compile this kernel before (here or in a compile worker)."""
-    from .numba_worker import failed_marker
-
     return spec.sha in _failed or os.path.exists(failed_marker(spec.path))
-
 
 
 # ---- running ---------------------------------------------------------------------------------
@@ -116,13 +108,11 @@ class LoopLauncher:
     def __init__(self, entry, op, spec):
         self.entry = entry
         self.source = spec.source
-        self.dtypes = [np.dtype(d if d != "bool" else np.bool_) for d, _, _, _ in
-                       spec.signature[:len(op.inputs)]]
+        self.dtypes = [np.dtype(d) for d, _, _, _ in spec.signature[:len(op.inputs)]]
         self.carry_dtypes = self.dtypes[:op.params["n_carry"]]
         if op.prim == "scan":
             k, n = op.params["n_carry"], op.params["length"]
-            self.ys = [((n,) + shape_of(v), np.dtype(dtype_name(v) if dtype_name(v) != "bool"
-                                                   else np.bool_))
+            self.ys = [((n,) + shape_of(v), np.dtype(dtype_name(v)))
                        for v in op.params["body"].outputs[k:]]
             self.steps = [np.array(n, dtype=np.int64)]
         else:
@@ -137,8 +127,7 @@ class LoopLauncher:
         which measured ~15% of an RK4 gradient's time."""
         with self._lock:
             spare, self._spare = self._spare, None
-        if spare is not None and all(sys.getrefcount(spare[i]) <= 2
-                                     for i in range(len(spare))):
+        if spare is not None and all(sys.getrefcount(spare[i]) <= 2 for i in range(len(spare))):
             return spare
         return [np.empty(shape, dtype) for shape, dtype in self.ys]
 
@@ -160,15 +149,11 @@ class LoopLauncher:
 
 def write_source(spec):
     """Writes a loop kernel's source to the cache directory, signed (see ``kernel_cache``)."""
-    from .kernel_cache import write_source as write_signed
-
-    write_signed(spec.path, spec.source)
+    kernel_cache.write_source(spec.path, spec.source)
 
 
 def is_loaded(spec) -> bool:
-    from .numba_codegen import _kernels
-
-    return spec.sha in _kernels
+    return spec.sha in numba_codegen._kernels
 
 
 def try_compile_loop(op):
@@ -181,8 +166,6 @@ def try_compile_loop(op):
     try:
         return compile_loop(op)
     except Exception as e:  # noqa: BLE001 - any numba failure: keep the Python loop
-        import warnings
-
         _failed.add(spec.sha)
         warnings.warn(f"pf.jit: the {op.prim} loop could not be compiled as one numba kernel "
                       f"({type(e).__name__}: {str(e)[:300]}); it runs as a Python loop over "
@@ -192,16 +175,5 @@ def try_compile_loop(op):
 
 def compile_loop(op) -> LoopLauncher:
     """The launcher of ``op``'s loop kernel, compiled now or loaded from the disk cache."""
-    from .numba_codegen import _kernels, _lock
-    from .numba_worker import load_kernel, mark_ready
-
     spec = loop_spec(op)
-    entry = _kernels.get(spec.sha)
-    if entry is None:
-        with _lock:
-            entry = _kernels.get(spec.sha)
-            if entry is None:
-                write_source(spec)
-                entry = _kernels[spec.sha] = load_kernel(spec.path, spec.signature)
-                mark_ready(spec.path)
-    return LoopLauncher(entry, op, spec)
+    return LoopLauncher(numba_codegen._entry(spec), op, spec)

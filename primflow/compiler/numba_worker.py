@@ -127,8 +127,7 @@ def main():
         except OSError:  # not permitted here: compile at normal priority
             pass
     jobs = json.loads(sys.stdin.read())
-    failed = []
-    notices = []
+    failed, notices = [], []
     for job in jobs:  # one kernel that numba rejects does not keep the others from compiling
         try:
             load_kernel(job["path"], [tuple(a) for a in job["sig"]], notices.append)

@@ -33,6 +33,7 @@ def _follow(backend):
 
 on_install(_follow)
 
+
 def ufunc_source(prim, nin):
     """How generated code names the NumPy ufunc that is ``prim``'s kernel with ``nin`` inputs
     (``np.exp``, or ``K_<prim>`` for one outside NumPy such as SciPy's erf), or None when
@@ -52,8 +53,7 @@ def ufunc_source(prim, nin):
 
 def namespace():
     """Globals of generated code: numpy, the kernels (``K_<prim>``) and helpers."""
-    ns = {"np": np, "matmul": blas.matmul, "copy_into": copy_into,
-          "empty": np.empty}
+    ns = {"np": np, "matmul": blas.matmul, "copy_into": copy_into, "empty": np.empty}
     for name, kernel in _lowered.kernels.items():
         ns[f"K_{name}"] = kernel
     return ns
@@ -83,14 +83,12 @@ def can_write(op) -> bool:
     """Whether ``emit`` can compute ``op`` into a preallocated buffer."""
     aval = op.out.aval
     prim = op.prim
-    if holds_bfloat16(op):
-        return False
-    if aval.dtype.is_bool and ufunc_source(prim, len(op.inputs)) is not None:
-        return True  # comparisons and logic
-    if not aval.dtype.is_floating:
+    if holds_bfloat16(op) or not (aval.dtype.is_floating or aval.dtype.is_bool):
         return False
     if ufunc_source(prim, len(op.inputs)) is not None:
-        return True
+        return True  # (bool results: comparisons and logic)
+    if not aval.dtype.is_floating:
+        return False
     if prim in ("rsqrt", "integer_pow", "convert_element_type", "reduce_sum", "reduce_max",
                 "reduce_min", "mul_reduce_sum"):
         return True
@@ -132,18 +130,10 @@ def _gemm_form(op):
     if not lc:
         return ("outer",)
     nc = len(lc)
-    if lc == tuple(range(nx - nc, nx)):
-        tx = False
-    elif lc == tuple(range(nc)):
-        tx = True
-    else:
+    leading, x_trailing = tuple(range(nc)), tuple(range(nx - nc, nx))
+    if lc not in (x_trailing, leading) or rc not in (leading, tuple(range(ny - nc, ny))):
         return None
-    if rc == tuple(range(nc)):
-        ty = False
-    elif rc == tuple(range(ny - nc, ny)):
-        ty = True
-    else:
-        return None
+    tx, ty = lc != x_trailing, rc != leading  # (contracted on the other side: transposed)
     k = math.prod(sx[d] for d in lc)
     m = math.prod(sx) // k if k else math.prod(s for d, s in enumerate(sx) if d not in lc)
     n = math.prod(sy) // k if k else math.prod(s for d, s in enumerate(sy) if d not in rc)
@@ -229,9 +219,7 @@ def emit(op, args, out, params_name):
         return f"{args[0]}.reshape({tuple(op.params['shape'])!r})"
     if prim == "transpose":
         return f"{args[0]}.transpose({tuple(op.params['perm'])!r})"
-    if args:
-        return f"K_{prim}({', '.join(args)}, **{params_name})"
-    return f"K_{prim}(**{params_name})"
+    return f"K_{prim}({', '.join(args)}{', ' if args else ''}**{params_name})"
 
 
 def _swap(ndim):
@@ -241,14 +229,3 @@ def _swap(ndim):
 def copy_into(out, x):
     np.copyto(out, x, casting="unsafe")
     return out
-
-
-def uniform_scalar(array):
-    """The Python scalar all elements share, or None (used to inline constants)."""
-    a = np.asarray(array)
-    if a.size == 0:
-        return None
-    first = a.reshape(-1)[0]
-    if a.size == 1 or all(s == 0 for s in a.strides):
-        return first.item()
-    return None

@@ -1,7 +1,8 @@
 """The code generators' spellings of the elementwise primitives, read from the declarations
 (``Lowering``, ``core/lowering.py``) instead of tables kept here: a primitive declared with a
 ``c=`` form is fused into CuPy's CUDA kernels, one with a ``numba=`` form into numba's loop
-kernels and (when it is not transcendental) numba's fused elementwise kernels.
+kernels and (when it is not transcendental) numba's fused elementwise kernels. (Also
+``tuple_source``, the generated source of a tuple of names.)
 
 Example:
     >>> c_form("tanh"), numba_form("neg"), fused_numba_form("neg"), fused_numba_form("exp")
@@ -24,14 +25,12 @@ def lowering_of(prim):
 
 def c_form(prim):
     """The CUDA C expression of ``prim`` (CuPy's fused kernels), or None."""
-    lowering = lowering_of(prim)
-    return None if lowering is None else lowering.c
+    return getattr(lowering_of(prim), "c", None)
 
 
 def numba_form(prim):
     """The scalar expression of ``prim`` in numba's loop kernels, or None."""
-    lowering = lowering_of(prim)
-    return None if lowering is None else lowering.numba
+    return getattr(lowering_of(prim), "numba", None)
 
 
 def fused_numba_form(prim):
@@ -46,5 +45,14 @@ def fused_numba_form(prim):
 
 def integer_safe(prim):
     """Whether ``prim``'s generated forms also hold for integer results (``/`` does not)."""
-    lowering = lowering_of(prim)
-    return lowering is None or lowering.integers
+    return getattr(lowering_of(prim), "integers", True)  # (unknown names: no objection)
+
+
+def tuple_source(names):
+    """Generated source listing ``names`` as a tuple: a single name gets its trailing comma.
+
+    Example:
+        >>> tuple_source(["a0"]), tuple_source(["a0", "a1"])
+        ('a0,', 'a0, a1')
+    """
+    return ", ".join(names) + ("," if len(names) == 1 else "")
