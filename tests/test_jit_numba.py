@@ -10,7 +10,6 @@ its values were already read by another group (else the kernels cannot be schedu
 
 from __future__ import annotations
 
-import types
 
 import math
 
@@ -399,8 +398,7 @@ def _hold_the_compile_queue(tmp_path, monkeypatch):
     real_worker = numba_codegen._WORKER
     monkeypatch.setattr(numba_codegen, "_WORKER", str(gate))
     numba_codegen.compile_in_background(
-        [], lambda e: None,
-        specs=[types.SimpleNamespace(path=str(tmp_path / "gate_job"), signature="()")])
+        [{"path": str(tmp_path / "gate_job"), "sig": "()"}], lambda e: None)
     monkeypatch.setattr(numba_codegen, "_WORKER", real_worker)
     deadline = time.monotonic() + 300  # (after the job being served, if any)
     while not started.exists():
@@ -429,8 +427,8 @@ def test_a_queued_job_keeps_the_worker_settings_it_was_queued_with(tmp_path, mon
     monkeypatch.setattr(numba_codegen, "_WORKER", str(record))
     monkeypatch.setattr(numba_codegen, "WORKER_NICENESS", 7)
     numba_codegen.compile_in_background(
-        [], lambda e: (errors.append(e), done.set()),
-        specs=[types.SimpleNamespace(path=str(tmp_path / "job"), signature="()")])
+        [{"path": str(tmp_path / "job"), "sig": "()"}],
+        lambda e: (errors.append(e), done.set()))
     monkeypatch.setattr(numba_codegen, "_WORKER", str(wrong))
     monkeypatch.setattr(numba_codegen, "WORKER_NICENESS", 3)
     release()

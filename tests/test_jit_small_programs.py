@@ -123,9 +123,9 @@ def _count_queued_compiles(monkeypatch):
     submitted = []
     real = numba_codegen.compile_in_background
 
-    def spy(groups, done, specs=()):
-        submitted.append(len(groups))
-        return real(groups, done, specs=specs)
+    def spy(jobs, done):
+        submitted.append(len(jobs))
+        return real(jobs, done)
 
     monkeypatch.setattr(numba_codegen, "compile_in_background", spy)
     return submitted

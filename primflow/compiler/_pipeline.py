@@ -518,10 +518,9 @@ def _tiered(exe, plan, backend, emitter=npc):
 
     def start():
         numba_codegen.prepare_process()
-        groups = list(plan.kernels.values())
-        if numba_codegen.uncompiled(groups, plan.loops):
-            numba_codegen.compile_in_background(groups, lambda e: done(e, spaced=True),
-                                                specs=plan.loops)
+        jobs = numba_codegen.uncompiled(list(plan.kernels.values()), plan.loops)
+        if jobs:
+            numba_codegen.compile_in_background(jobs, lambda e: done(e, spaced=True))
         else:
             done(None)
 

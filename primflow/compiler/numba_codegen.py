@@ -507,16 +507,14 @@ def prepare_process():
     _state["prepared"] = True
 
 
-def compile_in_background(groups, done, specs=()):
-    """Compiles the kernels of ``groups`` (and the ``KernelSpec``s ``specs``, whose sources
-    are written already: whole-loop kernels, see ``numba_loops``) into the disk cache in a
-    separate process (numba's compiler is Python code holding the GIL: a thread would stall
-    this process), one job at a time; then calls ``done(error)`` from a background thread
-    (``error`` is None or a message), which loads them from the disk cache. Kernels already
-    on disk are skipped. Jobs wait in a last-in-first-out queue; each keeps the worker
-    settings (``WORKER_NICENESS``, ``WORKER_TIMEOUT_S``) and the cache folder in force when
-    it was queued."""
-    jobs = uncompiled(groups, specs)
+def compile_in_background(jobs, done):
+    """Compiles ``jobs`` (the kernels ``uncompiled`` lists, sources written) into the disk
+    cache in a separate process (numba's compiler is Python code holding the GIL: a thread
+    would stall this process), one job list at a time; then calls ``done(error)`` from a
+    background thread (``error`` is None or a message), which loads them from the disk
+    cache. Job lists wait in a last-in-first-out queue; each keeps the worker settings
+    (``WORKER_NICENESS``, ``WORKER_TIMEOUT_S``) and the cache folder in force when it was
+    queued."""
     with _lock:
         if _background["queue"] is None:
             import atexit

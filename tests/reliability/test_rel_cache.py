@@ -36,10 +36,13 @@ def _args():
 
 
 def _forget_loaded_kernels(monkeypatch):
-    """As in a new process: no kernel compiled or module built in this one."""
-    monkeypatch.setattr(numba_codegen, "_kernels", {})
-    for name in [n for n in sys.modules if n.startswith("primflow_numba_")]:
-        monkeypatch.delitem(sys.modules, name)
+    """As in a new process: no kernel compiled or module built in this one. (Under the
+    kernel lock: an earlier test's background thread may be loading a kernel, and numba
+    reads its module back from sys.modules while it loads.)"""
+    with numba_codegen._lock:
+        monkeypatch.setattr(numba_codegen, "_kernels", {})
+        for name in [n for n in sys.modules if n.startswith("primflow_numba_")]:
+            monkeypatch.delitem(sys.modules, name)
 
 
 def _run(backend="numba", tiered=False):
